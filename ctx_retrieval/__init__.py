@@ -1,0 +1,79 @@
+"""ctx_retrieval: contextual retrieval for RAG pipelines, the framework-free core.
+
+An LLM reads each document and writes a short context for each of its chunks; the context is prepended to the
+chunk before it is embedded and BM25-indexed. This package turns (document, chunks) into those contexts as
+cheaply (prompt caching, a persistent context cache) and reliably (retries, rate limits, resumable runs) as
+the API allows. Importing it imports no framework and no SDK.
+"""
+
+from .cache import ContextCache, default_cache_path
+from .errors import (
+    BudgetExceededError,
+    ChunkNotInDocumentError,
+    ChunkTooLargeError,
+    ConfigurationError,
+    ContextGenerationError,
+    CtxRetrievalError,
+    DuplicateChunkIdError,
+    InvalidInputError,
+    InvalidTextError,
+    MissingDependencyError,
+    ProviderAuthenticationError,
+    ProviderError,
+    ProviderRequestError,
+    UnknownModelError,
+)
+from .generator import ContextGenerator, ContextRun, CostEstimate
+from .heuristic import HeuristicContextualizer
+from .models import MODELS, ModelInfo
+from .prompts import DEFAULT_PROMPT, PROMPT_VERSION, PromptTemplate, clean_context
+from .providers import AnthropicProvider, Provider
+from .scheduling import RateLimit, RetryPolicy
+from .types import Chunk, ContextResult, SourceDocument, make_chunk_id, split_into_chunks
+from .usage import FailedChunk, RunReport, TokenUsage
+from .windowing import WindowConfig
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "DEFAULT_PROMPT",
+    "MODELS",
+    "PROMPT_VERSION",
+    "AnthropicProvider",
+    "BudgetExceededError",
+    "Chunk",
+    "ChunkNotInDocumentError",
+    "ChunkTooLargeError",
+    "ConfigurationError",
+    "ContextCache",
+    "ContextGenerationError",
+    "ContextGenerator",
+    "ContextResult",
+    "ContextRun",
+    "CostEstimate",
+    "CtxRetrievalError",
+    "DuplicateChunkIdError",
+    "FailedChunk",
+    "HeuristicContextualizer",
+    "InvalidInputError",
+    "InvalidTextError",
+    "MissingDependencyError",
+    "ModelInfo",
+    "PromptTemplate",
+    "Provider",
+    "ProviderAuthenticationError",
+    "ProviderError",
+    "ProviderRequestError",
+    "RateLimit",
+    "RetryPolicy",
+    "RunReport",
+    "SourceDocument",
+    "TokenUsage",
+    "UnknownModelError",
+    "WindowConfig",
+    "__version__",
+    "clean_context",
+    "default_cache_path",
+    "make_chunk_id",
+    "split_into_chunks",
+]

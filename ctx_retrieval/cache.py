@@ -1,0 +1,151 @@
+"""A persistent context cache in SQLite: a run pays for each chunk once, across restarts and processes.
+
+Every finished context is committed on its own as soon as it arrives, so a run killed mid-way loses at most
+the requests in flight. The database is in WAL mode with a busy timeout, so several processes may read and
+write it at once; the first context stored for a key wins (``INSERT OR IGNORE``), so two processes racing on
+the same chunk never overwrite each other. Only context text, provenance and usage are stored: never API keys.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from .usage import TokenUsage
+
+__all__ = ["CachedContext", "ContextCache", "context_cache_key", "default_cache_path", "text_digest"]
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS contexts (
+    key TEXT PRIMARY KEY,
+    raw_text TEXT NOT NULL,
+    provider TEXT NOT NULL,
+    model TEXT NOT NULL,
+    prompt_version TEXT NOT NULL,
+    usage TEXT NOT NULL,
+    created_at REAL NOT NULL
+)
+"""
+_SQLITE_MAX_VARIABLES = 500
+
+
+@dataclass(frozen=True)
+class CachedContext:
+    """One stored answer: the model's raw text (cleaned again on read) and what it cost when generated."""
+
+    raw_text: str
+    provider: str
+    model: str
+    prompt_version: str
+    usage: TokenUsage
+
+
+def default_cache_path() -> Path:
+    """``$CTX_RETRIEVAL_CACHE_DIR/contexts.sqlite``, else under ``$XDG_CACHE_HOME`` or ``~/.cache``."""
+    base = os.environ.get("CTX_RETRIEVAL_CACHE_DIR")
+    if base:
+        return Path(base) / "contexts.sqlite"
+    xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(xdg) / "ctx-retrieval" / "contexts.sqlite"
+
+
+def _digest(*parts: str) -> str:
+    h = hashlib.sha256()
+    for part in parts:
+        data = part.encode("utf-8", "surrogatepass")
+        h.update(len(data).to_bytes(8, "big"))
+        h.update(data)
+    return h.hexdigest()
+
+
+def text_digest(text: str) -> str:
+    """Digest of a (possibly long) text, computed once per document and reused in each chunk's key."""
+    return _digest(text)
+
+
+def context_cache_key(
+    *,
+    provider: str,
+    model: str,
+    prompt_fingerprint: str,
+    window: str,
+    document_digest: str,
+    chunk_text: str,
+    extra: str = "",
+) -> str:
+    """The cache key: every input that changes the request (never the API key)."""
+    return _digest(provider, model, prompt_fingerprint, window, document_digest, chunk_text, extra)
+
+
+class ContextCache:
+    """SQLite-backed store of generated contexts, safe for threads and for several processes."""
+
+    def __init__(self, path: str | os.PathLike[str], *, timeout_s: float = 60.0) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._conn = sqlite3.connect(str(self.path), timeout=timeout_s, isolation_level=None,
+                                     check_same_thread=False)
+        self._conn.execute(f"PRAGMA busy_timeout = {int(timeout_s * 1000)}")
+        self._conn.execute("PRAGMA journal_mode = WAL")
+        self._conn.execute("PRAGMA synchronous = NORMAL")
+        self._conn.execute(_SCHEMA)
+
+    def __repr__(self) -> str:
+        return f"ContextCache(path={str(self.path)!r})"
+
+    def get_many(self, keys: Iterable[str]) -> dict[str, CachedContext]:
+        """The stored entries among ``keys`` (missing keys are absent from the result)."""
+        unique = list(dict.fromkeys(keys))
+        found: dict[str, CachedContext] = {}
+        with self._lock:
+            for i in range(0, len(unique), _SQLITE_MAX_VARIABLES):
+                batch = unique[i : i + _SQLITE_MAX_VARIABLES]
+                marks = ",".join("?" * len(batch))
+                rows = self._conn.execute(
+                    "SELECT key, raw_text, provider, model, prompt_version, usage FROM contexts "
+                    f"WHERE key IN ({marks})",
+                    batch,
+                ).fetchall()
+                for key, raw, provider, model, version, usage in rows:
+                    found[key] = CachedContext(raw, provider, model, version, TokenUsage.from_dict(json.loads(usage)))
+        return found
+
+    def get(self, key: str) -> CachedContext | None:
+        return self.get_many([key]).get(key)
+
+    def put(self, key: str, entry: CachedContext) -> None:
+        """Store one entry and commit at once (a crash loses nothing already answered)."""
+        with self._lock:
+            self._conn.execute(
+                "INSERT OR IGNORE INTO contexts (key, raw_text, provider, model, prompt_version, usage, created_at) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (key, entry.raw_text, entry.provider, entry.model, entry.prompt_version,
+                 json.dumps(entry.usage.to_dict()), time.time()),
+            )
+
+    def delete(self, keys: Sequence[str]) -> None:
+        with self._lock:
+            self._conn.executemany("DELETE FROM contexts WHERE key = ?", [(k,) for k in keys])
+
+    def __len__(self) -> int:
+        with self._lock:
+            (n,) = self._conn.execute("SELECT COUNT(*) FROM contexts").fetchone()
+        return int(n)
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+    def __enter__(self) -> ContextCache:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,142 @@
+"""Typed errors raised by ctx_retrieval.
+
+Every error subclasses a builtin that callers already catch, carries structured attributes, and its message
+names the setting or call that fixes it::
+
+    CtxRetrievalError
+    ├── ConfigurationError (ValueError)        a setting is wrong: the message names it
+    │   └── UnknownModelError                  no price or limits known for a model
+    ├── InvalidInputError (ValueError)         a document or chunk cannot be contextualized as given
+    │   ├── ChunkNotInDocumentError
+    │   ├── DuplicateChunkIdError
+    │   ├── InvalidTextError                   not valid UTF-8 text (lone surrogates, NUL bytes)
+    │   └── ChunkTooLargeError
+    ├── MissingDependencyError (ImportError)   an optional extra is not installed
+    ├── ProviderError (RuntimeError)           the LLM provider refused or failed
+    │   ├── ProviderAuthenticationError        the key is missing, malformed or rejected
+    │   └── ProviderRequestError               a request was refused (bad model, prompt too long, ...)
+    └── ContextGenerationError (RuntimeError)  a run ended with chunks that have no context
+        └── BudgetExceededError                the run stopped at its dollar budget
+
+``ContextGenerationError`` carries the run report: every chunk is accounted for as done, failed or not
+attempted, and ``ContextGenerator.retry_failed(error.report)`` retries exactly the chunks without a context.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .usage import RunReport
+
+__all__ = [
+    "BudgetExceededError",
+    "ChunkNotInDocumentError",
+    "ChunkTooLargeError",
+    "ConfigurationError",
+    "ContextGenerationError",
+    "CtxRetrievalError",
+    "DuplicateChunkIdError",
+    "InvalidInputError",
+    "InvalidTextError",
+    "MissingDependencyError",
+    "ProviderAuthenticationError",
+    "ProviderError",
+    "ProviderRequestError",
+    "UnknownModelError",
+]
+
+
+class CtxRetrievalError(Exception):
+    """Root of every error this package raises on purpose.
+
+    ``report`` is set when the error ends a run: what was done, failed or not attempted.
+    """
+
+    report: RunReport | None = None
+
+
+class ConfigurationError(CtxRetrievalError, ValueError):
+    """A setting is invalid; ``setting`` names it."""
+
+    def __init__(self, message: str, *, setting: str | None = None) -> None:
+        super().__init__(message)
+        self.setting = setting
+
+
+class UnknownModelError(ConfigurationError):
+    """The model is not in the model table, so its price or limits are unknown."""
+
+    def __init__(self, message: str, *, model: str) -> None:
+        super().__init__(message, setting="model")
+        self.model = model
+
+
+class InvalidInputError(CtxRetrievalError, ValueError):
+    """A document or chunk cannot be contextualized as given."""
+
+    def __init__(self, message: str, *, document_id: str | None = None, chunk_id: str | None = None) -> None:
+        super().__init__(message)
+        self.document_id = document_id
+        self.chunk_id = chunk_id
+
+
+class ChunkNotInDocumentError(InvalidInputError):
+    """A chunk's text does not occur in the document it was given with."""
+
+
+class DuplicateChunkIdError(InvalidInputError):
+    """Two chunks of one document share an id, so their results could not be told apart."""
+
+
+class InvalidTextError(InvalidInputError):
+    """Text that cannot be sent as UTF-8 (lone surrogates from bad decoding, NUL bytes from binary files)."""
+
+
+class ChunkTooLargeError(InvalidInputError):
+    """A chunk alone does not fit the model's context window."""
+
+
+class MissingDependencyError(CtxRetrievalError, ImportError):
+    """An optional dependency is missing; ``extra`` is the pip extra that installs it."""
+
+    def __init__(self, message: str, *, extra: str, module: str) -> None:
+        super().__init__(message, name=module)
+        self.extra = extra
+        self.module = module
+
+
+class ProviderError(CtxRetrievalError, RuntimeError):
+    """The provider failed in a way that retrying will not fix."""
+
+    def __init__(self, message: str, *, provider: str, status_code: int | None = None) -> None:
+        super().__init__(message)
+        self.provider = provider
+        self.status_code = status_code
+
+
+class ProviderAuthenticationError(ProviderError):
+    """The API key is missing, malformed or rejected."""
+
+
+class ProviderRequestError(ProviderError):
+    """The provider refused a request (unknown model, prompt too long, invalid request)."""
+
+
+class ContextGenerationError(CtxRetrievalError, RuntimeError):
+    """A run ended with chunks that have no context; ``report`` lists them (``report.failed``)."""
+
+    report: RunReport
+
+    def __init__(self, message: str, *, report: RunReport) -> None:
+        super().__init__(message)
+        self.report = report
+
+
+class BudgetExceededError(ContextGenerationError):
+    """The run stopped before spending more than ``budget_usd``; finished contexts are cached."""
+
+    def __init__(self, message: str, *, report: RunReport, budget_usd: float, spent_usd: float) -> None:
+        super().__init__(message, report=report)
+        self.budget_usd = budget_usd
+        self.spent_usd = spent_usd

@@ -1,0 +1,655 @@
+"""The context generator: (document, chunks) in, one situated context per chunk out.
+
+Per document, one request goes first and writes the prompt cache; the document's other chunks then go
+concurrently and read it. Several documents are in flight at once, bounded by ``max_concurrency`` requests;
+follow-ups of documents whose cache is written go before first requests of new documents, so each document
+finishes while its cache entry is warm. Every answer is committed to the persistent context cache as it
+arrives, so an identical rerun makes no request and a killed run resumes with only the missing chunks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from os import PathLike
+from typing import Any, Literal, overload
+
+from ._aio import run_sync
+from .cache import CachedContext, ContextCache, context_cache_key, default_cache_path, text_digest
+from .errors import (
+    BudgetExceededError,
+    ChunkTooLargeError,
+    ConfigurationError,
+    ContextGenerationError,
+    InvalidInputError,
+)
+from .models import ModelInfo
+from .prompts import DEFAULT_PROMPT, PromptTemplate, clean_context
+from .providers.base import ContextRequest, ErrorDecision, Provider
+from .scheduling import Limiter, PrioritySlots, RateLimit, RetryPolicy
+from .tokens import TokenCounter, estimate_tokens
+from .types import Chunk, ContextResult, ResultStatus, SourceDocument
+from .usage import FailedChunk, RunReport, TokenUsage, cost_usd
+from .validation import locate_chunks
+from .windowing import DocumentView, WindowConfig, document_view
+
+__all__ = ["ContextGenerator", "ContextRun", "CostEstimate", "OnError"]
+
+logger = logging.getLogger(__name__)
+
+OnError = Literal["raise", "skip"]
+DocumentItems = Iterable[tuple[SourceDocument, Sequence[Chunk]]]
+
+# A document whose cacheable prefix is estimated below this share of the model's minimum is not worth a
+# warm-up request (the estimate is within ~20% of the real count).
+_WARM_UP_THRESHOLD = 0.8
+_FALLBACK_MIN_CACHEABLE_TOKENS = 1024
+
+
+class ContextRun(Sequence[ContextResult]):
+    """The results of a run in input order (documents, then chunks), with the run's ``report``."""
+
+    def __init__(self, results: list[ContextResult], report: RunReport) -> None:
+        self._results = results
+        self.report = report
+
+    @overload
+    def __getitem__(self, index: int) -> ContextResult: ...
+    @overload
+    def __getitem__(self, index: slice) -> list[ContextResult]: ...
+    def __getitem__(self, index: int | slice) -> ContextResult | list[ContextResult]:
+        return self._results[index]
+
+    def __len__(self) -> int:
+        return len(self._results)
+
+    def __iter__(self) -> Iterator[ContextResult]:
+        return iter(self._results)
+
+    def __repr__(self) -> str:
+        r = self.report
+        return (f"ContextRun({len(self)} results: generated={r.generated}, cached={r.cached}, "
+                f"failed={r.failed}, not_attempted={r.not_attempted})")
+
+
+@dataclass(frozen=True)
+class CostEstimate:
+    """A dry-run estimate: what a run would request and cost, from estimated token counts."""
+
+    documents: int
+    chunks: int
+    cached_chunks: int
+    empty_chunks: int
+    requests: int
+    usage: TokenUsage
+    cost_usd: float | None
+    document_tokens: int
+    uncacheable_documents: list[str] = field(default_factory=list)
+    windowed_documents: int = 0
+
+    def format(self) -> str:
+        dollars = "unknown (no price for this model)" if self.cost_usd is None else f"${self.cost_usd:.4f}"
+        u = self.usage
+        return (
+            f"estimate: {self.documents} documents, {self.chunks} chunks ({self.cached_chunks} already in the "
+            f"context cache, {self.empty_chunks} empty): {self.requests} requests, input {u.input_tokens:,}, "
+            f"cache write {u.cache_creation_input_tokens:,}, cache read {u.cache_read_input_tokens:,}, output "
+            f"~{u.output_tokens:,} tokens, cost ~{dollars}"
+        )
+
+
+@dataclass
+class _Plan:
+    """One document prepared for a run."""
+
+    document: SourceDocument
+    chunks: tuple[Chunk, ...]
+    offset: int  # index of its first result in the flat result list
+    tokens: int
+    digest: str
+    windowed: bool
+    keys: list[str | None]  # None for empty chunks
+    prefix_tokens: int
+    cache_warm: bool = False
+    cache_checked: bool = False
+
+
+@dataclass
+class _RunState:
+    report: RunReport
+    results: list[ContextResult | None]
+    plans: list[_Plan]
+    limiter: Limiter
+    slots: PrioritySlots
+    doc_slots: asyncio.Semaphore
+    rng: random.Random
+    progress: Any
+    stop: bool = False
+    fatal: Exception | None = None
+    budget_hit: bool = False
+    inflight_cost: float = 0.0
+
+
+class ContextGenerator:
+    """Generates situated contexts for chunks, cheaply and resumably.
+
+    Key init args:
+        provider: who writes contexts (``AnthropicProvider`` by default, any ``Provider``).
+        cache: the persistent context cache: ``True`` (default location, see ``default_cache_path``), a
+            path, a ``ContextCache``, or ``False`` for none.
+        prompt: the prompt template (``DEFAULT_PROMPT``); its text and version are part of the cache key.
+        window: windowing for documents larger than ``max_document_tokens``.
+        max_context_tokens: the length cap of a context (about 100 tokens by default).
+        max_concurrency: requests in flight at once.
+        retry / rate_limit: retry policy and an optional client-side limit (requests and input tokens/min).
+        on_error: ``"raise"`` (default) stops at the first chunk that fails after retries and raises
+            ``ContextGenerationError``; ``"skip"`` finishes the run and records failures per chunk.
+        budget_usd: stop cleanly (``BudgetExceededError``) before spending more than this.
+
+    Use:
+        .. code-block:: python
+
+            run = generator.contextualize(document, chunks)
+            run[0].context, run.report.format()
+    """
+
+    def __init__(
+        self,
+        provider: Provider | None = None,
+        *,
+        cache: ContextCache | str | PathLike[str] | bool = True,
+        prompt: PromptTemplate = DEFAULT_PROMPT,
+        window: WindowConfig | None = None,
+        max_context_tokens: int = 100,
+        max_concurrency: int = 8,
+        max_documents_in_flight: int | None = None,
+        retry: RetryPolicy | None = None,
+        rate_limit: RateLimit | None = None,
+        on_error: OnError = "raise",
+        budget_usd: float | None = None,
+        check_chunks_in_document: bool = True,
+        progress: bool = False,
+        count_tokens: TokenCounter = estimate_tokens,
+        seed: int | None = None,
+    ) -> None:
+        if provider is None:
+            from .providers.anthropic import AnthropicProvider
+
+            provider = AnthropicProvider()
+        if on_error not in ("raise", "skip"):
+            raise ConfigurationError("on_error must be 'raise' or 'skip'", setting="on_error")
+        if max_concurrency < 1:
+            raise ConfigurationError("max_concurrency must be >= 1", setting="max_concurrency")
+        if max_context_tokens < 8:
+            raise ConfigurationError("max_context_tokens must be >= 8", setting="max_context_tokens")
+        if budget_usd is not None and budget_usd < 0:
+            raise ConfigurationError("budget_usd must be >= 0", setting="budget_usd")
+        self.provider = provider
+        self.prompt = prompt
+        self.window = window or WindowConfig()
+        self.max_context_tokens = max_context_tokens
+        self.max_concurrency = max_concurrency
+        self.max_documents_in_flight = max_documents_in_flight or 2 * max_concurrency
+        self.retry = retry or RetryPolicy()
+        self.rate_limit = rate_limit
+        self.on_error: OnError = on_error
+        self.budget_usd = budget_usd
+        self.check_chunks_in_document = check_chunks_in_document
+        self.progress = progress
+        self.count_tokens = count_tokens
+        self._seed = seed
+        self._cache_setting = cache
+        self._cache: ContextCache | None = None
+        self._warned_uncacheable: set[str] = set()
+        self.last_report: RunReport | None = None
+
+    def __repr__(self) -> str:
+        return (f"ContextGenerator(provider={self.provider!r}, prompt_version={self.prompt.version!r}, "
+                f"max_concurrency={self.max_concurrency}, on_error={self.on_error!r})")
+
+    # -- public API ------------------------------------------------------------------------------------
+
+    @property
+    def cache(self) -> ContextCache | None:
+        """The persistent context cache (opened on first use), or None when disabled."""
+        if self._cache is None and self._cache_setting is not False:
+            setting = self._cache_setting
+            if isinstance(setting, ContextCache):
+                self._cache = setting
+            elif setting is True:
+                self._cache = ContextCache(default_cache_path())
+            else:
+                self._cache = ContextCache(setting)  # type: ignore[arg-type]
+        return self._cache
+
+    @property
+    def request_max_tokens(self) -> int:
+        """``max_tokens`` sent with each request: room above the cap for a preamble that cleanup removes."""
+        return max(64, (self.max_context_tokens * 3) // 2)
+
+    def contextualize(self, document: SourceDocument, chunks: Sequence[Chunk]) -> ContextRun:
+        """Contexts for the chunks of one document, in input order."""
+        return run_sync(self.acontextualize_many([(document, chunks)]))
+
+    async def acontextualize(self, document: SourceDocument, chunks: Sequence[Chunk]) -> ContextRun:
+        return await self.acontextualize_many([(document, chunks)])
+
+    def contextualize_many(self, items: DocumentItems) -> ContextRun:
+        """Contexts for many documents' chunks: one flat list in input order, and the run report."""
+        return run_sync(self.acontextualize_many(items))
+
+    async def acontextualize_many(self, items: DocumentItems) -> ContextRun:
+        return await self._arun(items)
+
+    def retry_failed(self, report: RunReport) -> ContextRun:
+        """Run again the documents that have chunks without a context; finished chunks come from the cache,
+        so only the failed and not-attempted chunks are requested."""
+        return run_sync(self.aretry_failed(report))
+
+    async def aretry_failed(self, report: RunReport) -> ContextRun:
+        items: dict[str, tuple[SourceDocument, Sequence[Chunk]]] = {}
+        for failure in report.to_retry:
+            items.setdefault(failure.document.id, (failure.document, failure.chunks))
+        return await self._arun(list(items.values()))
+
+    def estimate(self, items: DocumentItems) -> CostEstimate:
+        """What a run over ``items`` would request and cost, without any request (a dry run)."""
+        plans = self._plan(items)
+        info = self.provider.model_info
+        limit = self._limit()
+        cached = self._lookup(plans)
+        usage = TokenUsage()
+        requests = empty = hits = 0
+        uncacheable: list[str] = []
+        output_guess = (self.max_context_tokens * 3) // 5
+        for plan in plans:
+            pending = []
+            seen: set[str] = set()
+            for i, key in enumerate(plan.keys):
+                if key is None:
+                    empty += 1
+                elif key in cached or key in seen:
+                    hits += 1
+                else:
+                    seen.add(key)
+                    pending.append(i)
+            cacheable = self._cacheable(plan)
+            if not cacheable:
+                uncacheable.append(plan.document.id)
+            for n, i in enumerate(pending):
+                view = self._view(plan, i, limit)
+                variable = self.count_tokens(view.rest) + self.count_tokens(
+                    self.prompt.render_chunk_block(plan.chunks[i].text, windowed=view.windowed))
+                if not cacheable:
+                    usage += TokenUsage(input_tokens=plan.prefix_tokens + variable, output_tokens=output_guess)
+                elif n == 0:
+                    usage += TokenUsage(input_tokens=variable, output_tokens=output_guess,
+                                        cache_creation_input_tokens=plan.prefix_tokens)
+                else:
+                    usage += TokenUsage(input_tokens=variable, output_tokens=output_guess,
+                                        cache_read_input_tokens=plan.prefix_tokens)
+            requests += len(pending)
+        dollars = cost_usd(usage, info, cache_ttl=self.provider.cache_ttl) if info else None
+        return CostEstimate(
+            documents=len(plans), chunks=sum(len(p.chunks) for p in plans), cached_chunks=hits,
+            empty_chunks=empty, requests=requests, usage=usage, cost_usd=dollars,
+            document_tokens=sum(p.tokens for p in plans), uncacheable_documents=uncacheable,
+            windowed_documents=sum(p.windowed for p in plans),
+        )
+
+    def close(self) -> None:
+        if self._cache is not None and not isinstance(self._cache_setting, ContextCache):
+            self._cache.close()
+        self._cache = None
+
+    # -- planning --------------------------------------------------------------------------------------
+
+    def _limit(self) -> int:
+        info = self.provider.model_info
+        return self.window.resolved_limit(info.context_window if info else 200_000)
+
+    def _min_cacheable(self) -> int:
+        info = self.provider.model_info
+        return info.min_cacheable_tokens if info else _FALLBACK_MIN_CACHEABLE_TOKENS
+
+    def _cacheable(self, plan: _Plan) -> bool:
+        return self.provider.supports_prompt_caching and (
+            plan.prefix_tokens >= _WARM_UP_THRESHOLD * self._min_cacheable())
+
+    def _view(self, plan: _Plan, index: int, limit: int) -> DocumentView:
+        return document_view(plan.document, plan.chunks, index, prompt=self.prompt, config=self.window,
+                             limit=limit, document_tokens=plan.tokens, count=self.count_tokens)
+
+    def _validate(self, document: SourceDocument, chunks: Sequence[Chunk], info: ModelInfo | None) -> None:
+        locate_chunks(document, chunks, require_found=self.check_chunks_in_document)
+        if info is None:
+            return
+        for chunk in chunks:
+            need = self.count_tokens(chunk.text) + self.request_max_tokens + 512
+            if need > info.context_window:
+                raise ChunkTooLargeError(
+                    f"chunk {chunk.id!r} of document {document.id!r} alone (~{self.count_tokens(chunk.text):,} "
+                    f"tokens) does not fit {info.name}'s {info.context_window:,}-token window; split with a "
+                    "smaller chunk size", document_id=document.id, chunk_id=chunk.id)
+
+    def _plan(self, items: DocumentItems) -> list[_Plan]:
+        info = self.provider.model_info
+        limit = self._limit()
+        window_part = self.window.cache_key_part(limit)
+        plans: list[_Plan] = []
+        offset = 0
+        ids: set[str] = set()
+        for item in items:
+            try:
+                document, chunks = item
+            except (TypeError, ValueError):
+                raise InvalidInputError(
+                    "each item must be a (SourceDocument, list of Chunk) pair") from None
+            chunks = tuple(chunks)
+            self._validate(document, chunks, info)
+            if document.id in ids:
+                raise InvalidInputError(
+                    f"document id {document.id!r} appears twice in one run; give each document a unique id",
+                    document_id=document.id)
+            ids.add(document.id)
+            tokens = self.count_tokens(document.text)
+            digest = text_digest(document.text)
+            plan = _Plan(document=document, chunks=chunks, offset=offset, tokens=tokens, digest=digest,
+                         windowed=tokens > limit, keys=[], prefix_tokens=0)
+            for i, chunk in enumerate(chunks):
+                if not chunk.text.strip():
+                    plan.keys.append(None)
+                    continue
+                extra = f"max_tokens:{self.request_max_tokens}"
+                if plan.windowed:
+                    view = self._view(plan, i, limit)
+                    extra += ":view:" + text_digest(view.prefix + "\x00" + view.rest)
+                plan.keys.append(context_cache_key(
+                    provider=self.provider.cache_namespace, model=self.provider.model,
+                    prompt_fingerprint=self.prompt.fingerprint, window=window_part, document_digest=digest,
+                    chunk_text=chunk.text, extra=extra))
+            if chunks:
+                plan.prefix_tokens = self.count_tokens(self._view(plan, len(chunks) - 1, limit).prefix)
+            plans.append(plan)
+            offset += len(chunks)
+        return plans
+
+    def _lookup(self, plans: list[_Plan]) -> dict[str, CachedContext]:
+        cache = self.cache
+        if cache is None:
+            return {}
+        return cache.get_many(k for p in plans for k in p.keys if k is not None)
+
+    # -- the run ---------------------------------------------------------------------------------------
+
+    async def _arun(self, items: DocumentItems) -> ContextRun:
+        started = time.perf_counter()
+        self.provider.check_ready()
+        info = self.provider.model_info
+        if self.budget_usd is not None and info is None:
+            raise ConfigurationError(
+                f"budget_usd needs prices, and none are known for model {self.provider.model!r}: pass "
+                "model_info=ModelInfo(...) to the provider", setting="budget_usd")
+        plans = self._plan(items)
+        report = RunReport(provider=self.provider.name, model=self.provider.model,
+                           prompt_version=self.prompt.version, documents=len(plans),
+                           chunks=sum(len(p.chunks) for p in plans),
+                           document_tokens=sum(p.tokens for p in plans if p.chunks),
+                           windowed_documents=sum(p.windowed for p in plans))
+        results: list[ContextResult | None] = [None] * report.chunks
+        progress = self._progress_bar(report.chunks)
+        state = _RunState(report=report, results=results, plans=plans, limiter=Limiter(self.rate_limit),
+                          slots=PrioritySlots(self.max_concurrency),
+                          doc_slots=asyncio.Semaphore(self.max_documents_in_flight),
+                          rng=random.Random(self._seed), progress=progress)
+        cached = self._lookup(plans)
+        owners: dict[str, tuple[_Plan, int]] = {}
+        followers: list[tuple[_Plan, int, _Plan, int]] = []
+        work: list[tuple[_Plan, list[int]]] = []
+        for plan in plans:
+            pending: list[int] = []
+            for i, key in enumerate(plan.keys):
+                if key is None:
+                    self._set(state, plan, i, None, "empty", TokenUsage())
+                elif key in cached:
+                    entry = cached[key]
+                    self._set(state, plan, i, clean_context(entry.raw_text, max_tokens=self.max_context_tokens,
+                                                           count_tokens=self.count_tokens), "cached",
+                              TokenUsage())
+                elif key in owners:
+                    owner_plan, owner_i = owners[key]
+                    followers.append((plan, i, owner_plan, owner_i))
+                else:
+                    owners[key] = (plan, i)
+                    pending.append(i)
+            if pending:
+                work.append((plan, pending))
+        try:
+            await self._run_documents(state, work)
+        finally:
+            progress.close()
+            await self.provider.aclose()
+        for plan, i, owner_plan, owner_i in followers:
+            owner = results[owner_plan.offset + owner_i]
+            assert owner is not None
+            status: ResultStatus = "cached" if owner.status in ("generated", "cached") else owner.status
+            self._set(state, plan, i, owner.context, status, TokenUsage(), error=owner.error)
+        return self._finish(state, started)
+
+    def _progress_bar(self, total: int) -> Any:
+        if self.progress:
+            try:
+                from tqdm.auto import tqdm
+
+                return tqdm(total=total, unit="chunk", desc="contextualizing")
+            except ImportError:
+                logger.info("progress bar needs tqdm: pip install tqdm")
+
+        class _NoBar:
+            def update(self, n: int = 1) -> None: ...
+            def close(self) -> None: ...
+
+        return _NoBar()
+
+    def _set(self, state: _RunState, plan: _Plan, i: int, context: str | None, status: ResultStatus,
+             usage: TokenUsage, *, error: str | None = None) -> None:
+        state.results[plan.offset + i] = ContextResult(
+            document_id=plan.document.id, chunk_id=plan.chunks[i].id, position=plan.chunks[i].position,
+            context=context, status=status, provider=self.provider.name, model=self.provider.model,
+            prompt_version=self.prompt.version, usage=usage, windowed=plan.windowed, error=error)
+        state.progress.update(1)
+
+    async def _run_documents(self, state: _RunState, work: list[tuple[_Plan, list[int]]]) -> None:
+        tasks = [asyncio.ensure_future(self._run_document(state, plan, pending)) for plan, pending in work]
+        if not tasks:
+            return
+        done, pending_tasks = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+        failed = [t for t in done if not t.cancelled() and t.exception() is not None]
+        if failed:  # a bug, not a provider error: stop everything and surface it
+            for task in pending_tasks:
+                task.cancel()
+            await asyncio.gather(*pending_tasks, return_exceptions=True)
+            raise failed[0].exception()  # type: ignore[misc]
+
+    async def _run_document(self, state: _RunState, plan: _Plan, pending: list[int]) -> None:
+        async with state.doc_slots:
+            rest = list(pending)
+            if len(rest) > 1 and self._cacheable(plan):
+                # One request first: it writes the document's prompt cache, which the others then read.
+                while rest and not state.stop:
+                    if await self._generate(state, plan, rest.pop(0), priority=1):
+                        break
+            await asyncio.gather(*(self._generate(state, plan, i, priority=0) for i in rest))
+
+    def _estimated_cost(self, plan: _Plan, variable_tokens: int) -> float:
+        info = self.provider.model_info
+        if info is None:
+            return 0.0
+        prefix = TokenUsage(cache_read_input_tokens=plan.prefix_tokens) if plan.cache_warm else TokenUsage(
+            cache_creation_input_tokens=plan.prefix_tokens)
+        usage = prefix + TokenUsage(input_tokens=variable_tokens, output_tokens=self.request_max_tokens)
+        return cost_usd(usage, info, cache_ttl=self.provider.cache_ttl)
+
+    def _spent(self, state: _RunState) -> float:
+        info = self.provider.model_info
+        return cost_usd(state.report.usage, info, cache_ttl=self.provider.cache_ttl) if info else 0.0
+
+    async def _generate(self, state: _RunState, plan: _Plan, i: int, *, priority: int) -> bool:
+        """Request one chunk's context with retries; True when it got one."""
+        chunk = plan.chunks[i]
+        key = plan.keys[i]
+        assert key is not None
+        view = self._view(plan, i, self._limit())
+        request = ContextRequest(
+            document_id=plan.document.id, chunk_id=chunk.id, document_prefix=view.prefix,
+            document_rest=view.rest, chunk_block=self.prompt.render_chunk_block(chunk.text, windowed=view.windowed),
+            max_tokens=self.request_max_tokens)
+        variable = self.count_tokens(request.document_rest) + self.count_tokens(request.chunk_block)
+        report = state.report
+        failures = 0
+        rate_limit_wait = 0.0
+        while True:
+            if state.stop:
+                self._set(state, plan, i, None, "not_attempted", TokenUsage())
+                return False
+            estimate = self._estimated_cost(plan, variable)
+            if self.budget_usd is not None and self._spent(state) + state.inflight_cost + estimate > self.budget_usd:
+                state.stop = state.budget_hit = True
+                continue
+            await state.limiter.acquire(variable if plan.cache_warm else variable + plan.prefix_tokens)
+            if state.stop:
+                continue
+            await state.slots.acquire(priority)
+            state.inflight_cost += estimate
+            decision: ErrorDecision | None = None
+            error: Exception | None = None
+            try:
+                report.requests += 1
+                response = await self.provider.agenerate(request)
+            except Exception as exc:  # classified by type below; anything unknown propagates
+                decision = self.provider.classify_error(exc)
+                if decision is None:
+                    raise
+                error = exc
+            finally:
+                state.slots.release()
+                state.inflight_cost -= estimate
+            if decision is None:
+                report.usage += response.usage
+                self._note_cache_use(state, plan, response.usage)
+                context = clean_context(response.text, max_tokens=self.max_context_tokens,
+                                        count_tokens=self.count_tokens)
+                if not context:
+                    self._fail(state, plan, i, "empty_response", "the model answered with no context text",
+                               response.usage)
+                    return False
+                cache = self.cache
+                if cache is not None:
+                    cache.put(key, CachedContext(response.text, self.provider.name, self.provider.model,
+                                                 self.prompt.version, response.usage))
+                report.generated += 1
+                self._set(state, plan, i, context, "generated", response.usage)
+                return True
+            assert error is not None
+            report.errors_by_type[decision.kind] = report.errors_by_type.get(decision.kind, 0) + 1
+            detail = f"{type(error).__name__}" + (f" (HTTP {decision.status_code})" if decision.status_code else "")
+            if decision.action == "fail_run":
+                if state.fatal is None:
+                    state.fatal = self.provider.run_error(decision, error)
+                state.stop = True
+                self._fail(state, plan, i, decision.kind, detail, TokenUsage())
+                return False
+            if decision.action == "retry":
+                if decision.kind == "rate_limited":
+                    report.rate_limited += 1
+                    delay = decision.retry_after_s
+                    if delay is None:
+                        delay = self.retry.backoff(report.rate_limited, state.rng)
+                    if rate_limit_wait + delay <= self.retry.max_rate_limit_wait_s:
+                        rate_limit_wait += delay
+                        report.retries += 1
+                        state.limiter.pause(delay)  # the next acquire waits it out, holding no slot
+                        continue
+                    detail += f", still rate-limited after {rate_limit_wait:.0f} s of waiting (max_rate_limit_wait_s)"
+                else:
+                    failures += 1
+                    if failures < self.retry.max_attempts:
+                        report.retries += 1
+                        delay = max(self.retry.backoff(failures, state.rng), decision.retry_after_s or 0.0)
+                        await asyncio.sleep(delay)  # holding no slot: the rest of the run goes on
+                        continue
+                    detail += f", failed {failures} attempts (RetryPolicy.max_attempts)"
+            self._fail(state, plan, i, decision.kind, detail, TokenUsage())
+            return False
+
+    def _fail(self, state: _RunState, plan: _Plan, i: int, kind: str, message: str, usage: TokenUsage) -> None:
+        logger.warning("no context for chunk %s of document %s: %s: %s", plan.chunks[i].id, plan.document.id,
+                       kind, message)
+        self._set(state, plan, i, None, "failed", usage, error=f"{kind}: {message}")
+        if self.on_error == "raise":
+            state.stop = True
+
+    def _note_cache_use(self, state: _RunState, plan: _Plan, usage: TokenUsage) -> None:
+        if usage.cache_creation_input_tokens or usage.cache_read_input_tokens:
+            plan.cache_warm = True
+        if plan.cache_checked or not self.provider.supports_prompt_caching:
+            return
+        plan.cache_checked = True
+        if plan.cache_warm:
+            return
+        state.report.uncacheable_documents.append(plan.document.id)
+        model = self.provider.model
+        if model not in self._warned_uncacheable:
+            self._warned_uncacheable.add(model)
+            message = (
+                f"prompt caching did nothing for document {plan.document.id!r}: its cacheable part is below "
+                f"{model}'s minimum cacheable length ({self._min_cacheable():,} tokens), so each of its chunks "
+                "pays the whole document (report.uncacheable_documents lists all such documents)")
+            logger.warning(message)
+            state.report.warnings.append(message)
+
+    def _finish(self, state: _RunState, started: float) -> ContextRun:
+        report = state.report
+        results: list[ContextResult] = []
+        for plan in state.plans:
+            for i, chunk in enumerate(plan.chunks):
+                result = state.results[plan.offset + i]
+                assert result is not None, "every chunk gets a result"
+                results.append(result)
+                if result.status == "cached":
+                    report.cached += 1
+                elif result.status == "empty":
+                    report.empty += 1
+                elif result.status == "failed":
+                    report.failures.append(FailedChunk(plan.document, chunk, plan.chunks,
+                                                       (result.error or "error").split(":")[0],
+                                                       result.error or ""))
+                elif result.status == "not_attempted":
+                    report.skipped.append(FailedChunk(plan.document, chunk, plan.chunks, "not_attempted",
+                                                      "the run stopped before this chunk"))
+        info = self.provider.model_info
+        report.cost_usd = cost_usd(report.usage, info, cache_ttl=self.provider.cache_ttl) if info else None
+        report.wall_time_s = time.perf_counter() - started
+        self.last_report = report
+        run = ContextRun(results, report)
+        if state.fatal is not None:
+            state.fatal.report = report  # type: ignore[attr-defined]
+            raise state.fatal
+        if state.budget_hit:
+            raise BudgetExceededError(
+                f"stopped before exceeding budget_usd=${self.budget_usd:.4f} (spent ${report.cost_usd or 0:.4f}); "
+                f"{len(report.to_retry)} chunks have no context: raise budget_usd and call "
+                "retry_failed(error.report) (finished contexts are cached)",
+                report=report, budget_usd=self.budget_usd or 0.0, spent_usd=report.cost_usd or 0.0)
+        if report.to_retry and self.on_error == "raise":
+            first = report.failures[0] if report.failures else report.to_retry[0]
+            raise ContextGenerationError(
+                f"{report.failed} chunks failed and {report.not_attempted} were not attempted (first: chunk "
+                f"{first.chunk.id!r} of document {first.document.id!r}: {first.message}); finished contexts are "
+                "cached: call retry_failed(error.report), or pass on_error='skip' to finish runs past failures",
+                report=report)
+        return run

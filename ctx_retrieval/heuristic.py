@@ -1,0 +1,128 @@
+"""The no-LLM baseline: a "title and heading prefix" context built from the document's own structure.
+
+Each chunk gets the document's title (``metadata["title"]``, else its first heading, else its first line) and
+the nearest heading or code definition above the chunk. It costs nothing and needs no key, which makes it the
+baseline that LLM contexts must beat, and what the demo uses when no API key is configured.
+"""
+
+from __future__ import annotations
+
+import bisect
+import re
+import time
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING
+
+from .types import Chunk, ContextResult, SourceDocument
+from .usage import RunReport
+from .validation import locate_chunks
+
+if TYPE_CHECKING:
+    from .generator import ContextRun
+
+__all__ = ["HEURISTIC_VERSION", "HeuristicContextualizer"]
+
+HEURISTIC_VERSION = "title-heading-v1"
+
+_HEADING = re.compile(
+    r"^[ \t]*(?:"
+    r"#{1,6}[ \t]+(?P<md>\S.*?)[ \t#]*"  # Markdown heading
+    r"|(?P<code>(?:(?:pub(?:\([a-z]+\))?|export|async|static|public|private|protected|abstract|final|unsafe)[ \t]+)*"
+    r"(?:def|class|fn|struct|enum|trait|impl|interface|function|func|type|module|mod|package)\b[^\n]*?)"
+    r"[ \t]*[:{(]?[ \t]*"
+    r")$",
+    re.MULTILINE,
+)
+_MAX_PART_CHARS = 100
+
+
+def _short(text: str) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= _MAX_PART_CHARS else text[: _MAX_PART_CHARS - 3].rstrip() + "..."
+
+
+def _title(document: SourceDocument) -> str:
+    title = document.metadata.get("title") if document.metadata else None
+    if isinstance(title, str) and title.strip():
+        return _short(title)
+    for match in _HEADING.finditer(document.text):
+        if match.group("md"):
+            return _short(match.group("md"))
+        break
+    for line in document.text.splitlines():
+        stripped = line.strip().strip("#/*!-;\"' ")
+        if stripped:
+            return _short(stripped)
+    return _short(document.id)
+
+
+class HeuristicContextualizer:
+    """Contexts from document structure, no LLM: "<title> > <nearest heading or definition above>".
+
+    Same calls and result types as ``ContextGenerator`` (``contextualize``, ``contextualize_many`` and their
+    async twins), with ``provider="heuristic"`` in every result and zero usage.
+    """
+
+    name = "heuristic"
+    model = HEURISTIC_VERSION
+
+    def __init__(self, *, check_chunks_in_document: bool = True) -> None:
+        self.check_chunks_in_document = check_chunks_in_document
+        self.last_report: RunReport | None = None
+
+    def __repr__(self) -> str:
+        return f"HeuristicContextualizer(version={HEURISTIC_VERSION!r})"
+
+    def context_for(self, document: SourceDocument, offset: int | None, title: str,
+                    headings: tuple[list[int], list[str]]) -> str:
+        starts, texts = headings
+        context = f"From {title}"
+        if offset is not None:
+            index = bisect.bisect_right(starts, offset) - 1
+            if index >= 0 and texts[index] != title:
+                context += f" > {texts[index]}"
+        return context + "."
+
+    def _headings(self, document: SourceDocument) -> tuple[list[int], list[str]]:
+        starts: list[int] = []
+        texts: list[str] = []
+        for match in _HEADING.finditer(document.text):
+            starts.append(match.start())
+            texts.append(_short(match.group("md") or match.group("code")))
+        return starts, texts
+
+    def contextualize(self, document: SourceDocument, chunks: Sequence[Chunk]) -> ContextRun:
+        return self.contextualize_many([(document, chunks)])
+
+    async def acontextualize(self, document: SourceDocument, chunks: Sequence[Chunk]) -> ContextRun:
+        return self.contextualize_many([(document, chunks)])
+
+    async def acontextualize_many(self, items: Iterable[tuple[SourceDocument, Sequence[Chunk]]]) -> ContextRun:
+        return self.contextualize_many(items)
+
+    def contextualize_many(self, items: Iterable[tuple[SourceDocument, Sequence[Chunk]]]) -> ContextRun:
+        from .generator import ContextRun
+
+        started = time.perf_counter()
+        report = RunReport(provider=self.name, model=self.model, prompt_version=HEURISTIC_VERSION, cost_usd=0.0)
+        results: list[ContextResult] = []
+        for document, chunks in items:
+            offsets = locate_chunks(document, chunks, require_found=self.check_chunks_in_document)
+            title = _title(document)
+            headings = self._headings(document)
+            report.documents += 1
+            for chunk, offset in zip(chunks, offsets):
+                report.chunks += 1
+                if not chunk.text.strip():
+                    report.empty += 1
+                    context = None
+                else:
+                    report.generated += 1
+                    context = self.context_for(document, offset, title, headings)
+                results.append(ContextResult(
+                    document_id=document.id, chunk_id=chunk.id, position=chunk.position, context=context,
+                    status="generated" if context is not None else "empty", provider=self.name,
+                    model=self.model, prompt_version=HEURISTIC_VERSION))
+        report.wall_time_s = time.perf_counter() - started
+        self.last_report = report
+        return ContextRun(results, report)

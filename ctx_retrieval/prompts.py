@@ -1,0 +1,116 @@
+"""The context-writing prompt, its version, and cleanup of what the model answers.
+
+The default is the prompt from Anthropic's course on contextual retrieval, restructured so that the document
+is the first content block on its own (it carries the cache breakpoint and is shared by every chunk of the
+document) and the chunk and the instruction follow in a second block. The template text is part of the
+context-cache key, and a snapshot test pins it: any change is a reviewed diff and a new ``PROMPT_VERSION``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import dataclass
+
+from .errors import ConfigurationError
+from .tokens import TokenCounter, estimate_tokens
+
+__all__ = ["DEFAULT_PROMPT", "PROMPT_VERSION", "PromptTemplate", "clean_context"]
+
+PROMPT_VERSION = "ctx-v1"
+
+
+@dataclass(frozen=True)
+class PromptTemplate:
+    """The prompt as pieces: the document block, then the chunk block.
+
+    ``document_open``/``document_close`` wrap the document text (or its window); ``chunk_block`` must contain
+    ``{chunk}`` and may contain ``{window_note}``, which is ``window_note`` for a windowed document and empty
+    otherwise. Change ``version`` whenever the text changes.
+    """
+
+    version: str
+    document_open: str
+    document_close: str
+    chunk_block: str
+    window_note: str
+    gap_marker: str
+
+    def __post_init__(self) -> None:
+        if "{chunk}" not in self.chunk_block:
+            raise ConfigurationError("PromptTemplate.chunk_block must contain '{chunk}'", setting="prompt")
+        try:
+            self.chunk_block.format(chunk="", window_note="")
+        except (KeyError, IndexError, ValueError) as exc:
+            raise ConfigurationError(
+                f"PromptTemplate.chunk_block may only use the fields {{chunk}} and {{window_note}} "
+                f"(escape other braces as '{{{{' and '}}}}'): {exc!r}",
+                setting="prompt",
+            ) from None
+
+    @property
+    def fingerprint(self) -> str:
+        """Hash of the version and every piece of text: part of the context-cache key."""
+        parts = (self.version, self.document_open, self.document_close, self.chunk_block, self.window_note,
+                 self.gap_marker)
+        return hashlib.sha256("\x00".join(parts).encode("utf-8")).hexdigest()[:16]
+
+    def render_chunk_block(self, chunk_text: str, *, windowed: bool) -> str:
+        return self.chunk_block.format(chunk=chunk_text, window_note=self.window_note if windowed else "")
+
+
+DEFAULT_PROMPT = PromptTemplate(
+    version=PROMPT_VERSION,
+    document_open="Here is the original source document:\n<document>\n",
+    document_close="\n</document>",
+    chunk_block=(
+        "{window_note}"
+        "Here is the chunk we want to situate within the whole document:\n"
+        "<chunk>\n{chunk}\n</chunk>\n\n"
+        "Write a short and succinct snippet of text to situate this chunk within the overall source document "
+        "for the purposes of improving search retrieval of the chunk.\n"
+        "Answer only with the succinct context and nothing else."
+    ),
+    window_note=(
+        "The document above is too long to show whole: it shows the document's beginning and the part right "
+        "before the chunk; [...] marks text left out.\n\n"
+    ),
+    gap_marker="\n[...]\n",
+)
+
+_PREAMBLE = re.compile(
+    r"^\s*(?:(?:sure|certainly|okay|ok)[,.!]?\s*)?"
+    r"(?:here(?:'s| is| are)\s+(?:the\s+|a\s+)?(?:short\s+|succinct\s+|brief\s+)*(?:and\s+succinct\s+)?"
+    r"(?:context|snippet)[^:\n]{0,80}:|(?:succinct\s+|short\s+)?context\s*:)\s*",
+    re.IGNORECASE,
+)
+_TAGS = re.compile(r"</?(?:context|snippet|answer)>", re.IGNORECASE)
+_QUOTES = ('"', "'", "\u201c", "\u201d", "`")
+
+
+def clean_context(text: str, *, max_tokens: int = 100, count_tokens: TokenCounter = estimate_tokens) -> str:
+    """The model's answer as a bare context: preambles, tags, wrapping quotes and extra whitespace removed,
+    cut to ``max_tokens`` (at a sentence end when one is close enough, else at a word boundary)."""
+    text = _TAGS.sub(" ", text)
+    text = " ".join(text.split())
+    previous = None
+    while previous != text:
+        previous = text
+        text = _PREAMBLE.sub("", text, count=1).strip()
+        if len(text) >= 2 and text[0] in _QUOTES and text[-1] in _QUOTES:
+            text = text[1:-1].strip()
+    if count_tokens(text) <= max_tokens:
+        return text
+    words = text.split(" ")
+    lo, hi = 0, len(words)
+    while lo < hi:  # longest word prefix within the cap
+        mid = (lo + hi + 1) // 2
+        if count_tokens(" ".join(words[:mid])) <= max_tokens:
+            lo = mid
+        else:
+            hi = mid - 1
+    cut = " ".join(words[:lo])
+    sentence_end = max(cut.rfind(". "), cut.rfind("! "), cut.rfind("? "))
+    if sentence_end >= len(cut) * 0.6:
+        return cut[: sentence_end + 1]
+    return cut

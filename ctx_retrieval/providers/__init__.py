@@ -1,0 +1,8 @@
+"""LLM providers that write contexts. Importing this package imports no SDK: each provider imports its SDK
+when first used, and a missing one raises ``MissingDependencyError`` naming the extra to install."""
+
+from .anthropic import DEFAULT_ANTHROPIC_MODEL, AnthropicProvider
+from .base import ContextRequest, ErrorDecision, Provider, ProviderResponse
+
+__all__ = ["DEFAULT_ANTHROPIC_MODEL", "AnthropicProvider", "ContextRequest", "ErrorDecision", "Provider",
+           "ProviderResponse"]

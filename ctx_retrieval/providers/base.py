@@ -1,0 +1,102 @@
+"""The provider interface: one context request in, one answer and its usage out.
+
+A provider does no retrying and no scheduling (the generator owns both); it turns a ``ContextRequest`` into
+an API call and classifies the exceptions its SDK raises by type, so the generator can decide what to do.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal, Protocol, runtime_checkable
+
+from ..models import ModelInfo
+from ..usage import TokenUsage
+
+__all__ = ["ContextRequest", "ErrorDecision", "Provider", "ProviderResponse"]
+
+
+@dataclass(frozen=True)
+class ContextRequest:
+    """One prompt: ``document_prefix`` carries the cache breakpoint; ``document_rest`` (windowed documents
+    only) and ``chunk_block`` follow it."""
+
+    document_id: str
+    chunk_id: str
+    document_prefix: str
+    document_rest: str
+    chunk_block: str
+    max_tokens: int
+
+    def __repr__(self) -> str:  # never dump document text into logs or tracebacks
+        return (
+            f"ContextRequest(document_id={self.document_id!r}, chunk_id={self.chunk_id!r}, "
+            f"prefix_chars={len(self.document_prefix)}, max_tokens={self.max_tokens})"
+        )
+
+
+@dataclass(frozen=True)
+class ProviderResponse:
+    text: str
+    usage: TokenUsage
+
+
+ErrorAction = Literal["retry", "fail_chunk", "fail_run"]
+
+
+@dataclass(frozen=True)
+class ErrorDecision:
+    """What the generator does with an exception: retry it, fail this chunk, or stop the run.
+
+    ``kind`` is a short stable name for reports ("rate_limited", "overloaded", "server_error", "timeout",
+    "connection", "invalid_response", "bad_request", "authentication", "not_found").
+    """
+
+    action: ErrorAction
+    kind: str
+    retry_after_s: float | None = None
+    status_code: int | None = None
+
+
+@runtime_checkable
+class Provider(Protocol):
+    """What the generator needs from an LLM provider."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def model(self) -> str: ...
+
+    @property
+    def model_info(self) -> ModelInfo | None:
+        """Limits and prices, or None when unknown (costs are then reported as unknown)."""
+        ...
+
+    @property
+    def cache_namespace(self) -> str:
+        """Provider identity for the context-cache key (name, and endpoint when not the default)."""
+        ...
+
+    @property
+    def supports_prompt_caching(self) -> bool: ...
+
+    @property
+    def cache_ttl(self) -> str: ...
+
+    def check_ready(self) -> None:
+        """Raise a typed error (missing or malformed key, ...) before any work starts."""
+        ...
+
+    async def agenerate(self, request: ContextRequest) -> ProviderResponse: ...
+
+    def classify_error(self, exc: BaseException) -> ErrorDecision | None:
+        """The decision for ``exc``, or None if it is not a provider error (it then propagates)."""
+        ...
+
+    def run_error(self, decision: ErrorDecision, exc: BaseException) -> Exception:
+        """The typed error that stops the run for a ``fail_run`` decision."""
+        ...
+
+    async def aclose(self) -> None:
+        """Release clients opened for the current event loop."""
+        ...

@@ -1,0 +1,125 @@
+"""What part of a document goes into the prompt for one chunk.
+
+A document within ``max_document_tokens`` goes whole: one block, identical for all its chunks, cached once.
+A larger one is replaced by a window (the seeds' strategy): its first ``num_start_chunks`` chunks plus the
+``num_prev_chunks`` chunks right before the target, and the target itself, each chunk at most once, in
+document order, ``[...]`` marking gaps. The first-chunks block comes first and is the same for every chunk of
+the document, so it still carries the cache breakpoint; the varying part follows it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from .errors import ConfigurationError
+from .prompts import PromptTemplate
+from .tokens import TokenCounter
+from .types import Chunk, SourceDocument
+
+__all__ = ["DocumentView", "WindowConfig", "document_view"]
+
+
+@dataclass(frozen=True)
+class WindowConfig:
+    """Windowing settings. ``max_document_tokens=None`` sizes the limit from the model's context window."""
+
+    max_document_tokens: int | None = None
+    num_start_chunks: int = 2
+    num_prev_chunks: int = 2
+
+    def __post_init__(self) -> None:
+        if self.max_document_tokens is not None and self.max_document_tokens < 1:
+            raise ConfigurationError("max_document_tokens must be a positive token count or None",
+                                     setting="max_document_tokens")
+        if self.num_start_chunks < 0 or self.num_prev_chunks < 0:
+            raise ConfigurationError("num_start_chunks and num_prev_chunks must be >= 0",
+                                     setting="num_start_chunks" if self.num_start_chunks < 0 else "num_prev_chunks")
+
+    def resolved_limit(self, context_window: int) -> int:
+        """The document-token limit: the setting, or 3/4 of the context window (room for chunk and answer)."""
+        return self.max_document_tokens if self.max_document_tokens is not None else (context_window * 3) // 4
+
+    def cache_key_part(self, limit: int) -> str:
+        return f"window:{limit}:{self.num_start_chunks}:{self.num_prev_chunks}"
+
+
+@dataclass(frozen=True)
+class DocumentView:
+    """The document part of one prompt: ``prefix`` carries the cache breakpoint, ``rest`` follows it."""
+
+    prefix: str
+    rest: str
+    windowed: bool
+    positions: tuple[int, ...] = ()
+
+
+def _run_text(document: SourceDocument, run: Sequence[Chunk]) -> str:
+    """Text of consecutive chunks: the document slice when offsets are known (overlaps not repeated)."""
+    if not run:
+        return ""
+    if all(c.start_char is not None for c in run):
+        start = run[0].start_char
+        end = max(c.start_char + len(c.text) for c in run)  # type: ignore[operator]
+        assert start is not None
+        return document.text[start:end]
+    return "\n".join(c.text for c in run)
+
+
+def _window_positions(
+    chunks: Sequence[Chunk], index: int, config: WindowConfig, limit: int, count: TokenCounter
+) -> list[int]:
+    start = list(range(min(config.num_start_chunks, len(chunks))))
+    prev = [p for p in range(max(0, index - config.num_prev_chunks), index) if p not in start]
+    keep_start = [p for p in start if p != index]
+
+    def total() -> int:
+        return sum(count(chunks[p].text) for p in (*keep_start, *prev, index))
+
+    while total() > limit and (prev or keep_start):
+        if prev:
+            prev.pop(0)  # farthest previous chunk first
+        else:
+            keep_start.pop()  # then start chunks from the end; the target is never dropped
+    return sorted({*keep_start, *prev, index})
+
+
+def document_view(
+    document: SourceDocument,
+    chunks: Sequence[Chunk],
+    index: int,
+    *,
+    prompt: PromptTemplate,
+    config: WindowConfig,
+    limit: int,
+    document_tokens: int,
+    count: TokenCounter,
+) -> DocumentView:
+    """The document block(s) for the chunk at ``chunks[index]``."""
+    if document_tokens <= limit:
+        return DocumentView(prefix=prompt.document_open + document.text + prompt.document_close, rest="",
+                            windowed=False)
+    positions = _window_positions(chunks, index, config, limit, count)
+    runs: list[list[int]] = []
+    for p in positions:
+        if runs and runs[-1][-1] == p - 1:
+            runs[-1].append(p)
+        else:
+            runs.append([p])
+    # The stable prefix: the leading run's part within the start chunks (the same for every target).
+    start_run = [p for p in runs[0] if p < config.num_start_chunks] if positions[0] == 0 else []
+    if start_run:
+        rest_first = runs[0][len(start_run):]
+        runs = ([rest_first] if rest_first else []) + runs[1:]
+    prefix = prompt.document_open + _run_text(document, [chunks[p] for p in start_run])
+    pieces: list[str] = []
+    previous_end = start_run[-1] if start_run else -1
+    for run in runs:
+        if run[0] != previous_end + 1:
+            pieces.append(prompt.gap_marker)
+        pieces.append(_run_text(document, [chunks[p] for p in run]))
+        previous_end = run[-1]
+    if previous_end != len(chunks) - 1:
+        pieces.append(prompt.gap_marker)
+    rest = "".join(pieces) + prompt.document_close
+    return DocumentView(prefix=prefix, rest=rest, windowed=True, positions=tuple(positions))
