@@ -29,7 +29,7 @@ from .errors import (
 )
 from .models import ModelInfo
 from .prompts import DEFAULT_PROMPT, PromptTemplate, clean_context
-from .providers.base import ContextRequest, ErrorDecision, Provider
+from .providers.base import ContextRequest, ErrorDecision, Provider, ProviderResponse
 from .scheduling import Limiter, PrioritySlots, RateLimit, RetryPolicy
 from .tokens import TokenCounter, estimate_tokens
 from .types import Chunk, ContextResult, ResultStatus, SourceDocument
@@ -132,6 +132,7 @@ class _RunState:
     fatal: Exception | None = None
     budget_hit: bool = False
     inflight_cost: float = 0.0
+    probe: asyncio.Event | None = None
 
 
 class ContextGenerator:
@@ -516,29 +517,26 @@ class ContextGenerator:
             if state.stop:
                 self._set(state, plan, i, None, "not_attempted", TokenUsage())
                 return False
-            estimate = self._estimated_cost(plan, variable)
-            if self.budget_usd is not None and self._spent(state) + state.inflight_cost + estimate > self.budget_usd:
-                state.stop = state.budget_hit = True
-                continue
-            await state.limiter.acquire(variable if plan.cache_warm else variable + plan.prefix_tokens)
-            if state.stop:
-                continue
-            await state.slots.acquire(priority)
-            state.inflight_cost += estimate
-            decision: ErrorDecision | None = None
-            error: Exception | None = None
+            probing = state.probe is None
+            if probing:
+                # The run's first request goes alone: a rejected key or an unknown model then stops the run
+                # after one request instead of one per slot.
+                state.probe = asyncio.Event()
+            else:
+                assert state.probe is not None
+                await state.probe.wait()
+                if state.stop:
+                    continue
             try:
-                report.requests += 1
-                response = await self.provider.agenerate(request)
-            except Exception as exc:  # classified by type below; anything unknown propagates
-                decision = self.provider.classify_error(exc)
-                if decision is None:
-                    raise
-                error = exc
+                outcome = await self._attempt(state, plan, request, variable, priority)
             finally:
-                state.slots.release()
-                state.inflight_cost -= estimate
-            if decision is None:
+                if probing:
+                    assert state.probe is not None
+                    state.probe.set()
+            if outcome is None:
+                continue  # the run stopped (budget, or another chunk's failure) while this one waited
+            response, error, decision = outcome
+            if response is not None:
                 report.usage += response.usage
                 self._note_cache_use(state, plan, response.usage)
                 context = clean_context(response.text, max_tokens=self.max_context_tokens,
@@ -554,7 +552,7 @@ class ContextGenerator:
                 report.generated += 1
                 self._set(state, plan, i, context, "generated", response.usage)
                 return True
-            assert error is not None
+            assert error is not None and decision is not None
             report.errors_by_type[decision.kind] = report.errors_by_type.get(decision.kind, 0) + 1
             detail = f"{type(error).__name__}" + (f" (HTTP {decision.status_code})" if decision.status_code else "")
             if decision.action == "fail_run":
@@ -585,6 +583,33 @@ class ContextGenerator:
                     detail += f", failed {failures} attempts (RetryPolicy.max_attempts)"
             self._fail(state, plan, i, decision.kind, detail, TokenUsage())
             return False
+
+    async def _attempt(
+        self, state: _RunState, plan: _Plan, request: ContextRequest, variable: int, priority: int
+    ) -> tuple[ProviderResponse | None, Exception | None, ErrorDecision | None] | None:
+        """One request: budget check, rate limit, a slot, the call. None when the run stopped first."""
+        estimate = self._estimated_cost(plan, variable)
+        if self.budget_usd is not None and self._spent(state) + state.inflight_cost + estimate > self.budget_usd:
+            state.stop = state.budget_hit = True
+            return None
+        state.inflight_cost += estimate  # reserved now, so requests waiting together cannot overspend
+        try:
+            await state.limiter.acquire(variable if plan.cache_warm else variable + plan.prefix_tokens)
+            if state.stop:
+                return None
+            await state.slots.acquire(priority)
+            try:
+                state.report.requests += 1
+                return await self.provider.agenerate(request), None, None
+            except Exception as exc:  # classified by type; anything unknown propagates
+                decision = self.provider.classify_error(exc)
+                if decision is None:
+                    raise
+                return None, exc, decision
+            finally:
+                state.slots.release()
+        finally:
+            state.inflight_cost -= estimate
 
     def _fail(self, state: _RunState, plan: _Plan, i: int, kind: str, message: str, usage: TokenUsage) -> None:
         logger.warning("no context for chunk %s of document %s: %s: %s", plan.chunks[i].id, plan.document.id,

@@ -41,6 +41,7 @@ logger = logging.getLogger(__name__)
 DEFAULT_ANTHROPIC_MODEL = "claude-3-haiku-20240307"
 DEFAULT_TIMEOUT_S = 60.0
 _API_KEY_ENV = "ANTHROPIC_API_KEY"
+_AUTH_TOKEN_ENV = "ANTHROPIC_AUTH_TOKEN"
 _MIN_KEY_LENGTH = 16
 
 
@@ -157,6 +158,8 @@ class AnthropicProvider:
             return
         key = self._resolved_key()
         if not key:
+            if self._api_key is None and os.environ.get(_AUTH_TOKEN_ENV):
+                return  # the SDK authenticates with the token itself
             raise ProviderAuthenticationError(
                 f"no Anthropic API key: set the {_API_KEY_ENV} environment variable or pass "
                 "AnthropicProvider(api_key=...)",

@@ -83,13 +83,19 @@ def _count(text: str) -> int:
 class _FaultPlan:
     def __init__(self, seed: int) -> None:
         self.script: deque[str | None] = deque()
+        self.rules: list[list[Any]] = []  # [predicate, kind, remaining (-1 = forever)]
         self.rate = 0.0
         self.mix: dict[str, float] = {}
         self.rng = random.Random(seed)
         self.until = 0.0
         self.until_kind: str | None = None
 
-    def next(self) -> str | None:
+    def next(self, request: RecordedRequest) -> str | None:
+        for rule in self.rules:
+            predicate, kind, remaining = rule
+            if remaining != 0 and predicate(request):
+                rule[2] = remaining - 1
+                return kind
         if self.script:
             return self.script.popleft()
         if self.until_kind is not None and time.monotonic() < self.until:
@@ -107,7 +113,7 @@ class FakeAnthropicServer:
         latency_s: base latency of each successful answer.
         latency_per_output_token_s: extra latency per output token.
         responder: ``body -> text`` writing the "context" (``default_responder``).
-        api_key: when set, requests must carry exactly this key (else 401).
+        api_key: when set, requests must carry exactly this key, as ``x-api-key`` or a bearer token (else 401).
         known_models: models accepted (others answer 404 like an unknown model id); None accepts the
             models in ``ctx_retrieval.models`` and any id starting with ``claude-``.
         rate_limit_rpm / rate_limit_itpm: server-side limits answered with 429 + retry-after.
@@ -197,6 +203,17 @@ class FakeAnthropicServer:
                 raise ValueError(f"unknown fault {kind!r}; one of {FAULT_KINDS}")
         self._faults.rate, self._faults.mix = rate, dict(mix)
 
+    def fail_when(self, predicate: Callable[[RecordedRequest], bool], kind: str, times: int = -1) -> None:
+        """Answer requests matching ``predicate`` with ``kind``, ``times`` times (-1: always)."""
+        if kind not in FAULT_KINDS:
+            raise ValueError(f"unknown fault {kind!r}; one of {FAULT_KINDS}")
+        self._faults.rules.append([predicate, kind, times])
+
+    def fail_chunk(self, chunk_text: str, kind: str = "server_error", times: int = -1) -> None:
+        """Answer requests for the chunk whose text is ``chunk_text`` with ``kind``."""
+        wanted = chunk_text.strip()
+        self.fail_when(lambda request: request.chunk_text == wanted, kind, times)
+
     def fail_all_for(self, seconds: float, kind: str = "rate_limit") -> None:
         """Answer every request with ``kind`` for the next ``seconds`` (a sustained limit or an outage)."""
         self._faults.until = time.monotonic() + seconds
@@ -226,6 +243,7 @@ class FakeAnthropicServer:
             self._cache.clear()
             self._window.clear()
         self._faults.script.clear()
+        self._faults.rules.clear()
         self._faults.rate = 0.0
         self._faults.until_kind = None
 
@@ -352,6 +370,9 @@ class _Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("content-length") or 0)
         raw = self.rfile.read(length)
         key = self.headers.get("x-api-key")
+        bearer = self.headers.get("authorization") or ""
+        if key is None and bearer.lower().startswith("bearer "):
+            key = bearer[7:]  # SDK 2.x sends the key as a bearer token
         headers = {k.lower(): v for k, v in self.headers.items() if k.lower() not in ("x-api-key", "authorization")}
         try:
             body = json.loads(raw)
@@ -375,7 +396,7 @@ class _Handler(BaseHTTPRequestHandler):
             fake.record(record)
             self._send(404, _error_body("not_found_error", f"model: {model}"))
             return
-        fault = fake._faults.next()
+        fault = fake._faults.next(record)
         record.fault = fault
         if fault == "rate_limit":
             record.status = 429
