@@ -45,7 +45,7 @@ def split_paragraphs(text: str, max_chars: int = 900) -> list[str]:
 
 
 def load_sample() -> tuple[SourceDocument, list[Chunk]]:
-    text = resources.files("ctx_retrieval").joinpath("data", SAMPLE_DOCUMENT).read_text(encoding="utf-8")
+    text = resources.files("ctx_retrieval").joinpath("data").joinpath(SAMPLE_DOCUMENT).read_text(encoding="utf-8")
     document = SourceDocument(id="acme-q2-2023", text=text, metadata={"source": SAMPLE_DOCUMENT})
     return document, split_into_chunks(document, split_paragraphs(text))
 
@@ -83,7 +83,7 @@ def _demo(args: argparse.Namespace) -> int:
             generator = ContextGenerator(provider, cache=cache, progress=args.progress)  # type: ignore[arg-type]
             print(generator.estimate([(document, chunks)]).format())
             run = generator.contextualize(document, chunks)
-        for chunk, result in zip(chunks, run):
+        for chunk, result in zip(chunks, run, strict=True):
             first_line = " ".join(chunk.text.split())[:90]
             print(f"\n[{result.position}] chunk: {first_line}...")
             print(textwrap.fill(f"context ({result.status}): {result.context}", width=110,

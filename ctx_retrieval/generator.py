@@ -224,7 +224,7 @@ class ContextGenerator:
             elif setting is True:
                 self._cache = ContextCache(default_cache_path())
             else:
-                self._cache = ContextCache(setting)  # type: ignore[arg-type]
+                self._cache = ContextCache(setting)
         return self._cache
 
     @property

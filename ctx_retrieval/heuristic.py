@@ -111,7 +111,7 @@ class HeuristicContextualizer:
             title = _title(document)
             headings = self._headings(document)
             report.documents += 1
-            for chunk, offset in zip(chunks, offsets):
+            for chunk, offset in zip(chunks, offsets, strict=True):
                 report.chunks += 1
                 if not chunk.text.strip():
                     report.empty += 1

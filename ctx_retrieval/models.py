@@ -2,7 +2,8 @@
 
 Prices are US dollars per million tokens, standard (non-batch) tier, from Anthropic's pricing page
 (https://docs.anthropic.com/en/docs/about-claude/pricing) as recorded on ``PRICES_AS_OF``; cache writes cost
-1.25x input (5-minute TTL) or 2x input (1-hour TTL), cache reads 0.1x input, the Message Batches API 50%.
+1.25x input (5-minute TTL) or 2x input (1-hour TTL), cache reads 0.1x input (Claude 3 Haiku's are listed
+rounded: $0.30, $0.50, $0.03), the Message Batches API 50%.
 Minimum cacheable prompt lengths are from Anthropic's prompt-caching guide. Prices change: pass your own
 ``ModelInfo`` (``AnthropicProvider(model_info=...)``) when they do.
 """
@@ -58,7 +59,8 @@ def _m(name: str, inp: float, out: float, min_cache: int) -> ModelInfo:
 MODELS: dict[str, ModelInfo] = {
     m.name: m
     for m in (
-        _m("claude-3-haiku-20240307", 0.25, 1.25, 2048),
+        # Haiku 3's cache prices are listed rounded: $0.30 write (5m), $0.50 write (1h), $0.03 read.
+        ModelInfo("claude-3-haiku-20240307", 200_000, 2048, 0.25, 1.25, 0.30, 0.50, 0.03),
         _m("claude-3-5-haiku", 0.80, 4.00, 2048),
         _m("claude-haiku-4-5", 1.00, 5.00, 4096),
         _m("claude-3-5-sonnet", 3.00, 15.00, 1024),

@@ -79,9 +79,9 @@ DEFAULT_PROMPT = PromptTemplate(
 )
 
 _PREAMBLE = re.compile(
-    r"^\s*(?:(?:sure|certainly|okay|ok)[,.!]?\s*)?"
-    r"(?:here(?:'s| is| are)\s+(?:the\s+|a\s+)?(?:short\s+|succinct\s+|brief\s+)*(?:and\s+succinct\s+)?"
-    r"(?:context|snippet)[^:\n]{0,80}:|(?:succinct\s+|short\s+)?context\s*:)\s*",
+    r"^\s*(?:(?:sure|certainly|okay|ok)\b[,.!]?\s*)?"
+    r"(?:here(?:'s|\s+is|\s+are)\b[^:\n]{0,80}?\b(?:context|snippet)\b[^:\n]{0,40}:"
+    r"|(?:(?:succinct|short|brief)\s+)?context\s*:)\s*",
     re.IGNORECASE,
 )
 _TAGS = re.compile(r"</?(?:context|snippet|answer)>", re.IGNORECASE)

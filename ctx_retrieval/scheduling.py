@@ -47,7 +47,7 @@ class RetryPolicy:
 
     def backoff(self, failures: int, rng: random.Random) -> float:
         """Delay before the next attempt after ``failures`` consecutive failures (jitter in [0.5x, 1x])."""
-        base = min(self.max_delay_s, self.initial_delay_s * (2 ** max(0, failures - 1)))
+        base = min(self.max_delay_s, self.initial_delay_s * 2.0 ** max(0, failures - 1))
         return base * rng.uniform(0.5, 1.0)
 
 

@@ -198,7 +198,8 @@ class RunReport:
         for warning in self.warnings:
             lines.append(f"warning: {warning}")
         for failure in self.to_retry[:10]:
-            lines.append(f"  no context: {failure.document.id}/{failure.chunk.id}: {failure.error_type}: {failure.message}")
+            lines.append(
+                f"  no context: {failure.document.id}/{failure.chunk.id}: {failure.error_type}: {failure.message}")
         if len(self.to_retry) > 10:
             lines.append(f"  ... and {len(self.to_retry) - 10} more without context")
         return "\n".join(lines)

@@ -54,16 +54,17 @@ class DocumentView:
     positions: tuple[int, ...] = ()
 
 
-def _run_text(document: SourceDocument, run: Sequence[Chunk]) -> str:
-    """Text of consecutive chunks: the document slice when offsets are known (overlaps not repeated)."""
+def _run_text(document: SourceDocument, run: Sequence[Chunk], shown_until: int | None = None) -> tuple[str, int | None]:
+    """Text of consecutive chunks and where it ends in the document: the document slice when offsets are
+    known, so overlapping chunks are not repeated (``shown_until``: the end of the text right before)."""
     if not run:
-        return ""
-    if all(c.start_char is not None for c in run):
-        start = run[0].start_char
-        end = max(c.start_char + len(c.text) for c in run)  # type: ignore[operator]
-        assert start is not None
-        return document.text[start:end]
-    return "\n".join(c.text for c in run)
+        return "", shown_until
+    offsets = [c.start_char for c in run]
+    if all(o is not None for o in offsets):
+        start = max(offsets[0], shown_until or 0)  # type: ignore[type-var]
+        end = max(o + len(c.text) for o, c in zip(offsets, run, strict=True))  # type: ignore[operator]
+        return document.text[start:end], end
+    return "\n".join(c.text for c in run), None
 
 
 def _window_positions(
@@ -111,13 +112,16 @@ def document_view(
     if start_run:
         rest_first = runs[0][len(start_run):]
         runs = ([rest_first] if rest_first else []) + runs[1:]
-    prefix = prompt.document_open + _run_text(document, [chunks[p] for p in start_run])
+    start_text, shown_until = _run_text(document, [chunks[p] for p in start_run])
+    prefix = prompt.document_open + start_text
     pieces: list[str] = []
     previous_end = start_run[-1] if start_run else -1
     for run in runs:
-        if run[0] != previous_end + 1:
+        adjacent = run[0] == previous_end + 1
+        if not adjacent:
             pieces.append(prompt.gap_marker)
-        pieces.append(_run_text(document, [chunks[p] for p in run]))
+        text, shown_until = _run_text(document, [chunks[p] for p in run], shown_until if adjacent else None)
+        pieces.append(text)
         previous_end = run[-1]
     if previous_end != len(chunks) - 1:
         pieces.append(prompt.gap_marker)

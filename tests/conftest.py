@@ -74,7 +74,7 @@ def make_document(doc_id: str, paragraphs: int = 24, words: int = 60) -> tuple[S
     size (~2,600 estimated tokens) is above claude-3-haiku's 2,048-token minimum cacheable length."""
     text = long_text(doc_id, paragraphs, words)
     parts = text.split("\n\n")
-    texts = [parts[0] + "\n\n" + parts[1]] + parts[2:]
+    texts = [parts[0] + "\n\n" + parts[1], *parts[2:]]
     document = SourceDocument(id=doc_id, text=text)
     return document, split_into_chunks(document, texts)
 

@@ -204,10 +204,11 @@ class AnthropicProvider:
 
     async def agenerate(self, request: ContextRequest) -> ProviderResponse:
         client = self._get_client()
+        messages: Any = [{"role": "user", "content": self.build_message_content(request)}]
         message = await client.messages.create(
             model=self._model,
             max_tokens=request.max_tokens,
-            messages=[{"role": "user", "content": self.build_message_content(request)}],  # type: ignore[typeddict-item]
+            messages=messages,
             extra_body=self.extra_body,
         )
         text = "".join(getattr(block, "text", "") for block in message.content if block.type == "text")

@@ -16,6 +16,7 @@ import hashlib
 import itertools
 import json
 import random
+import socket
 import threading
 import time
 from collections import deque
@@ -95,14 +96,14 @@ class _FaultPlan:
             predicate, kind, remaining = rule
             if remaining != 0 and predicate(request):
                 rule[2] = remaining - 1
-                return kind
+                return str(kind)
         if self.script:
             return self.script.popleft()
         if self.until_kind is not None and time.monotonic() < self.until:
             return self.until_kind
         if self.rate and self.rng.random() < self.rate:
-            kinds, weights = zip(*self.mix.items())
-            return self.rng.choices(kinds, weights)[0]
+            kinds = list(self.mix)
+            return self.rng.choices(kinds, [self.mix[k] for k in kinds])[0]
         return None
 
 
@@ -283,7 +284,7 @@ class FakeAnthropicServer:
         prefix = hashlib.sha256(model.encode())
         breakpoints: list[tuple[str, int, float]] = []  # (prefix hash, prefix tokens, ttl)
         running = 0
-        for block, n in zip(blocks, tokens):
+        for block, n in zip(blocks, tokens, strict=True):
             prefix.update(json.dumps(block.get("text", ""), ensure_ascii=False).encode())
             running += n
             control = block.get("cache_control")
@@ -351,6 +352,12 @@ class _Handler(BaseHTTPRequestHandler):
     fake: FakeAnthropicServer
     protocol_version = "HTTP/1.1"
 
+    def setup(self) -> None:
+        super().setup()
+        # Headers and body go out in separate writes; without TCP_NODELAY, Nagle's algorithm and delayed
+        # ACKs add ~40 ms to every keep-alive request.
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - silence the default stderr log
         return
 
@@ -364,7 +371,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(payload)
 
-    def do_POST(self) -> None:  # noqa: N802 - http.server's naming
+    def do_POST(self) -> None:
         fake = self.fake
         started = time.monotonic()
         length = int(self.headers.get("content-length") or 0)

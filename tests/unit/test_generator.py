@@ -91,7 +91,7 @@ def test_results_keep_input_order_under_random_latency(tmp_path: Path, make_gene
         run = make_generator(server=server, max_concurrency=8).contextualize_many(documents)
     expected = [(d.id, c.id) for d, chunks in documents for c in chunks]
     assert [(r.document_id, r.chunk_id) for r in run] == expected
-    for (_, chunks), offset in zip(documents, range(0, len(run), 10)):
+    for (_, chunks), offset in zip(documents, range(0, len(run), 10), strict=True):
         for i, chunk in enumerate(chunks):
             assert run[offset + i].context == "context for " + " ".join(chunk.text[:40].split())
 
@@ -203,7 +203,7 @@ def test_resume_after_a_crash_requests_only_missing_chunks(tmp_path: Path, make_
 
         async def crash_midway() -> None:
             task = asyncio.ensure_future(generator.acontextualize_many(documents))
-            while len(server.successful()) < total // 3:
+            while len(server.successful()) < total // 3:  # noqa: ASYNC110 - polls the server thread's log
                 await asyncio.sleep(0.005)
             task.cancel()  # the process "dies": nothing after this point is recorded by the run
             with pytest.raises(asyncio.CancelledError):

@@ -1,0 +1,74 @@
+"""Packaging: import isolation, the public API, optional-dependency errors and the wheel's contents."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+import ctx_retrieval
+
+ROOT = Path(__file__).resolve().parents[2]
+HEAVY = ("anthropic", "httpx", "httpx2", "llama_index", "langchain", "langchain_core", "chromadb", "rank_bm25",
+         "onnxruntime", "numpy", "tqdm")
+
+
+def _extras() -> set[str]:
+    tomllib = pytest.importorskip("tomllib")
+    data = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))
+    return set(data["project"]["optional-dependencies"])
+
+
+def test_import_pulls_in_no_framework_and_no_sdk() -> None:
+    code = ("import sys, ctx_retrieval, ctx_retrieval.testing, ctx_retrieval.cli; "
+            f"print(sorted(m for m in sys.modules if m.split('.')[0] in {HEAVY!r}))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert out.stdout.strip() == "[]"
+
+
+def test_all_is_exact_and_importable() -> None:
+    for name in ctx_retrieval.__all__:
+        assert hasattr(ctx_retrieval, name), name
+    public = {n for n in vars(ctx_retrieval) if not n.startswith("_") and not isinstance(
+        getattr(ctx_retrieval, n), type(ctx_retrieval))}
+    assert public == set(ctx_retrieval.__all__) - {"__version__"}
+
+
+def test_missing_sdk_names_an_existing_extra() -> None:
+    code = (
+        "import sys; sys.modules['anthropic'] = None\n"
+        "from ctx_retrieval import AnthropicProvider, MissingDependencyError\n"
+        "try:\n"
+        "    AnthropicProvider(api_key='sk-ant-0000000000000000').check_ready()\n"
+        "except MissingDependencyError as e:\n"
+        "    print(e.extra, '|', e)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    extra, message = out.stdout.strip().split(" | ")
+    assert extra == "anthropic" and extra in _extras()
+    assert 'pip install "ctx-retrieval[anthropic]"' in message
+
+
+def test_every_extra_named_in_the_code_exists() -> None:
+    import re
+
+    named = set()
+    for path in (ROOT / "ctx_retrieval").rglob("*.py"):
+        named |= set(re.findall(r'require\("[\w.]+", "([\w-]+)"\)', path.read_text(encoding="utf-8")))
+    assert named and named <= _extras()
+
+
+def test_wheel_holds_exactly_the_three_packages(tmp_path: Path) -> None:
+    subprocess.run([sys.executable, "-m", "hatchling", "build", "-t", "wheel", "-d", str(tmp_path)],
+                   cwd=ROOT, check=True, capture_output=True)
+    (wheel,) = tmp_path.glob("*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    top = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
+    assert top == {"ctx_retrieval", "llama_index_ctx", "langchain_ctx"}
+    for package in top:
+        assert f"{package}/py.typed" in names
+    assert "ctx_retrieval/data/anthropic_codebase/LICENSE" in names
+    assert "ctx_retrieval/data/sample_acme_q2_2023.md" in names
