@@ -44,9 +44,10 @@ logger = logging.getLogger(__name__)
 OnError = Literal["raise", "skip"]
 DocumentItems = Iterable[tuple[SourceDocument, Sequence[Chunk]]]
 
-# A document whose cacheable prefix is estimated below this share of the model's minimum is not worth a
-# warm-up request (the estimate is within ~20% of the real count).
-_WARM_UP_THRESHOLD = 0.8
+# A document whose cacheable prefix is estimated below this share of the model's minimum gets no warm-up
+# request. The estimate can be ~20% off Claude's tokenizer either way; skipping the warm-up of a document that
+# turns out cacheable costs a cache write per racing request, warming one that is not costs one round trip.
+_WARM_UP_THRESHOLD = 0.5
 _FALLBACK_MIN_CACHEABLE_TOKENS = 1024
 
 
@@ -303,9 +304,16 @@ class ContextGenerator:
         )
 
     def close(self) -> None:
+        """Close the context cache if this generator opened it."""
         if self._cache is not None and not isinstance(self._cache_setting, ContextCache):
             self._cache.close()
         self._cache = None
+
+    def __enter__(self) -> ContextGenerator:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     # -- planning --------------------------------------------------------------------------------------
 

@@ -469,3 +469,14 @@ def test_async_and_sync_give_the_same_results(fake_server: Any, make_generator: 
     sync = make_generator(cache=tmp_path / "a.sqlite").contextualize_many(documents)
     asynchronous = asyncio.run(make_generator(cache=tmp_path / "b.sqlite").acontextualize_many(documents))
     assert [(r.chunk_id, r.context) for r in sync] == [(r.chunk_id, r.context) for r in asynchronous]
+
+
+def test_progress_bar_counts_every_chunk(
+    fake_server: Any, make_generator: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    documents = corpus(2, paragraphs=4)
+    make_generator().contextualize_many(documents[:1])  # one document already cached
+    with make_generator(progress=True) as generator:
+        generator.contextualize_many(documents)
+    err = capsys.readouterr().err
+    assert "contextualizing" in err and "8/8" in err
