@@ -55,8 +55,9 @@ def main() -> int:
     minimum = MODELS[MODEL].min_cacheable_tokens
     generator_probe = ContextGenerator(AnthropicProvider(MODEL, api_key="sk-ant-unused-000000000"), cache=False)
     prefix_tokens = {}
+    limit = generator_probe._limit()
     for plan in generator_probe._plan(items):  # the exact cacheable block of each document
-        prefix_tokens[plan.document.id] = estimate_tokens(generator_probe._view(plan, 0, generator_probe._limit()).prefix)
+        prefix_tokens[plan.document.id] = estimate_tokens(generator_probe._view(plan, 0, limit).prefix)
     cacheable = {d.id for d, _ in items if prefix_tokens[d.id] >= minimum}
     cacheable_tokens = sum(prefix_tokens[d] for d in cacheable)
     document_tokens = sum(estimate_tokens(d.text) for d, _ in items)
