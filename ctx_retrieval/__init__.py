@@ -6,7 +6,9 @@ cheaply (prompt caching, a persistent context cache) and reliably (retries, rate
 the API allows. Importing it imports no framework and no SDK.
 """
 
+from .bm25 import BM25Index, tokenize
 from .cache import ContextCache, default_cache_path
+from .embeddings import EmbeddingCache, MiniLMEmbedder
 from .errors import (
     BudgetExceededError,
     ChunkNotInDocumentError,
@@ -23,11 +25,13 @@ from .errors import (
     ProviderRequestError,
     UnknownModelError,
 )
+from .fusion import reciprocal_rank_fusion
 from .generator import ContextGenerator, ContextRun, CostEstimate
 from .heuristic import HeuristicContextualizer
 from .models import MODELS, ModelInfo
 from .prompts import DEFAULT_PROMPT, PROMPT_VERSION, PromptTemplate, clean_context
 from .providers import AnthropicProvider, Provider
+from .rerank import ClaudeReranker
 from .scheduling import RateLimit, RetryPolicy
 from .types import Chunk, ContextResult, SourceDocument, make_chunk_id, split_into_chunks
 from .usage import FailedChunk, RunReport, TokenUsage
@@ -40,10 +44,12 @@ __all__ = [
     "MODELS",
     "PROMPT_VERSION",
     "AnthropicProvider",
+    "BM25Index",
     "BudgetExceededError",
     "Chunk",
     "ChunkNotInDocumentError",
     "ChunkTooLargeError",
+    "ClaudeReranker",
     "ConfigurationError",
     "ContextCache",
     "ContextGenerationError",
@@ -53,10 +59,12 @@ __all__ = [
     "CostEstimate",
     "CtxRetrievalError",
     "DuplicateChunkIdError",
+    "EmbeddingCache",
     "FailedChunk",
     "HeuristicContextualizer",
     "InvalidInputError",
     "InvalidTextError",
+    "MiniLMEmbedder",
     "MissingDependencyError",
     "ModelInfo",
     "PromptTemplate",
@@ -75,5 +83,7 @@ __all__ = [
     "clean_context",
     "default_cache_path",
     "make_chunk_id",
+    "reciprocal_rank_fusion",
     "split_into_chunks",
+    "tokenize",
 ]

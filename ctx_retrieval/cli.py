@@ -1,28 +1,40 @@
-"""The ``ctx-retrieval`` command line.
+"""The ``ctx-retrieval`` command line: contextualize, index, query, eval and demo.
 
-``ctx-retrieval demo`` contextualizes a bundled sample document and prints each chunk's context and the usage
-report: with Claude when ``ANTHROPIC_API_KEY`` is set, with the no-LLM heuristic otherwise (it says which), or
-against the local fake Anthropic server with ``--provider fake`` to show prompt caching and the cost report
-without a key.
+Every command states which contextualizer wrote the contexts: Claude (``ANTHROPIC_API_KEY`` set), the no-LLM
+heuristic (the default without a key), contexts recorded offline from a local LLM (``recorded``, cookbook
+corpus only), or the local fake Anthropic API (``fake``: canned contexts, real request flow).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import logging
 import os
 import sys
 import textwrap
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from importlib import resources
+from pathlib import Path
+from typing import Any
 
-from .errors import CtxRetrievalError
+from .errors import CtxRetrievalError, InvalidInputError
 from .heuristic import HeuristicContextualizer
 from .types import Chunk, SourceDocument, split_into_chunks
 
 __all__ = ["main"]
 
 SAMPLE_DOCUMENT = "sample_acme_q2_2023.md"
+WORK_DIR = Path(".ctx_retrieval")
+TEXT_SUFFIXES = {".txt", ".md", ".rst", ".py", ".rs", ".go", ".js", ".ts", ".java", ".c", ".h", ".cpp", ".html"}
+CONTEXTUALIZERS = ["auto", "anthropic", "heuristic", "recorded", "fake", "none"]
+
+DEMO_QUERIES = 3
+
+
+def _say(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
 
 
 def split_paragraphs(text: str, max_chars: int = 900) -> list[str]:
@@ -50,69 +62,392 @@ def load_sample() -> tuple[SourceDocument, list[Chunk]]:
     return document, split_into_chunks(document, split_paragraphs(text))
 
 
-def _demo(args: argparse.Namespace) -> int:
+def load_documents(paths: Sequence[str], chunk_chars: int) -> list[tuple[SourceDocument, list[Chunk]]]:
+    """Documents from the cookbook's JSON, a documents JSONL (``id``, ``text``, optional ``chunks``), or text
+    files and folders (one document per file, split at blank lines)."""
+    items: list[tuple[SourceDocument, list[Chunk]]] = []
+    for raw in paths:
+        path = Path(raw)
+        if not path.exists():
+            raise InvalidInputError(f"no such file or folder: {path}")
+        if path.is_dir():
+            files = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in TEXT_SUFFIXES)
+            if not files:
+                raise InvalidInputError(f"{path} holds no text files ({', '.join(sorted(TEXT_SUFFIXES))})")
+            for file in files:
+                items.append(_text_file(file, chunk_chars, doc_id=str(file.relative_to(path))))
+        elif path.suffix == ".json":
+            from .eval import load_cookbook
+
+            items.extend(load_cookbook(path, _EMPTY_QUERIES).items)
+        elif path.suffix == ".jsonl":
+            for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+                if not line.strip():
+                    continue
+                try:
+                    row = json.loads(line)
+                    document = SourceDocument(str(row["id"]), row["text"], row.get("metadata") or {})
+                except (json.JSONDecodeError, KeyError, TypeError):
+                    raise InvalidInputError(f"{path}:{n}: expected a JSON object with 'id' and 'text'") from None
+                raw_chunks = row.get("chunks")
+                texts = ([c["text"] if isinstance(c, dict) else c for c in raw_chunks] if raw_chunks
+                         else split_paragraphs(document.text, chunk_chars))
+                items.append((document, split_into_chunks(document, texts)))
+        else:
+            items.append(_text_file(path, chunk_chars, doc_id=path.name))
+    return items
+
+
+_EMPTY_QUERIES = Path(os.devnull)
+
+
+def _text_file(path: Path, chunk_chars: int, *, doc_id: str) -> tuple[SourceDocument, list[Chunk]]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise InvalidInputError(f"{path} is not UTF-8 text; convert it or leave it out") from None
+    document = SourceDocument(doc_id, text, {"source": str(path)})
+    return document, split_into_chunks(document, split_paragraphs(text, chunk_chars))
+
+
+# -- contextualizers -------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Contextualizer:
+    label: str
+    run: Callable[[list[tuple[SourceDocument, list[Chunk]]]], dict[str, str | None]]
+    close: Callable[[], None]
+
+
+def _make_contextualizer(args: argparse.Namespace) -> _Contextualizer:
+    choice = args.contextualizer
+    if choice == "auto":
+        choice = "anthropic" if os.environ.get("ANTHROPIC_API_KEY") else "heuristic"
+        if choice == "heuristic":
+            _say("no ANTHROPIC_API_KEY: using the heuristic contextualizer (title and nearest heading, no LLM); "
+                 "set the key to use Claude")
+    if choice == "none":
+        return _Contextualizer("none (plain chunks)", lambda items: {}, lambda: None)
+    if choice == "heuristic":
+        heuristic = HeuristicContextualizer()
+        return _Contextualizer("heuristic (title and nearest heading, no LLM)",
+                               lambda items: {r.chunk_id: r.context for r in heuristic.contextualize_many(items)},
+                               lambda: None)
+    if choice == "recorded":
+        from .eval import RecordedContextualizer
+
+        recorded = RecordedContextualizer(getattr(args, "contexts_file", None))
+
+        def read(items: list[tuple[SourceDocument, list[Chunk]]]) -> dict[str, str | None]:
+            contexts = recorded.contexts()
+            missing = [c.id for _, chunks in items for c in chunks if c.id not in contexts]
+            if missing:
+                raise InvalidInputError(f"{len(missing)} chunks have no recorded context (first: {missing[0]}); "
+                                        "recorded contexts exist for the bundled cookbook corpus only")
+            return dict(contexts)
+
+        return _Contextualizer(f"{recorded.label} ({recorded.model})", read, lambda: None)
     from .generator import ContextGenerator
     from .providers.anthropic import AnthropicProvider
 
-    document, chunks = load_sample()
-    choice = args.provider
-    if choice == "auto":
-        choice = "anthropic" if os.environ.get("ANTHROPIC_API_KEY") else "heuristic"
-    print(f"ctx-retrieval demo: {len(chunks)} chunks of the bundled sample document '{SAMPLE_DOCUMENT}'")
     server = None
-    try:
-        if choice == "heuristic":
-            print("contextualizer: heuristic (title and nearest heading, no LLM) because no ANTHROPIC_API_KEY is "
-                  "set; set it to use Claude, or pass --provider fake to see caching against a local fake API")
-            run = HeuristicContextualizer().contextualize(document, chunks)
-        else:
-            if choice == "fake":
-                from .testing import FakeAnthropicServer
+    if choice == "fake":
+        from .testing import FakeAnthropicServer
 
-                server = FakeAnthropicServer(latency_s=0.05).start()
-                provider = AnthropicProvider(args.model, api_key="sk-ant-fake-demo-key-000000",
-                                             base_url=server.base_url)
-                print("contextualizer: Claude API shape against the local FAKE server (canned contexts, real "
-                      "request flow, caching and cost accounting)")
-            else:
-                provider = AnthropicProvider(args.model)
-                print(f"contextualizer: Claude ({args.model}) through the Anthropic API")
-            cache: object = args.cache if args.cache else True
-            if choice == "fake" and not args.cache:
-                cache = False  # canned contexts never go into the user's real context cache
-            generator = ContextGenerator(provider, cache=cache, progress=args.progress)  # type: ignore[arg-type]
-            print(generator.estimate([(document, chunks)]).format())
-            run = generator.contextualize(document, chunks)
-        for chunk, result in zip(chunks, run, strict=True):
-            first_line = " ".join(chunk.text.split())[:90]
-            print(f"\n[{result.position}] chunk: {first_line}...")
-            print(textwrap.fill(f"context ({result.status}): {result.context}", width=110,
-                                subsequent_indent="    "))
-        print("\nusage report:")
-        print(textwrap.indent(run.report.format(), "  "))
+        server = FakeAnthropicServer(latency_s=0.02).start()
+        provider = AnthropicProvider(args.model, api_key="sk-ant-fake-cli-key-0000000", base_url=server.base_url)
+        label = "the local FAKE Anthropic API (canned contexts, real request flow)"
+    elif choice == "anthropic":
+        provider = AnthropicProvider(args.model)
+        label = f"Claude ({args.model})"
+    else:  # pragma: no cover - argparse restricts the choices
+        raise InvalidInputError(f"unknown contextualizer {choice!r}")
+    cache = getattr(args, "cache", None)
+    generator = ContextGenerator(provider, cache=Path(cache) if cache else (choice != "fake"),
+                                 max_concurrency=getattr(args, "max_concurrency", 8),
+                                 budget_usd=getattr(args, "budget", None), progress=True,
+                                 on_error=getattr(args, "on_error", "raise"))
+
+    def run(items: list[tuple[SourceDocument, list[Chunk]]]) -> dict[str, str | None]:
+        _say(generator.estimate(items).format())
+        result = generator.contextualize_many(items)
+        _say("context generation report:\n" + textwrap.indent(result.report.format(), "  "))
+        return {r.chunk_id: r.context for r in result}
+
+    return _Contextualizer(label, run, server.stop if server else (lambda: None))
+
+
+# -- commands --------------------------------------------------------------------------------------------
+
+
+def _cmd_contextualize(args: argparse.Namespace) -> int:
+    items = load_documents(args.inputs, args.chunk_chars)
+    contextualizer = _make_contextualizer(args)
+    _say(f"contextualizer: {contextualizer.label}")
+    try:
+        if args.dry_run:
+            from .generator import ContextGenerator
+            from .providers.anthropic import AnthropicProvider
+
+            estimate = ContextGenerator(AnthropicProvider(args.model), cache=True).estimate(items)
+            print(estimate.format())
+            return 0
+        contexts = contextualizer.run(items)
     finally:
-        if server is not None:
-            server.stop()
+        contextualizer.close()
+    out = open(args.out, "w", encoding="utf-8") if args.out != "-" else sys.stdout  # noqa: SIM115
+    try:
+        for document, chunks in items:
+            for chunk in chunks:
+                out.write(json.dumps({"document_id": document.id, "chunk_id": chunk.id, "position": chunk.position,
+                                      "text": chunk.text, "context": contexts.get(chunk.id)},
+                                     ensure_ascii=False) + "\n")
+    finally:
+        if out is not sys.stdout:
+            out.close()
+    if args.out != "-":
+        _say(f"wrote {sum(len(c) for _, c in items)} contextualized chunks to {args.out}")
     return 0
+
+
+def _embedder(progress: bool = True) -> Any:
+    from .embeddings import MiniLMEmbedder
+
+    return MiniLMEmbedder(cache=True, progress=progress)
+
+
+def _cmd_index(args: argparse.Namespace) -> int:
+    from .store import IndexedChunk, build_store
+
+    items = load_documents(args.inputs, args.chunk_chars)
+    if args.contexts:
+        contexts = {row["chunk_id"]: row.get("context") for row in map(json.loads, Path(args.contexts).read_text(
+            encoding="utf-8").splitlines()) if row}
+        label = f"contexts from {args.contexts}"
+    else:
+        contextualizer = _make_contextualizer(args)
+        label = contextualizer.label
+        try:
+            contexts = contextualizer.run(items)
+        finally:
+            contextualizer.close()
+    _say(f"contextualizer: {label}")
+    chunks = [IndexedChunk(c.id, d.id, c.text, contexts.get(c.id)) for d, cs in items for c in cs]
+    build_store(args.store, chunks, embedder=_embedder())
+    print(f"indexed {len(chunks)} chunks ({sum(1 for c in chunks if c.context)} with a context) into {args.store} "
+          "(Chroma + BM25)")
+    return 0
+
+
+def _cmd_query(args: argparse.Namespace) -> int:
+    from .store import open_store
+
+    store = open_store(args.store, embedder=_embedder(progress=False))
+    hits = store.search(args.query, k=args.k, mode=args.mode)
+    for n, hit in enumerate(hits, start=1):
+        ranks = f"dense #{hit.dense_rank or '-'}, bm25 #{hit.bm25_rank or '-'}"
+        print(f"{n:>2}. {hit.chunk.chunk_id} ({hit.chunk.document_id}) score {hit.score:.4f} [{ranks}]")
+        if hit.chunk.context:
+            print(textwrap.indent(textwrap.fill("context: " + hit.chunk.context, 100), "    "))
+        print(textwrap.indent(textwrap.shorten(" ".join(hit.chunk.text.split()), 200), "    "))
+    return 0
+
+
+def _load_eval_corpus(args: argparse.Namespace) -> Any:
+    from .eval import load_cookbook, load_corpus
+
+    if getattr(args, "documents", None):
+        if not args.queries:
+            raise InvalidInputError("--documents needs --queries (JSONL: query, gold_chunk_ids)")
+        return load_corpus(args.documents, args.queries)
+    return load_cookbook(getattr(args, "chunks", None), getattr(args, "queries", None))
+
+
+def _run_eval(args: argparse.Namespace, corpus: Any, contextualizer: _Contextualizer) -> Any:
+    from .eval import run_ablation
+
+    print(f"contextualizer: {contextualizer.label}", flush=True)
+    try:
+        contexts = contextualizer.run(corpus.items)
+    finally:
+        contextualizer.close()
+    client = None
+    if args.vector_store == "chroma":
+        from .chroma import persistent_client
+
+        client = persistent_client(Path(args.work_dir) / "chroma")
+    reranker = None
+    if getattr(args, "rerank", "none") == "claude":
+        from .providers.anthropic import AnthropicProvider
+        from .rerank import ClaudeReranker
+
+        reranker = ClaudeReranker(AnthropicProvider(args.model))
+    elif getattr(args, "rerank", "none") == "offline":
+        raise InvalidInputError("offline reranking is not available: no cross-encoder weights ship on PyPI; use "
+                                "--rerank claude (needs ANTHROPIC_API_KEY)")
+    result = run_ablation(corpus, contexts, contextualizer_label=contextualizer.label, embedder=_embedder(),
+                          vector_store=args.vector_store, chroma_client=client,
+                          reranker=reranker.rerank_ids if reranker else None, progress=_say)
+    return result
+
+
+def _write_outputs(result: Any, args: argparse.Namespace, stem: str) -> None:
+    work = Path(args.work_dir)
+    json_path = Path(args.json) if getattr(args, "json", None) else work / "eval" / f"{stem}.json"
+    json_path.parent.mkdir(parents=True, exist_ok=True)
+    json_path.write_text(json.dumps(result.to_dict(), indent=2), encoding="utf-8")
+    chart_path = Path(args.chart) if getattr(args, "chart", None) else work / "eval" / f"{stem}.png"
+    try:
+        result.chart(chart_path)
+        _say(f"wrote {json_path} and {chart_path}")
+    except ImportError as exc:
+        _say(f"wrote {json_path}; no chart: {exc}")
+
+
+def _cmd_eval(args: argparse.Namespace) -> int:
+    corpus = _load_eval_corpus(args)
+    result = _run_eval(args, corpus, _make_contextualizer(args))
+    print(result.to_markdown())
+    _write_outputs(result, args, "ablation")
+    return 0
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    if args.sample_document:
+        return _demo_sample(args)
+    from .eval import load_cookbook
+
+    corpus = load_cookbook()
+    print(f"ctx-retrieval demo: Anthropic's contextual-retrieval cookbook corpus, {len(corpus.items)} source files, "
+          f"{len(corpus.chunks)} chunks, {len(corpus.queries)} dev queries; embedded Chroma + BM25, fused by RRF")
+    contextualizer = _make_contextualizer(args)
+    result = _run_eval(args, corpus, contextualizer)
+    contexts = result.contexts
+    print(f"\nPlain vs contextual hybrid retrieval, side by side: the first {DEMO_QUERIES} queries whose gold chunk "
+          "the contexts moved up (* marks gold chunks; ids are <file uuid prefix>_<chunk index>):")
+    shown = 0
+    for n, query in enumerate(corpus.queries):
+        plain = result.rankings["plain hybrid"][n]
+        contextual = result.rankings["contextual hybrid"][n]
+        gold = query.gold[0]
+        plain_rank = plain.index(gold) + 1 if gold in plain else None
+        ctx_rank = contextual.index(gold) + 1 if gold in contextual else None
+        if ctx_rank is None or (plain_rank is not None and plain_rank <= ctx_rank) or shown >= DEMO_QUERIES:
+            continue
+        shown += 1
+        print(f"\nquery: {query.query}")
+        print(f"  gold chunk: plain rank {plain_rank or '>150'}, contextual rank {ctx_rank}")
+        for label, ranking in (("plain", plain), ("contextual", contextual)):
+            top = ", ".join(("*" if cid in query.gold else "") + cid[:8] + cid[cid.rfind("_"):] for cid in ranking[:3])
+            print(f"  {label:>10} top 3: {top}")
+        if contexts.get(gold):
+            print(textwrap.indent(textwrap.fill(f"context of the gold chunk: {contexts[gold]}", 100), "  "))
+    print("\n" + result.to_markdown())
+    _write_outputs(result, args, "demo")
+    if args.contextualizer in ("auto", "heuristic") and not os.environ.get("ANTHROPIC_API_KEY"):
+        print("\nThe heuristic is the cheap baseline. For LLM-written contexts without a key, run "
+              "'ctx-retrieval eval --contextualizer recorded' (contexts recorded offline from a local LLM); "
+              "set ANTHROPIC_API_KEY to write them with Claude.")
+    return 0
+
+
+def _demo_sample(args: argparse.Namespace) -> int:
+    document, chunks = load_sample()
+    print(f"ctx-retrieval demo: {len(chunks)} chunks of the bundled sample document '{SAMPLE_DOCUMENT}'")
+    contextualizer = _make_contextualizer(args)
+    print(f"contextualizer: {contextualizer.label}")
+    try:
+        contexts = contextualizer.run([(document, chunks)])
+    finally:
+        contextualizer.close()
+    for chunk in chunks:
+        first_line = " ".join(chunk.text.split())[:90]
+        print(f"\n[{chunk.position}] chunk: {first_line}...")
+        print(textwrap.fill(f"context: {contexts.get(chunk.id)}", width=110, subsequent_indent="    "))
+    return 0
+
+
+# -- parser ----------------------------------------------------------------------------------------------
+
+
+def _add_contextualizer_args(parser: argparse.ArgumentParser, *, default: str = "auto") -> None:
+    parser.add_argument("--contextualizer", choices=CONTEXTUALIZERS, default=default,
+                        help="who writes contexts: auto = Claude if ANTHROPIC_API_KEY is set, else heuristic "
+                             "(default %(default)s); recorded = contexts recorded from a local LLM (cookbook "
+                             "corpus); fake = the local fake API; none = no contexts")
+    parser.add_argument("--model", default="claude-3-haiku-20240307", help="Claude model (default %(default)s)")
+    parser.add_argument("--cache", help="context cache file (default: ~/.cache/ctx-retrieval/contexts.sqlite)")
+    parser.add_argument("--max-concurrency", type=int, default=8, help="requests in flight (default %(default)s)")
+    parser.add_argument("--budget", type=float, help="stop before spending more than this many dollars")
+
+
+def _add_eval_output_args(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--vector-store", choices=["chroma", "numpy"], default="chroma",
+                        help="embedded Chroma (default) or an exact in-memory numpy index")
+    parser.add_argument("--work-dir", default=str(WORK_DIR), help="Chroma data and outputs (default %(default)s)")
+    parser.add_argument("--json", help="write the results as JSON here (default WORK_DIR/eval/*.json)")
+    parser.add_argument("--chart", help="write the Pass@k chart here (default WORK_DIR/eval/*.png)")
+    parser.add_argument("--rerank", choices=["none", "claude", "offline"], default="none",
+                        help="rerank the contextual hybrid candidates (claude needs ANTHROPIC_API_KEY; offline is "
+                             "not available: no cross-encoder weights ship on PyPI)")
 
 
 def _build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="ctx-retrieval",
-        description="Contextual retrieval: LLM-written chunk contexts for embedding and BM25 indexes.",
+        description="Contextual retrieval: an LLM writes a short context for each chunk, and the context is "
+                    "indexed with the chunk in both a vector index and BM25. Start with 'ctx-retrieval demo'.",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress and warnings")
-    sub = parser.add_subparsers(dest="command", required=True)
-    demo = sub.add_parser(
-        "demo", help="contextualize a bundled sample document and print contexts and the usage report",
-        description="Contextualize a bundled sample document (a fictional quarterly report) and print each "
-        "chunk's context and the run's usage report.")
-    demo.add_argument("--provider", choices=["auto", "anthropic", "heuristic", "fake"], default="auto",
-                      help="auto: Claude when ANTHROPIC_API_KEY is set, else the heuristic (default)")
-    demo.add_argument("--model", default="claude-3-haiku-20240307", help="Claude model id")
-    demo.add_argument("--cache", default=None, help="context cache file (default: the user cache directory)")
-    demo.add_argument("--progress", action="store_true", help="show a progress bar")
-    demo.set_defaults(func=_demo)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    demo = sub.add_parser("demo", help="index the bundled cookbook corpus and compare plain vs contextual retrieval",
+                          description="Index the bundled cookbook corpus (90 source files, 737 chunks) into embedded "
+                          "Chroma + BM25 with and without contexts, show rankings side by side and print the "
+                          "ablation table for its dev queries. Without a key it uses the heuristic contextualizer.")
+    _add_contextualizer_args(demo)
+    _add_eval_output_args(demo)
+    demo.add_argument("--sample-document", action="store_true",
+                      help="instead, contextualize the small bundled sample document and print its contexts")
+    demo.set_defaults(func=_cmd_demo)
+
+    ctx = sub.add_parser("contextualize", help="write a context for every chunk of some documents",
+                         description="Read documents (text files or folders, a documents JSONL, or the cookbook's "
+                         "codebase_chunks.json), write one JSON line per chunk with its context, and report usage.")
+    ctx.add_argument("inputs", nargs="+", help="files or folders")
+    ctx.add_argument("--out", default="-", help="output JSONL (default: standard output)")
+    ctx.add_argument("--chunk-chars", type=int, default=900, help="paragraph chunk size for text input")
+    ctx.add_argument("--dry-run", action="store_true", help="only estimate requests, tokens and dollars")
+    ctx.add_argument("--on-error", choices=["raise", "skip"], default="raise")
+    _add_contextualizer_args(ctx)
+    ctx.set_defaults(func=_cmd_contextualize)
+
+    index = sub.add_parser("index", help="build a contextual hybrid index (Chroma + BM25) in a folder")
+    index.add_argument("inputs", nargs="+", help="files or folders (as for contextualize)")
+    index.add_argument("--store", required=True, help="index folder")
+    index.add_argument("--contexts", help="use contexts from a 'contextualize' output instead of generating them")
+    index.add_argument("--chunk-chars", type=int, default=900)
+    _add_contextualizer_args(index)
+    index.set_defaults(func=_cmd_index)
+
+    query = sub.add_parser("query", help="search an index made by 'index'")
+    query.add_argument("store", help="index folder")
+    query.add_argument("query", help="the question")
+    query.add_argument("-k", type=int, default=5, help="results (default %(default)s)")
+    query.add_argument("--mode", choices=["hybrid", "dense", "bm25"], default="hybrid")
+    query.set_defaults(func=_cmd_query)
+
+    ev = sub.add_parser("eval", help="run the retrieval ablation (plain/contextual x dense/BM25/hybrid)",
+                        description="Pass@5/10/20 as in Anthropic's cookbook for plain and contextual dense, BM25 and "
+                        "hybrid retrieval. Default corpus: the bundled cookbook corpus with its dev queries.")
+    ev.add_argument("--chunks", help="cookbook-format codebase_chunks.json")
+    ev.add_argument("--queries", help="evaluation JSONL (cookbook format, or query + gold_chunk_ids)")
+    ev.add_argument("--documents", help="generic documents JSONL (id, text, chunks with ids)")
+    ev.add_argument("--contexts-file", help="with --contextualizer recorded: the JSONL of chunk_id, context")
+    _add_contextualizer_args(ev)
+    _add_eval_output_args(ev)
+    ev.set_defaults(func=_cmd_eval)
     return parser
 
 
@@ -123,7 +458,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         format="%(levelname)s %(name)s: %(message)s")
     try:
         return int(args.func(args))
-    except CtxRetrievalError as exc:
+    except (CtxRetrievalError, ImportError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
 

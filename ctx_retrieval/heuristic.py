@@ -11,6 +11,7 @@ import bisect
 import re
 import time
 from collections.abc import Iterable, Sequence
+from pathlib import PurePath
 from typing import TYPE_CHECKING
 
 from .types import Chunk, ContextResult, SourceDocument
@@ -41,17 +42,39 @@ def _short(text: str) -> str:
     return text if len(text) <= _MAX_PART_CHARS else text[: _MAX_PART_CHARS - 3].rstrip() + "..."
 
 
+_COMMENT = re.compile(r"^\s*(?://[/!]?|#(?=\s)|/\*+|\*|--|;+|\"\"\"|\'\'\'|<!--)\s*(?P<text>.*?)\s*(?:\*/|-->|\"\"\"|\'\'\')?\s*$")
+_BOILERPLATE = re.compile(
+    r"^\s*(?:import|from\s+\S+\s+import|use|using|#\s*include|include|require|package|extern|mod|pragma|"
+    r"@file|-\*-|copyright|license|spdx|all rights reserved|\(c\))\b", re.IGNORECASE)
+_PATH_KEYS = ("file_path", "source", "path", "file_name", "filename")
+
+
 def _title(document: SourceDocument) -> str:
-    title = document.metadata.get("title") if document.metadata else None
+    """The document's title: ``metadata["title"]``, else its first Markdown heading, else its file path (the
+    last two parts), else its first comment line that reads like prose (code), its first definition, or its
+    first line that is not an import."""
+    metadata = document.metadata or {}
+    title = metadata.get("title")
     if isinstance(title, str) and title.strip():
         return _short(title)
-    for match in _HEADING.finditer(document.text):
-        if match.group("md"):
-            return _short(match.group("md"))
-        break
+    first_heading = next(iter(_HEADING.finditer(document.text)), None)
+    if first_heading is not None and first_heading.group("md"):
+        return _short(first_heading.group("md"))
+    for key in _PATH_KEYS:
+        value = metadata.get(key)
+        if isinstance(value, str) and value.strip():
+            return _short("/".join(PurePath(value).parts[-2:]))
+    for line in document.text.splitlines()[:200]:
+        comment = _COMMENT.match(line)
+        if comment and not _BOILERPLATE.match(comment.group("text")):
+            text = comment.group("text").strip(" #/*!-;\"'")
+            if len(text.split()) >= 3:
+                return _short(text)
+    if first_heading is not None:
+        return _short(first_heading.group("code"))
     for line in document.text.splitlines():
         stripped = line.strip().strip("#/*!-;\"' ")
-        if stripped:
+        if stripped and not _BOILERPLATE.match(stripped):
             return _short(stripped)
     return _short(document.id)
 

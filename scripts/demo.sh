@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# The project's demo: sets up .venv, then contextualizes the bundled sample document.
+# The project's demo: sets up .venv, then indexes the bundled cookbook corpus into embedded Chroma + BM25 with
+# and without contexts, compares the rankings and prints the retrieval ablation for the dev queries.
 # Uses Claude when ANTHROPIC_API_KEY is set, the no-LLM heuristic otherwise (it says which).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-"$root/scripts/setup.sh" "anthropic,progress"
+"$root/scripts/setup.sh" "anthropic,local,chroma,bm25,eval,progress"
 venv="${CTX_VENV:-$root/.venv}"
 exec "$venv/bin/ctx-retrieval" demo "$@"

@@ -194,9 +194,10 @@ class AnthropicProvider:
         cache_control: dict[str, str] = {"type": "ephemeral"}
         if self._cache_ttl == "1h":
             cache_control["ttl"] = "1h"
-        content: list[dict[str, Any]] = [
-            {"type": "text", "text": request.document_prefix, "cache_control": cache_control}
-        ]
+        first: dict[str, Any] = {"type": "text", "text": request.document_prefix}
+        if request.cache_prefix:
+            first["cache_control"] = cache_control
+        content: list[dict[str, Any]] = [first]
         if request.document_rest:
             content.append({"type": "text", "text": request.document_rest})
         content.append({"type": "text", "text": request.chunk_block})

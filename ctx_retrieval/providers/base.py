@@ -26,6 +26,7 @@ class ContextRequest:
     document_rest: str
     chunk_block: str
     max_tokens: int
+    cache_prefix: bool = True  # False for one-off prompts (reranking): a cache write would cost 1.25x for nothing
 
     def __repr__(self) -> str:  # never dump document text into logs or tracebacks
         return (

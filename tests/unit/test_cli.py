@@ -1,10 +1,18 @@
-"""The demo command: heuristic without a key, the fake API on request."""
+"""The command line: demo, contextualize, index, query and eval, and their errors."""
 
 from __future__ import annotations
+
+import json
+from pathlib import Path
 
 import pytest
 
 from ctx_retrieval.cli import load_sample, main, split_paragraphs
+
+ACME = ("# ACME Corp Q2 2023 filing\n\nIntro.\n\n## Results\n\nThe company's revenue grew by 3% over the previous "
+        "quarter.\n")
+GLOBEX = ("# Globex Corporation Q2 2023 filing\n\n## Results\n\nThe company's revenue fell by 2% over the previous "
+          "quarter.\n")
 
 
 def test_sample_splits_back_into_the_document() -> None:
@@ -14,21 +22,98 @@ def test_sample_splits_back_into_the_document() -> None:
     assert split_paragraphs("a\n\nb\n\nc", max_chars=3) == ["a\n\n", "b\n\n", "c"]
 
 
-def test_demo_without_a_key_uses_the_heuristic_and_says_so(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["demo"]) == 0
-    out = capsys.readouterr().out
-    assert "contextualizer: heuristic" in out and "no ANTHROPIC_API_KEY" in out
-    assert "From ACME Corp" in out and "usage report:" in out
+def test_sample_demo_without_a_key_uses_the_heuristic_and_says_so(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["demo", "--sample-document"]) == 0
+    captured = capsys.readouterr()
+    assert "contextualizer: heuristic" in captured.out and "no ANTHROPIC_API_KEY" in captured.err
+    assert "From ACME Corp" in captured.out
 
 
-def test_demo_against_the_fake_api_shows_caching(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["demo", "--provider", "fake"]) == 0
-    out = capsys.readouterr().out
-    assert "FAKE server" in out and "estimate:" in out
-    assert "cache read" in out and "cache write 0," not in out
-    assert "failed 0" in out
+def test_sample_demo_against_the_fake_api_reports_caching(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["demo", "--sample-document", "--contextualizer", "fake"]) == 0
+    captured = capsys.readouterr()
+    assert "FAKE" in captured.out and "estimate:" in captured.err
+    assert "cache read" in captured.err and "failed 0" in captured.err
 
 
-def test_demo_with_claude_and_no_key_fails_with_a_clear_message(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["demo", "--provider", "anthropic"]) == 2
+def test_claude_without_a_key_fails_with_a_clear_message(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["demo", "--sample-document", "--contextualizer", "anthropic"]) == 2
     assert "ANTHROPIC_API_KEY" in capsys.readouterr().err
+
+
+def test_contextualize_writes_one_line_per_chunk(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "acme.md").write_text(ACME, encoding="utf-8")
+    (tmp_path / "docs" / "globex.md").write_text(GLOBEX, encoding="utf-8")
+    out = tmp_path / "out.jsonl"
+    assert main(["contextualize", str(tmp_path / "docs"), "--out", str(out), "--contextualizer", "heuristic",
+                 "--chunk-chars", "40"]) == 0
+    rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    revenue = next(r for r in rows if "grew by 3%" in r["text"])
+    assert revenue["document_id"] == "acme.md" and revenue["context"] == "From ACME Corp Q2 2023 filing > Results."
+    assert {r["document_id"] for r in rows} == {"acme.md", "globex.md"}
+
+
+def test_contextualize_with_the_fake_api(tmp_path: Path) -> None:
+    doc = tmp_path / "acme.md"
+    doc.write_text(ACME, encoding="utf-8")
+    out = tmp_path / "out.jsonl"
+    assert main(["contextualize", str(doc), "--out", str(out), "--contextualizer", "fake"]) == 0
+    rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert rows and all(r["context"].startswith("This chunk is from") for r in rows)
+
+
+def test_index_then_query(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("chromadb")
+    docs = tmp_path / "docs.jsonl"
+    docs.write_text("\n".join(json.dumps({"id": name, "text": text}) for name, text in
+                              (("acme", ACME), ("globex", GLOBEX))), encoding="utf-8")
+    store = tmp_path / "store"
+    assert main(["index", str(docs), "--store", str(store), "--contextualizer", "heuristic",
+                 "--chunk-chars", "40"]) == 0
+    capsys.readouterr()
+    assert main(["query", str(store), "How did ACME's revenue change?", "-k", "2"]) == 0
+    out = capsys.readouterr().out
+    first = out.splitlines()[0]
+    assert "(acme)" in first and "grew by 3%" in out
+
+
+def test_eval_on_a_small_corpus_writes_table_json_and_chart(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    docs = tmp_path / "docs.jsonl"
+    docs.write_text("\n".join(json.dumps({"id": name, "text": text, "chunks": [
+        {"id": f"{name}-{n}", "text": part} for n, part in enumerate(split_paragraphs(text, 40))]})
+        for name, text in (("acme", ACME), ("globex", GLOBEX))), encoding="utf-8")
+    queries = tmp_path / "q.jsonl"
+    gold = next(f"acme-{n}" for n, p in enumerate(split_paragraphs(ACME, 40)) if "3%" in p)
+    queries.write_text(json.dumps({"query": "ACME revenue", "gold_chunk_ids": [gold]}), encoding="utf-8")
+    assert main(["eval", "--documents", str(docs), "--queries", str(queries), "--contextualizer", "heuristic",
+                 "--vector-store", "numpy", "--work-dir", str(tmp_path / "work")]) == 0
+    out = capsys.readouterr().out
+    assert "| contextual hybrid |" in out and "contexts: heuristic" in out
+    result = json.loads((tmp_path / "work" / "eval" / "ablation.json").read_text(encoding="utf-8"))
+    assert result["contexts"][gold].startswith("From ACME Corp")
+    assert (tmp_path / "work" / "eval" / "ablation.png").exists()
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["contextualize", "/no/such/path"], "no such file"),
+        (["eval", "--chunks", "/no/such.json"], "no such file"),
+        (["eval", "--documents", "x.jsonl"], "--documents needs --queries"),
+        (["eval", "--rerank", "offline", "--vector-store", "numpy", "--contextualizer", "none"],
+         "offline reranking is not available"),
+        (["query", "/no/such/store", "q"], "not an index"),
+    ],
+)
+def test_bad_input_gives_a_clear_error(argv: list[str], message: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(argv) == 2
+    assert message in capsys.readouterr().err
+
+
+def test_help_lists_the_commands(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    out = capsys.readouterr().out
+    for command in ("demo", "contextualize", "index", "query", "eval"):
+        assert command in out

@@ -76,3 +76,11 @@ def test_empty_chunks_and_report() -> None:
 def test_chunk_from_another_document_is_refused() -> None:
     with pytest.raises(ChunkNotInDocumentError):
         contexts(SourceDocument("acme", MARKDOWN), ["not in this document"])
+
+
+def test_path_is_the_title_of_code_without_a_heading_and_imports_are_skipped() -> None:
+    code = "use std::mem;\n\n/// Maps registers to their values.\npub struct Registers {\n    map: u8,\n}\n"
+    with_path = SourceDocument("r", code, {"source": "/repo/src/arch/registers.rs"})
+    assert contexts(with_path, ["    map: u8,"]) == ["From arch/registers.rs > pub struct Registers."]
+    without = SourceDocument("r", code)
+    assert contexts(without, ["    map: u8,"]) == ["From Maps registers to their values. > pub struct Registers."]

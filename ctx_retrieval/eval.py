@@ -1,0 +1,364 @@
+"""Retrieval evaluation: Anthropic's ablation (plain/contextual x dense/BM25/hybrid) on any corpus with gold chunks.
+
+Pass@k is computed exactly as the cookbook does: for each query, the fraction of its gold chunks whose text
+(stripped) is among the texts of the top k results, averaged over queries; failure@20 = 1 - Pass@20. Dense
+retrieval uses the offline MiniLM embedder through a vector store (embedded Chroma by default, or an exact
+numpy index), BM25 the core's index, hybrid their reciprocal rank fusion (k=60) over ``candidates`` results
+from each side. Contexts come from any contextualizer (through its persistent cache).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from importlib import resources
+from pathlib import Path
+from typing import Any, Protocol
+
+from .bm25 import BM25Index
+from .errors import InvalidInputError
+from .fusion import reciprocal_rank_fusion
+from .types import Chunk, SourceDocument, split_into_chunks
+
+__all__ = [
+    "EvalCorpus",
+    "EvalQuery",
+    "EvalResult",
+    "RecordedContextualizer",
+    "VariantScore",
+    "load_cookbook",
+    "load_corpus",
+    "pass_at_k",
+    "run_ablation",
+]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_CANDIDATES = 150
+K_VALUES = (5, 10, 20)
+
+
+@dataclass(frozen=True)
+class EvalQuery:
+    query: str
+    gold: tuple[str, ...]  # chunk ids
+
+
+@dataclass
+class EvalCorpus:
+    """Documents with their chunks, and queries with gold chunk ids."""
+
+    name: str
+    items: list[tuple[SourceDocument, list[Chunk]]]
+    queries: list[EvalQuery]
+
+    @property
+    def chunks(self) -> list[Chunk]:
+        return [c for _, chunks in self.items for c in chunks]
+
+    def validate(self) -> None:
+        ids = {c.id for c in self.chunks}
+        for q in self.queries:
+            missing = [g for g in q.gold if g not in ids]
+            if missing:
+                raise InvalidInputError(f"query {q.query[:60]!r} names gold chunks not in the corpus: {missing[:3]}; "
+                                        "check that the queries file belongs to this corpus")
+            if not q.gold:
+                raise InvalidInputError(f"query {q.query[:60]!r} has no gold chunk ids")
+
+
+def _data_file(*parts: str) -> Path:
+    return Path(str(resources.files("ctx_retrieval").joinpath("data").joinpath(*parts)))
+
+
+def cookbook_chunk_id(doc_uuid: str, index: int) -> str:
+    return f"{doc_uuid}_{index}"
+
+
+def load_cookbook(chunks_path: str | Path | None = None, queries_path: str | Path | None = None) -> EvalCorpus:
+    """The cookbook format: ``codebase_chunks.json`` and an evaluation ``.jsonl`` (bundled dev half by default)."""
+    chunks_path = Path(chunks_path) if chunks_path else _data_file("anthropic_codebase", "codebase_chunks.json")
+    queries_path = Path(queries_path) if queries_path else _data_file("anthropic_codebase", "evaluation_dev.jsonl")
+    try:
+        raw = json.loads(chunks_path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InvalidInputError(f"no such file: {chunks_path}") from None
+    except json.JSONDecodeError as exc:
+        raise InvalidInputError(
+            f"{chunks_path} is not JSON ({exc}); expected the cookbook's codebase_chunks.json") from None
+    if not isinstance(raw, list) or not raw or "chunks" not in raw[0]:
+        raise InvalidInputError(f"{chunks_path}: expected a list of documents with 'chunks' (cookbook format)")
+    items: list[tuple[SourceDocument, list[Chunk]]] = []
+    for doc in raw:
+        document = SourceDocument(doc["original_uuid"], doc["content"], {"doc_id": doc.get("doc_id")})
+        chunks = split_into_chunks(document, [c["content"] for c in doc["chunks"]])
+        chunks = [Chunk(cookbook_chunk_id(doc["original_uuid"], c["original_index"]), chunk.text, chunk.position,
+                        chunk.start_char) for c, chunk in zip(doc["chunks"], chunks, strict=True)]
+        items.append((document, chunks))
+    queries = [EvalQuery(q["query"], tuple(cookbook_chunk_id(u, i) for u, i in q["golden_chunk_uuids"]))
+               for q in _read_jsonl(queries_path)]
+    corpus = EvalCorpus(chunks_path.parent.name or "cookbook", items, queries)
+    corpus.validate()
+    return corpus
+
+
+def load_corpus(documents_path: str | Path, queries_path: str | Path) -> EvalCorpus:
+    """A generic corpus: documents JSONL (``id``, ``text``, ``chunks``: list of ``{"id", "text"}`` or of
+    strings, optional ``metadata``) and queries JSONL (``query``, ``gold_chunk_ids``)."""
+    items: list[tuple[SourceDocument, list[Chunk]]] = []
+    for n, doc in enumerate(_read_jsonl(documents_path), start=1):
+        try:
+            document = SourceDocument(str(doc["id"]), doc["text"], doc.get("metadata") or {})
+            raw_chunks = doc["chunks"]
+        except (KeyError, TypeError):
+            raise InvalidInputError(f"{documents_path}:{n}: each line needs 'id', 'text' and 'chunks'") from None
+        texts = [c["text"] if isinstance(c, dict) else c for c in raw_chunks]
+        chunks = split_into_chunks(document, texts)
+        chunks = [Chunk(str(c["id"]), chunk.text, chunk.position, chunk.start_char) if isinstance(c, dict)
+                  and "id" in c else chunk for c, chunk in zip(raw_chunks, chunks, strict=True)]
+        items.append((document, chunks))
+    queries = []
+    for n, q in enumerate(_read_jsonl(queries_path), start=1):
+        try:
+            queries.append(EvalQuery(q["query"], tuple(str(g) for g in q["gold_chunk_ids"])))
+        except (KeyError, TypeError):
+            raise InvalidInputError(f"{queries_path}:{n}: each line needs 'query' and 'gold_chunk_ids'") from None
+    corpus = EvalCorpus(Path(documents_path).stem, items, queries)
+    corpus.validate()
+    return corpus
+
+
+def _read_jsonl(path: str | Path) -> list[dict[str, Any]]:
+    path = Path(path)
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        raise InvalidInputError(f"no such file: {path}") from None
+    rows = []
+    for n, line in enumerate(lines, start=1):
+        if line.strip():
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError as exc:
+                raise InvalidInputError(f"{path}:{n}: not a JSON line ({exc.msg}); expected JSONL") from None
+    return rows
+
+
+class RecordedContextualizer:
+    """Contexts read from a JSONL file (``chunk_id``, ``context``), such as the bundled contexts recorded
+    offline from Qwen2.5-Coder-1.5B for the cookbook corpus. Figures made with them are labelled recorded."""
+
+    def __init__(self, path: str | Path | None = None, *, label: str = "recorded local-LLM contexts") -> None:
+        self.path = Path(path) if path else _data_file("anthropic_codebase", "contexts_qwen2.5-coder-1.5b.jsonl")
+        self.label = label
+        self.name = "recorded"
+        self.model = self.path.stem
+
+    def contexts(self) -> dict[str, str]:
+        return {row["chunk_id"]: row["context"] for row in _read_jsonl(self.path)}
+
+
+# -- scoring ---------------------------------------------------------------------------------------------
+
+
+def pass_at_k(results: Sequence[Sequence[str]], queries: Sequence[EvalQuery], text_of: dict[str, str], k: int) -> float:
+    """The cookbook's Pass@k: per query, gold chunk texts found among the top-k texts / gold count; averaged."""
+    total = 0.0
+    for retrieved, query in zip(results, queries, strict=True):
+        top = {text_of[r].strip() for r in retrieved[:k]}
+        found = sum(1 for g in query.gold if text_of[g].strip() in top)
+        total += found / len(query.gold)
+    return total / len(queries) if queries else 0.0
+
+
+@dataclass(frozen=True)
+class VariantScore:
+    name: str
+    pass_at: dict[int, float]
+    failure_at_20: float
+    failure_reduction_vs_plain_dense: float | None = None
+
+
+@dataclass
+class EvalResult:
+    corpus: str
+    contextualizer: str
+    queries: int
+    chunks: int
+    rows: list[VariantScore]
+    meta: dict[str, Any] = field(default_factory=dict)
+    rankings: dict[str, list[list[str]]] = field(default_factory=dict, repr=False)  # per variant, per query
+    contexts: dict[str, str | None] = field(default_factory=dict, repr=False)  # the contexts evaluated
+
+    def to_markdown(self) -> str:
+        lines = [f"Retrieval on {self.corpus} ({self.chunks} chunks, {self.queries} queries); contexts: "
+                 f"{self.contextualizer}", "",
+                 "| variant | Pass@5 | Pass@10 | Pass@20 | failure@20 | failure vs plain dense |",
+                 "|---|---|---|---|---|---|"]
+        for row in self.rows:
+            reduction = ("" if row.failure_reduction_vs_plain_dense is None
+                         else f"{-row.failure_reduction_vs_plain_dense:+.1%}")
+            lines.append(f"| {row.name} | {row.pass_at[5]:.1%} | {row.pass_at[10]:.1%} | {row.pass_at[20]:.1%} | "
+                         f"{row.failure_at_20:.1%} | {reduction} |")
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"corpus": self.corpus, "contextualizer": self.contextualizer, "queries": self.queries,
+                "chunks": self.chunks, "rows": [asdict(r) for r in self.rows], "meta": self.meta,
+                "contexts": self.contexts}
+
+    def chart(self, path: str | Path) -> Path:
+        """A PNG bar chart of Pass@5/10/20 per variant (needs matplotlib: ``ctx-retrieval[eval]``)."""
+        from ._optional import require
+
+        require("matplotlib", "eval")
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fig, ax = plt.subplots(figsize=(10, 4.8), dpi=110)
+        width = 0.26
+        xs = range(len(self.rows))
+        for n, k in enumerate(K_VALUES):
+            values = [r.pass_at[k] * 100 for r in self.rows]
+            bars = ax.bar([x + (n - 1) * width for x in xs], values, width, label=f"Pass@{k}")
+            ax.bar_label(bars, fmt="%.1f", fontsize=7, padding=1)
+        ax.set_xticks(list(xs), [r.name.replace(" ", "\n") for r in self.rows], fontsize=8)
+        low = min(r.pass_at[5] for r in self.rows) * 100
+        ax.set_ylim(max(0, low - 10), 100)
+        ax.set_ylabel("Pass@k (%)")
+        ax.set_title(f"{self.corpus}: contexts from {self.contextualizer}", fontsize=10)
+        ax.legend(loc="lower right", fontsize=8)
+        fig.tight_layout()
+        fig.savefig(path)
+        plt.close(fig)
+        return path
+
+
+# -- dense indexes ---------------------------------------------------------------------------------------
+
+
+class DenseIndex(Protocol):
+    def search(self, query_vectors: Any, k: int) -> list[list[str]]: ...
+
+
+class NumpyDenseIndex:
+    """Exact cosine search over unit vectors (brute force)."""
+
+    def __init__(self, ids: Sequence[str], vectors: Any) -> None:
+        self.ids = list(ids)
+        self.vectors = vectors
+
+    def search(self, query_vectors: Any, k: int) -> list[list[str]]:
+        import numpy as np
+
+        scores = query_vectors @ self.vectors.T
+        k = min(k, len(self.ids))
+        top = np.argsort(-scores, axis=1, kind="stable")[:, :k]
+        return [[self.ids[i] for i in row] for row in top]
+
+
+class ChromaDenseIndex:
+    """A Chroma collection holding precomputed vectors (cosine space); reused when already complete."""
+
+    def __init__(self, client: Any, name: str, ids: Sequence[str], texts: Sequence[str], vectors: Any,
+                 embedding_function: Any) -> None:
+        self.collection = client.get_or_create_collection(
+            name, embedding_function=embedding_function, metadata={"hnsw:space": "cosine"})
+        if self.collection.count() != len(ids):
+            if self.collection.count():
+                client.delete_collection(name)
+                self.collection = client.get_or_create_collection(
+                    name, embedding_function=embedding_function, metadata={"hnsw:space": "cosine"})
+            for start in range(0, len(ids), 1000):
+                end = start + 1000
+                self.collection.add(ids=list(ids[start:end]), documents=list(texts[start:end]),
+                                    embeddings=[v for v in vectors[start:end]])
+
+    def search(self, query_vectors: Any, k: int) -> list[list[str]]:
+        result = self.collection.query(query_embeddings=[v for v in query_vectors],
+                                       n_results=min(k, self.collection.count()), include=[])
+        return [list(ids) for ids in result["ids"]]
+
+
+# -- the ablation ----------------------------------------------------------------------------------------
+
+
+def _score(name: str, results: list[list[str]], corpus: EvalCorpus, text_of: dict[str, str]) -> VariantScore:
+    passes = {k: pass_at_k(results, corpus.queries, text_of, k) for k in K_VALUES}
+    return VariantScore(name, passes, 1.0 - passes[20])
+
+
+def run_ablation(
+    corpus: EvalCorpus,
+    contexts: dict[str, str | None],
+    *,
+    contextualizer_label: str,
+    embedder: Any,
+    vector_store: str = "chroma",
+    chroma_client: Any = None,
+    candidates: int = DEFAULT_CANDIDATES,
+    reranker: Callable[[list[str], list[list[str]], dict[str, str]], list[list[str]]] | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> EvalResult:
+    """Pass@5/10/20 for plain and contextual dense, BM25 and hybrid retrieval (and hybrid + rerank)."""
+    say = progress or (lambda message: logger.info("%s", message))
+    started = time.perf_counter()
+    chunks = corpus.chunks
+    ids = [c.id for c in chunks]
+    text_of = {c.id: c.text for c in chunks}
+    plain = [c.text for c in chunks]
+    contextual = [f"{contexts[c.id]}\n\n{c.text}" if contexts.get(c.id) else c.text for c in chunks]
+    with_context = sum(1 for c in chunks if contexts.get(c.id))
+    queries = [q.query for q in corpus.queries]
+
+    say(f"embedding {len(queries)} queries and {2 * len(ids)} chunk texts (cached after the first run)")
+    t = time.perf_counter()
+    query_vectors = embedder.embed(queries)
+    plain_vectors = embedder.embed(plain)
+    contextual_vectors = embedder.embed(contextual)
+    embed_s = time.perf_counter() - t
+    truncated = embedder.warn_if_truncated(contextual) if hasattr(embedder, "warn_if_truncated") else 0
+
+    def dense(texts: list[str], vectors: Any, variant: str) -> DenseIndex:
+        if vector_store == "numpy":
+            return NumpyDenseIndex(ids, vectors)
+        digest = hashlib.sha256("\x00".join(texts).encode("utf-8", "surrogatepass")).hexdigest()[:16]
+        name = f"ctx-eval-{variant}-{digest}"
+        return ChromaDenseIndex(chroma_client, name, ids, texts, vectors, embedder.chroma_embedding_function())
+
+    say(f"indexing into {vector_store} and BM25")
+    rankings: dict[str, list[list[str]]] = {}
+    for variant, texts, vectors in (("plain", plain, plain_vectors), ("contextual", contextual, contextual_vectors)):
+        rankings[f"{variant} dense"] = dense(texts, vectors, variant).search(query_vectors, candidates)
+        bm25 = BM25Index(ids, texts)
+        rankings[f"{variant} BM25"] = [[i for i, _ in bm25.search(q, candidates)] for q in queries]
+        rankings[f"{variant} hybrid"] = [
+            [i for i, _ in reciprocal_rank_fusion([d, b])]
+            for d, b in zip(rankings[f"{variant} dense"], rankings[f"{variant} BM25"], strict=True)]
+    order = ["plain dense", "contextual dense", "plain BM25", "contextual BM25", "plain hybrid", "contextual hybrid"]
+    rows = [_score(name, rankings[name], corpus, text_of) for name in order]
+    if reranker is not None:
+        say("reranking the contextual hybrid candidates")
+        contextual_text = dict(zip(ids, contextual, strict=True))
+        reranked = reranker(queries, rankings["contextual hybrid"], contextual_text)
+        rows.append(_score("contextual hybrid + rerank", reranked, corpus, text_of))
+    base = rows[0].failure_at_20
+    rows = [VariantScore(r.name, r.pass_at, r.failure_at_20,
+                         None if i == 0 or base == 0 else (base - r.failure_at_20) / base)
+            for i, r in enumerate(rows)]
+    meta = {"vector_store": vector_store, "candidates": candidates, "rrf_k": 60,
+            "embedder": getattr(embedder, "model_id", type(embedder).__name__),
+            "chunks_with_context": with_context, "contextual_texts_truncated_for_embedding": truncated,
+            "embedding_seconds": round(embed_s, 1), "wall_seconds": round(time.perf_counter() - started, 1)}
+    if reranker is not None:
+        rankings["contextual hybrid + rerank"] = reranked
+    return EvalResult(corpus.name, contextualizer_label, len(queries), len(chunks), rows, meta, rankings,
+                      {c.id: contexts.get(c.id) for c in chunks})

@@ -1,0 +1,119 @@
+"""Reranking with the core's provider: Claude reads the query and the fused candidates and orders them.
+
+No cross-encoder weights ship on PyPI, so there is no offline reranker; this one needs an API key (or the
+fake API in tests). Candidates are sent without a cache breakpoint (each prompt is used once), and the answer is
+parsed as passage numbers: unknown numbers are ignored and candidates the model left out keep their fused order
+after the ones it ranked, so a reranked list always holds exactly the candidates it was given.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import re
+from collections.abc import Sequence
+
+from ._aio import run_sync
+from .errors import ProviderRequestError
+from .providers.base import ContextRequest, Provider
+from .scheduling import RetryPolicy
+
+__all__ = ["ClaudeReranker"]
+
+logger = logging.getLogger(__name__)
+
+_INSTRUCTION = (
+    "Here is a search query:\n<query>\n{query}\n</query>\n\n"
+    "Rank the passages above by how well they answer the query. Answer with the numbers of the {top_n} most "
+    "relevant passages, most relevant first, separated by commas, and nothing else."
+)
+
+
+class ClaudeReranker:
+    """Reorders retrieval candidates by relevance to the query, as judged by the provider's model.
+
+    Key init args:
+        provider: any ``Provider`` (``AnthropicProvider`` by default).
+        candidates: how many fused candidates are shown to the model (default 40).
+        top_n: how many the model is asked to rank (default 20).
+    """
+
+    def __init__(
+        self,
+        provider: Provider,
+        *,
+        candidates: int = 40,
+        top_n: int = 20,
+        max_chars_per_candidate: int = 1200,
+        max_concurrency: int = 4,
+        retry: RetryPolicy | None = None,
+    ) -> None:
+        self.provider = provider
+        self.candidates = candidates
+        self.top_n = top_n
+        self.max_chars_per_candidate = max_chars_per_candidate
+        self.max_concurrency = max_concurrency
+        self.retry = retry or RetryPolicy()
+        self._rng = random.Random(0)
+
+    def __repr__(self) -> str:
+        return f"ClaudeReranker(provider={self.provider!r}, candidates={self.candidates}, top_n={self.top_n})"
+
+    def _request(self, query: str, texts: Sequence[str]) -> ContextRequest:
+        passages = "\n".join(
+            f'<passage number="{n}">\n{" ".join(t.split())[: self.max_chars_per_candidate]}\n</passage>'
+            for n, t in enumerate(texts, start=1))
+        top_n = min(self.top_n, len(texts))
+        return ContextRequest(document_id="rerank", chunk_id="rerank", document_prefix=passages, document_rest="",
+                              chunk_block=_INSTRUCTION.format(query=query, top_n=top_n),
+                              max_tokens=8 * top_n + 16, cache_prefix=False)
+
+    async def arerank(self, query: str, texts: Sequence[str]) -> list[int]:
+        """Indices into ``texts``, best first (all of them; the first ``candidates`` are judged)."""
+        shown = list(texts[: self.candidates])
+        if len(shown) <= 1:
+            return list(range(len(texts)))
+        request = self._request(query, shown)
+        failures = 0
+        while True:
+            try:
+                response = await self.provider.agenerate(request)
+                break
+            except Exception as exc:  # classified by type; anything unknown propagates
+                decision = self.provider.classify_error(exc)
+                if decision is None:
+                    raise
+                if decision.action != "retry":
+                    raise self.provider.run_error(decision, exc) from exc
+                failures += 1
+                if failures >= self.retry.max_attempts and decision.kind != "rate_limited":
+                    raise ProviderRequestError(f"reranking failed after {failures} attempts: {decision.kind}",
+                                               provider=self.provider.name, status_code=decision.status_code) from exc
+                await asyncio.sleep(max(self.retry.backoff(failures, self._rng), decision.retry_after_s or 0.0))
+        order: list[int] = []
+        for number in re.findall(r"\d+", response.text):
+            index = int(number) - 1
+            if 0 <= index < len(shown) and index not in order:
+                order.append(index)
+        order += [i for i in range(len(texts)) if i not in order]
+        return order
+
+    async def arerank_many(self, queries: Sequence[str], candidates: Sequence[Sequence[str]]) -> list[list[int]]:
+        slots = asyncio.Semaphore(self.max_concurrency)
+
+        async def one(query: str, texts: Sequence[str]) -> list[int]:
+            async with slots:
+                return await self.arerank(query, texts)
+
+        try:
+            return list(await asyncio.gather(*(one(q, t) for q, t in zip(queries, candidates, strict=True))))
+        finally:
+            await self.provider.aclose()
+
+    def rerank_ids(self, queries: Sequence[str], rankings: Sequence[Sequence[str]],
+                   text_of: dict[str, str]) -> list[list[str]]:
+        """Reranked id lists for many queries (the evaluation's interface)."""
+        self.provider.check_ready()
+        orders = run_sync(self.arerank_many(queries, [[text_of[i] for i in r] for r in rankings]))
+        return [[ranking[i] for i in order] for ranking, order in zip(rankings, orders, strict=True)]

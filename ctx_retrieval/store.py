@@ -1,0 +1,139 @@
+"""A contextual hybrid index on disk: Chroma for vectors, the core BM25 for words, fused by RRF.
+
+The folder holds ``chunks.jsonl`` (the source of truth: chunk text, context, ids), a Chroma database and the
+BM25 arrays. Both indexes hold ``context + blank line + chunk``; the BM25 side is rebuilt from ``chunks.jsonl``
+whenever it is missing or stale, so the two never drift apart, and nothing is pickled.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .bm25 import BM25Index
+from .errors import InvalidInputError
+from .fusion import reciprocal_rank_fusion
+
+__all__ = ["IndexedChunk", "SearchHit", "build_store", "open_store"]
+
+COLLECTION = "ctx_retrieval_chunks"
+_CHUNKS_FILE = "chunks.jsonl"
+
+
+@dataclass(frozen=True)
+class IndexedChunk:
+    chunk_id: str
+    document_id: str
+    text: str
+    context: str | None
+
+    @property
+    def indexed_text(self) -> str:
+        return f"{self.context}\n\n{self.text}" if self.context else self.text
+
+
+@dataclass(frozen=True)
+class SearchHit:
+    chunk: IndexedChunk
+    score: float
+    dense_rank: int | None
+    bm25_rank: int | None
+
+
+def _fingerprint(chunks: Sequence[IndexedChunk]) -> str:
+    h = hashlib.sha256()
+    for c in chunks:
+        h.update(c.chunk_id.encode() + b"\x00" + c.indexed_text.encode("utf-8", "surrogatepass") + b"\x01")
+    return h.hexdigest()[:16]
+
+
+class HybridStore:
+    """Query side of a store made by ``build_store``."""
+
+    def __init__(self, path: Path, chunks: list[IndexedChunk], collection: Any, bm25: BM25Index,
+                 embedder: Any) -> None:
+        self.path = path
+        self.chunks = {c.chunk_id: c for c in chunks}
+        self.collection = collection
+        self.bm25 = bm25
+        self.embedder = embedder
+
+    def search(self, query: str, *, k: int = 20, mode: str = "hybrid", candidates: int = 150,
+               weights: Sequence[float] = (1.0, 1.0)) -> list[SearchHit]:
+        """The top ``k`` chunks for ``query``: ``hybrid`` (RRF of both), ``dense`` or ``bm25``."""
+        if mode not in ("hybrid", "dense", "bm25"):
+            raise InvalidInputError(f"mode must be hybrid, dense or bm25, not {mode!r}")
+        n = len(self.chunks)
+        dense: list[str] = []
+        if mode in ("hybrid", "dense") and n:
+            vector = self.embedder.embed_query(query)
+            dense = self.collection.query(query_embeddings=[vector], n_results=min(candidates, n),
+                                          include=[])["ids"][0]
+        bm25 = [i for i, _ in self.bm25.search(query, candidates)] if mode in ("hybrid", "bm25") else []
+        dense_rank = {cid: r for r, cid in enumerate(dense, start=1)}
+        bm25_rank = {cid: r for r, cid in enumerate(bm25, start=1)}
+        if mode == "hybrid":
+            fused = reciprocal_rank_fusion([dense, bm25], weights=list(weights), limit=k)
+        else:
+            ranking = dense if mode == "dense" else bm25
+            fused = [(cid, 1.0 / r) for r, cid in enumerate(ranking[:k], start=1)]
+        return [SearchHit(self.chunks[cid], score, dense_rank.get(cid), bm25_rank.get(cid)) for cid, score in fused]
+
+
+def build_store(path: str | Path, chunks: Sequence[IndexedChunk], *, embedder: Any, client: Any = None) -> HybridStore:
+    """Write (or replace) a store at ``path`` holding ``chunks``; vectors come from ``embedder`` (cached)."""
+    from .chroma import persistent_client
+
+    path = Path(path)
+    path.mkdir(parents=True, exist_ok=True)
+    ids = [c.chunk_id for c in chunks]
+    if len(set(ids)) != len(ids):
+        raise InvalidInputError("chunk ids must be unique across the store")
+    with (path / _CHUNKS_FILE).open("w", encoding="utf-8") as out:
+        for c in chunks:
+            out.write(json.dumps({"chunk_id": c.chunk_id, "document_id": c.document_id, "text": c.text,
+                                  "context": c.context}, ensure_ascii=False) + "\n")
+    client = client or persistent_client(path / "chroma")
+    if COLLECTION in [c.name if hasattr(c, "name") else c for c in client.list_collections()]:
+        client.delete_collection(COLLECTION)
+    collection = client.create_collection(COLLECTION, embedding_function=embedder.chroma_embedding_function(),
+                                          metadata={"hnsw:space": "cosine"})
+    texts = [c.indexed_text for c in chunks]
+    if hasattr(embedder, "warn_if_truncated"):
+        embedder.warn_if_truncated(texts)
+    vectors = embedder.embed(texts)
+    for start in range(0, len(ids), 1000):
+        end = start + 1000
+        collection.add(ids=ids[start:end], documents=texts[start:end], embeddings=list(vectors[start:end]),
+                       metadatas=[{"document_id": c.document_id} for c in chunks[start:end]])
+    bm25 = BM25Index(ids, texts)
+    bm25.save(path / "bm25")
+    (path / "bm25.fingerprint").write_text(_fingerprint(chunks), encoding="utf-8")
+    return HybridStore(path, list(chunks), collection, bm25, embedder)
+
+
+def open_store(path: str | Path, *, embedder: Any, client: Any = None) -> HybridStore:
+    """Open a store made by ``build_store``; a missing or stale BM25 index is rebuilt from ``chunks.jsonl``."""
+    from .chroma import persistent_client
+
+    path = Path(path)
+    chunks_file = path / _CHUNKS_FILE
+    if not chunks_file.exists():
+        raise InvalidInputError(f"{path} is not an index (no {_CHUNKS_FILE}); build one with 'ctx-retrieval index'")
+    chunks = [IndexedChunk(**json.loads(line)) for line in chunks_file.read_text(encoding="utf-8").splitlines()
+              if line.strip()]
+    client = client or persistent_client(path / "chroma")
+    collection = client.get_collection(COLLECTION, embedding_function=embedder.chroma_embedding_function())
+    fingerprint = _fingerprint(chunks)
+    stamp = path / "bm25.fingerprint"
+    if stamp.exists() and stamp.read_text(encoding="utf-8") == fingerprint and (path / "bm25.npz").exists():
+        bm25 = BM25Index.load(path / "bm25")
+    else:
+        bm25 = BM25Index([c.chunk_id for c in chunks], [c.indexed_text for c in chunks])
+        bm25.save(path / "bm25")
+        stamp.write_text(fingerprint, encoding="utf-8")
+    return HybridStore(path, chunks, collection, bm25, embedder)

@@ -1,0 +1,90 @@
+"""The core BM25 index and reciprocal rank fusion."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from ctx_retrieval import BM25Index, reciprocal_rank_fusion, tokenize
+
+TEXTS = {
+    "a": "The DiffExecutor runs two executors on the same input.",
+    "b": "A scheduler picks the next testcase from the corpus.",
+    "c": "The executor forwards run_target calls to the primary executor.",
+    "d": "Nothing relevant here at all.",
+}
+
+
+def test_tokenizer_splits_identifiers_and_keeps_scripts() -> None:
+    assert tokenize("DiffExecutor.run_target HTTPServer parseJSON2Html") == [
+        "diff", "executor", "run", "target", "http", "server", "parse", "json", "2", "html"]
+    assert tokenize("Café 日本語テキスト, emoji 🎉 and RTL שלום") == [
+        "café", "日本語テキスト", "emoji", "and", "rtl", "שלום"]
+    assert tokenize("") == [] and tokenize("--- !!! ---") == []
+
+
+def test_scores_follow_the_bm25_formula() -> None:
+    index = BM25Index(list(TEXTS), list(TEXTS.values()))
+    tokens = {k: tokenize(v) for k, v in TEXTS.items()}
+    avg = sum(len(t) for t in tokens.values()) / len(tokens)
+    df = sum(1 for t in tokens.values() if "executor" in t)
+    idf = math.log1p((4 - df + 0.5) / (df + 0.5))
+
+    def expected(doc: str) -> float:
+        tf = tokens[doc].count("executor")
+        return idf * tf * 2.5 / (tf + 1.5 * (1 - 0.75 + 0.75 * len(tokens[doc]) / avg))
+
+    scores = index.scores("executor")
+    for n, doc in enumerate(TEXTS):
+        assert scores[n] == pytest.approx(expected(doc), rel=1e-5)
+
+
+def test_search_ranks_and_skips_non_matches() -> None:
+    index = BM25Index(list(TEXTS), list(TEXTS.values()))
+    hits = index.search("primary executor run_target", k=10)
+    assert hits[0][0] == "c" and {h[0] for h in hits} == {"a", "c"}
+    assert index.search("absent words", k=5) == []
+    assert [h[0] for h in index.search("executor", k=1)] == ["c"]
+
+
+def test_save_and_load_round_trip_without_pickle(tmp_path: Path) -> None:
+    index = BM25Index(list(TEXTS), list(TEXTS.values()))
+    index.save(tmp_path / "bm25")
+    assert (tmp_path / "bm25.npz").exists() and (tmp_path / "bm25.json").exists()
+    loaded = BM25Index.load(tmp_path / "bm25")
+    assert loaded.search("scheduler corpus testcase", 3) == index.search("scheduler corpus testcase", 3)
+
+
+def test_matches_bm25s_rankings() -> None:
+    bm25s = pytest.importorskip("bm25s")
+    from ctx_retrieval.eval import load_cookbook
+
+    corpus = load_cookbook()
+    chunks = corpus.chunks[:300]
+    ours = BM25Index([c.id for c in chunks], [c.text for c in chunks])
+    theirs = bm25s.BM25()
+    theirs.index([tokenize(c.text) for c in chunks], show_progress=False)
+    for query in corpus.queries[:20]:
+        tokens = tokenize(query.query)
+        if not tokens:
+            continue
+        docs, _ = theirs.retrieve([tokens], k=5, show_progress=False)
+        expected = [chunks[i].id for i in docs[0]]
+        got = [cid for cid, _ in ours.search(query.query, 5)]
+        assert got == expected[: len(got)]
+
+
+def test_rrf_formula_weights_and_dedupe() -> None:
+    fused = reciprocal_rank_fusion([["a", "b", "c"], ["b", "d", "b"]], k=60)
+    scores = dict(fused)
+    assert scores["b"] == pytest.approx(1 / 62 + 1 / 61)
+    assert scores["a"] == pytest.approx(1 / 61) and scores["d"] == pytest.approx(1 / 62)
+    assert [i for i, _ in fused][:2] == ["b", "a"]
+    weighted = dict(reciprocal_rank_fusion([["a"], ["b"]], weights=[2.0, 1.0]))
+    assert weighted["a"] == pytest.approx(2 / 61)
+    assert [i for i, _ in reciprocal_rank_fusion([["x", "y"], ["y", "x"]])] == ["x", "y"]  # ties: first seen
+    assert len(reciprocal_rank_fusion([["a", "b", "c"]], limit=2)) == 2
+    with pytest.raises(ValueError):
+        reciprocal_rank_fusion([["a"]], weights=[1.0, 2.0])

@@ -1,0 +1,121 @@
+"""Evaluation: corpus loading, the cookbook's Pass@k, and the ablation on a small corpus (exact numpy index)."""
+
+from __future__ import annotations
+
+import json
+import zlib
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from ctx_retrieval import InvalidInputError
+from ctx_retrieval.eval import EvalQuery, load_cookbook, load_corpus, pass_at_k, run_ablation
+
+
+def test_bundled_cookbook_corpus_loads_whole() -> None:
+    corpus = load_cookbook()
+    assert len(corpus.items) == 90 and len(corpus.chunks) == 737 and len(corpus.queries) == 124
+    for document, chunks in corpus.items:
+        assert "".join(c.text for c in chunks) == document.text
+    assert corpus.queries[0].gold[0].endswith("_0")
+
+
+def test_pass_at_k_counts_gold_texts_found_per_query() -> None:
+    text_of = {"a": "alpha", "b": "beta", "c": "gamma", "d": " alpha "}
+    queries = [EvalQuery("q1", ("a", "b")), EvalQuery("q2", ("c",))]
+    results = [["d", "x", "b"], ["a", "b", "c"]]  # "d" has the same text as gold "a", as in the cookbook
+    text_of["x"] = "other"
+    assert pass_at_k(results, queries, text_of, 1) == pytest.approx((0.5 + 0) / 2)
+    assert pass_at_k(results, queries, text_of, 3) == pytest.approx((1.0 + 1.0) / 2)
+
+
+def _write_corpus(tmp_path: Path) -> tuple[Path, Path]:
+    documents = [
+        {"id": "acme", "text": "ACME Corp Q2 2023 filing.\n\nThe company's revenue grew by 3% over the previous "
+                               "quarter.\n\nAnvil sales were flat.",
+         "chunks": [{"id": "acme-0", "text": "ACME Corp Q2 2023 filing."},
+                    {"id": "acme-1", "text": "The company's revenue grew by 3% over the previous quarter."},
+                    {"id": "acme-2", "text": "Anvil sales were flat."}]},
+        {"id": "globex", "text": "Globex Corporation Q2 2023 filing.\n\nThe company's revenue fell by 2% over the "
+                                 "previous quarter.",
+         "chunks": [{"id": "globex-0", "text": "Globex Corporation Q2 2023 filing."},
+                    {"id": "globex-1", "text": "The company's revenue fell by 2% over the previous quarter."}]},
+    ]
+    docs = tmp_path / "docs.jsonl"
+    docs.write_text("\n".join(json.dumps(d) for d in documents), encoding="utf-8")
+    queries = tmp_path / "queries.jsonl"
+    queries.write_text(json.dumps({"query": "How did ACME's revenue change in Q2 2023?",
+                                   "gold_chunk_ids": ["acme-1"]}) + "\n", encoding="utf-8")
+    return docs, queries
+
+
+def test_generic_corpus_and_its_errors(tmp_path: Path) -> None:
+    docs, queries = _write_corpus(tmp_path)
+    corpus = load_corpus(docs, queries)
+    assert [c.id for c in corpus.chunks][:2] == ["acme-0", "acme-1"]
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"query": "q", "gold_chunk_ids": ["missing"]}), encoding="utf-8")
+    with pytest.raises(InvalidInputError, match="not in the corpus"):
+        load_corpus(docs, bad)
+    bad.write_text("{not json", encoding="utf-8")
+    with pytest.raises(InvalidInputError, match=r"bad.jsonl:1: not a JSON line"):
+        load_corpus(docs, bad)
+    with pytest.raises(InvalidInputError, match="no such file"):
+        load_corpus(tmp_path / "nope.jsonl", queries)
+
+
+class BagOfWordsEmbedder:
+    """A deterministic stand-in for the model: hashed word counts, unit length."""
+
+    model_id = "bag-of-words"
+
+    def embed(self, texts: list[str]) -> Any:
+        vectors = np.zeros((len(texts), 64), dtype=np.float32)
+        for n, text in enumerate(texts):
+            for word in text.lower().replace("'", " ").split():
+                vectors[n, zlib.crc32(word.strip(".,?%").encode()) % 64] += 1
+        return vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-9)
+
+
+def test_ablation_finds_the_context_only_chunk_with_contexts(tmp_path: Path) -> None:
+    docs, queries = _write_corpus(tmp_path)
+    corpus = load_corpus(docs, queries)
+    contexts = {"acme-1": "From ACME Corp's Q2 2023 filing: revenue.",
+                "globex-1": "From Globex Corporation's Q2 2023 filing: revenue."}
+    result = run_ablation(corpus, contexts, contextualizer_label="test", embedder=BagOfWordsEmbedder(),
+                          vector_store="numpy")
+    names = [r.name for r in result.rows]
+    assert names == ["plain dense", "contextual dense", "plain BM25", "contextual BM25", "plain hybrid",
+                     "contextual hybrid"]
+    assert result.rankings["contextual BM25"][0][0] == "acme-1"
+    assert result.rankings["plain BM25"][0][0] != "acme-1"
+    rows = {r.name: r for r in result.rows}
+    assert rows["contextual BM25"].pass_at[5] == 1.0
+    assert result.contexts["acme-1"] == contexts["acme-1"] and result.contexts["acme-0"] is None
+    assert "| contextual hybrid |" in result.to_markdown()
+    data = json.loads(json.dumps(result.to_dict()))
+    assert data["rows"][0]["name"] == "plain dense" and data["meta"]["vector_store"] == "numpy"
+
+
+def test_ablation_with_a_reranker_adds_a_row(tmp_path: Path) -> None:
+    docs, queries = _write_corpus(tmp_path)
+    corpus = load_corpus(docs, queries)
+
+    def reverse(queries: list[str], rankings: list[list[str]], text_of: dict[str, str]) -> list[list[str]]:
+        return [list(reversed(r)) for r in rankings]
+
+    result = run_ablation(corpus, {}, contextualizer_label="none", embedder=BagOfWordsEmbedder(),
+                          vector_store="numpy", reranker=reverse)
+    assert result.rows[-1].name == "contextual hybrid + rerank"
+    assert result.rankings["contextual hybrid + rerank"][0] == list(reversed(result.rankings["contextual hybrid"][0]))
+
+
+def test_chart_is_a_png(tmp_path: Path) -> None:
+    pytest.importorskip("matplotlib")
+    docs, queries = _write_corpus(tmp_path)
+    result = run_ablation(load_corpus(docs, queries), {}, contextualizer_label="none",
+                          embedder=BagOfWordsEmbedder(), vector_store="numpy")
+    path = result.chart(tmp_path / "chart.png")
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 5000

@@ -1,0 +1,52 @@
+"""The Claude reranker against the fake API."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+
+from ctx_retrieval import AnthropicProvider, ClaudeReranker, ProviderAuthenticationError, RetryPolicy
+from ctx_retrieval.testing import FakeAnthropicServer
+from tests.conftest import TEST_KEY
+
+
+def reverse_responder(body: dict[str, Any]) -> str:
+    passages = body["messages"][0]["content"][0]["text"]
+    numbers = re.findall(r'<passage number="(\d+)">', passages)
+    return "Most relevant: " + ", ".join(reversed(numbers[1:])) + ", 99"  # leaves one out, invents one
+
+
+def test_reranker_reorders_and_keeps_every_candidate() -> None:
+    texts = {f"id{i}": f"passage {i} text" for i in range(6)}
+    rankings = [list(texts), list(reversed(list(texts)))]
+    with FakeAnthropicServer(responder=reverse_responder) as server:
+        reranker = ClaudeReranker(AnthropicProvider(api_key=TEST_KEY, base_url=server.base_url), candidates=6)
+        reranked = reranker.rerank_ids(["q one", "q two"], rankings, texts)
+        first = server.successful()[0].body["messages"][0]["content"]
+    assert reranked[0] == ["id5", "id4", "id3", "id2", "id1", "id0"]  # model's order, then the one it left out
+    assert reranked[1] == ["id0", "id1", "id2", "id3", "id4", "id5"]
+    assert "cache_control" not in first[0]  # a one-off prompt: no cache write surcharge
+    assert "<query>\nq one\n</query>" in first[-1]["text"] or "<query>\nq two\n</query>" in first[-1]["text"]
+
+
+def test_only_the_first_candidates_are_judged() -> None:
+    texts = {f"id{i}": f"passage {i}" for i in range(10)}
+    with FakeAnthropicServer(responder=reverse_responder) as server:
+        reranker = ClaudeReranker(AnthropicProvider(api_key=TEST_KEY, base_url=server.base_url), candidates=4)
+        (reranked,) = reranker.rerank_ids(["q"], [list(texts)], texts)
+    assert reranked[:4] == ["id3", "id2", "id1", "id0"] and reranked[4:] == [f"id{i}" for i in range(4, 10)]
+
+
+def test_transient_faults_are_retried_and_a_bad_key_is_not() -> None:
+    texts = {"a": "alpha", "b": "beta"}
+    with FakeAnthropicServer(responder=reverse_responder, retry_after_s=0.05) as server:
+        server.script_faults(["overloaded", "rate_limit"])
+        reranker = ClaudeReranker(AnthropicProvider(api_key=TEST_KEY, base_url=server.base_url),
+                                  retry=RetryPolicy(initial_delay_s=0.01))
+        assert reranker.rerank_ids(["q"], [["a", "b"]], texts) == [["b", "a"]]
+    with FakeAnthropicServer(api_key="sk-ant-other-key-000000") as server:
+        reranker = ClaudeReranker(AnthropicProvider(api_key=TEST_KEY, base_url=server.base_url))
+        with pytest.raises(ProviderAuthenticationError):
+            reranker.rerank_ids(["q"], [["a", "b"]], texts)
