@@ -234,7 +234,7 @@ class EvalResult:
         low = min(r.pass_at[5] for r in self.rows) * 100
         ax.set_ylim(max(0, low - 10), 100)
         ax.set_ylabel("Pass@k (%)")
-        ax.set_title(f"{self.corpus}: contexts from {self.contextualizer}", fontsize=10)
+        ax.set_title(f"{self.corpus}, contexts: {self.contextualizer}", fontsize=10)
         ax.legend(loc="lower right", fontsize=8)
         fig.tight_layout()
         fig.savefig(path)
