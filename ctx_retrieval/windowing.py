@@ -54,17 +54,30 @@ class DocumentView:
     positions: tuple[int, ...] = ()
 
 
-def _run_text(document: SourceDocument, run: Sequence[Chunk], shown_until: int | None = None) -> tuple[str, int | None]:
-    """Text of consecutive chunks and where it ends in the document: the document slice when offsets are
-    known, so overlapping chunks are not repeated (``shown_until``: the end of the text right before)."""
-    if not run:
-        return "", shown_until
-    offsets = [c.start_char for c in run]
-    if all(o is not None for o in offsets):
-        start = max(offsets[0], shown_until or 0)  # type: ignore[type-var]
-        end = max(o + len(c.text) for o, c in zip(offsets, run, strict=True))  # type: ignore[operator]
-        return document.text[start:end], end
-    return "\n".join(c.text for c in run), None
+def _run_text(document: SourceDocument, run: Sequence[Chunk], shown_until: int | None = None,
+              gap_marker: str = "\n[...]\n") -> tuple[str, int | None]:
+    """Text of chunks that follow each other in the chunk list, and where it ends in the document.
+
+    With offsets, overlapping or touching chunks are taken from the document once (``shown_until``: where the
+    text right before ends), and text the chunks skip in the document is marked with ``gap_marker``; without
+    offsets the chunk texts are joined by newlines.
+    """
+    pieces: list[str] = []
+    for chunk in run:
+        start = chunk.start_char
+        if start is None or shown_until is None:
+            if pieces:
+                pieces.append("\n")
+            pieces.append(chunk.text)
+            shown_until = None if start is None else start + len(chunk.text)
+            continue
+        end = start + len(chunk.text)
+        if start > shown_until:
+            pieces.append(gap_marker + chunk.text)
+        elif end > shown_until:
+            pieces.append(document.text[shown_until:end])
+        shown_until = max(shown_until, end)
+    return "".join(pieces), shown_until
 
 
 def _window_positions(
@@ -112,7 +125,7 @@ def document_view(
     if start_run:
         rest_first = runs[0][len(start_run):]
         runs = ([rest_first] if rest_first else []) + runs[1:]
-    start_text, shown_until = _run_text(document, [chunks[p] for p in start_run])
+    start_text, shown_until = _run_text(document, [chunks[p] for p in start_run], gap_marker=prompt.gap_marker)
     prefix = prompt.document_open + start_text
     pieces: list[str] = []
     previous_end = start_run[-1] if start_run else -1
@@ -120,7 +133,8 @@ def document_view(
         adjacent = run[0] == previous_end + 1
         if not adjacent:
             pieces.append(prompt.gap_marker)
-        text, shown_until = _run_text(document, [chunks[p] for p in run], shown_until if adjacent else None)
+        text, shown_until = _run_text(document, [chunks[p] for p in run], shown_until if adjacent else None,
+                                      gap_marker=prompt.gap_marker)
         pieces.append(text)
         previous_end = run[-1]
     if previous_end != len(chunks) - 1:

@@ -191,10 +191,6 @@ def test_unchanged_key_parts_do_not_invalidate(fake_server: Any, make_generator:
     assert len(fake_server.requests) == before and run.report.cached == 3
 
 
-# Cancelling the run mid-connect leaves a never-awaited coroutine inside the SDK's HTTP stack (httpx2's
-# connect_tcp); it is reported at garbage collection and is not ours to fix.
-@pytest.mark.filterwarnings("ignore::pytest.PytestUnraisableExceptionWarning")
-@pytest.mark.filterwarnings("ignore:coroutine 'connect_tcp:RuntimeWarning")
 def test_resume_after_a_crash_requests_only_missing_chunks(tmp_path: Path, make_generator: Any) -> None:
     documents = corpus(4)
     total = sum(len(c) for _, c in documents)

@@ -88,3 +88,11 @@ def test_bad_settings_are_refused() -> None:
     with pytest.raises(ConfigurationError, match="num_prev_chunks"):
         WindowConfig(num_prev_chunks=-1)
     assert WindowConfig().resolved_limit(200_000) == 150_000
+
+
+def test_chunks_that_skip_document_text_never_pull_it_in() -> None:
+    # Only some chunks of the document are given: neighbours in the list are not neighbours in the text.
+    subset = [CHUNKS[0], CHUNKS[4], CHUNKS[8], CHUNKS[9]]
+    v = view(3, limit=200, chunks=subset)
+    assert v.windowed and shown(v) == [0, 4, 8, 9]
+    assert (v.prefix + v.rest).count("[...]") == 2  # between p0 and p4, and between p4 and p8
