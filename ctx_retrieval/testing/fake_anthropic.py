@@ -48,6 +48,7 @@ class RecordedRequest:
     started: float
     finished: float = 0.0
     headers: dict[str, str] = field(default_factory=dict)
+    response_text: str | None = None
 
     @property
     def chunk_text(self) -> str | None:
@@ -474,5 +475,6 @@ class _Handler(BaseHTTPRequestHandler):
         fake.finish_writes(writes)
         record.status = 200
         record.usage = usage
+        record.response_text = text
         record.finished = time.monotonic()
         fake.record(record)

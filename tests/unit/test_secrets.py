@@ -59,3 +59,18 @@ def test_key_is_not_in_logs_cache_or_exceptions(tmp_path: Path, caplog: pytest.L
     assert all(TEST_KEY not in m for m in messages)
     for path in tmp_path.glob("contexts.sqlite*"):
         assert TEST_KEY.encode() not in path.read_bytes()
+
+
+def test_key_is_not_in_benchmark_output_or_cli_output(
+    capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ctx_retrieval.cli import main
+    from ctx_retrieval.testing.faults import run_faulty_ingestion
+
+    with caplog.at_level(logging.DEBUG):
+        figures = run_faulty_ingestion(40, fault_rate=0.3, api_key=TEST_KEY, timeout_s=0.5)
+        monkeypatch.setenv("ANTHROPIC_API_KEY", TEST_KEY)
+        assert main(["demo", "--sample-document", "--contextualizer", "fake"]) == 0
+    captured = capsys.readouterr()
+    assert figures.done == 40
+    assert TEST_KEY not in figures.format() + captured.out + captured.err + caplog.text
