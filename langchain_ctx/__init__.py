@@ -1,7 +1,25 @@
-"""LangChain integration for ctx_retrieval (``ContextualDocumentTransformer`` and an ensemble retriever).
+"""LangChain integration: contextual chunks (``ContextualDocumentTransformer``) and a contextual hybrid retriever
+(BM25 + Chroma fused by ``EnsembleRetriever``), with Claude reranking and offline embeddings.
 
-Not implemented yet: this package holds the place of the LangChain adapter in the wheel. Use the core,
-``ctx_retrieval.ContextGenerator``, directly until it lands.
+Setup:
+    pip install "ctx-retrieval[langchain,chroma,local,anthropic]"
 """
 
-__all__: list[str] = []
+from ctx_retrieval._optional import require
+
+require("langchain_core", "langchain")
+
+from .embeddings import MiniLMEmbeddings  # noqa: E402 - after the dependency check
+from .rerank import ClaudeRerankCompressor  # noqa: E402
+from .retrievers import BM25IndexRetriever, ContextualHybridRetriever  # noqa: E402
+from .transformer import ContextualDocumentTransformer, for_answering, split_and_contextualize  # noqa: E402
+
+__all__ = [
+    "BM25IndexRetriever",
+    "ClaudeRerankCompressor",
+    "ContextualDocumentTransformer",
+    "ContextualHybridRetriever",
+    "MiniLMEmbeddings",
+    "for_answering",
+    "split_and_contextualize",
+]

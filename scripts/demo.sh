@@ -4,6 +4,6 @@
 # Uses Claude when ANTHROPIC_API_KEY is set, the no-LLM heuristic otherwise (it says which).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-"$root/scripts/setup.sh" "anthropic,local,chroma,bm25,eval,progress"
+"$root/scripts/setup.sh" "all"
 venv="${CTX_VENV:-$root/.venv}"
 exec "$venv/bin/ctx-retrieval" demo "$@"

@@ -3,7 +3,7 @@
 # Idempotent: re-installs only when pyproject.toml or the extras change.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-extras="${1:-anthropic,local,chroma,bm25,eval,progress}"
+extras="${1:-all}"
 venv="${CTX_VENV:-$root/.venv}"
 python="${PYTHON:-python3}"
 

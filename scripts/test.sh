@@ -3,7 +3,7 @@
 # Extra arguments go to pytest (e.g. scripts/test.sh -k cache).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-"$root/scripts/setup.sh" "anthropic,local,chroma,bm25,eval,progress"
+"$root/scripts/setup.sh" "all"
 venv="${CTX_VENV:-$root/.venv}"
 cd "$root"
 "$venv/bin/ruff" check ctx_retrieval llama_index_ctx langchain_ctx tests benchmarks examples

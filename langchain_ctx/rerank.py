@@ -1,0 +1,57 @@
+"""Claude as a LangChain document compressor: reorders retrieved chunks by relevance to the query."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from langchain_core.callbacks import Callbacks
+from langchain_core.documents import BaseDocumentCompressor, Document
+from pydantic import ConfigDict, PrivateAttr
+
+from ctx_retrieval._aio import run_sync
+from ctx_retrieval.providers.base import Provider
+from ctx_retrieval.rerank import ClaudeReranker
+
+__all__ = ["ClaudeRerankCompressor"]
+
+
+class ClaudeRerankCompressor(BaseDocumentCompressor):
+    """Reranks documents with the core's provider (Claude reads the query and the candidates).
+
+    Setup:
+        pip install "ctx-retrieval[langchain,anthropic]" and set ``ANTHROPIC_API_KEY``.
+
+    Instantiate:
+        .. code-block:: python
+
+            compressor = ClaudeRerankCompressor.from_provider(AnthropicProvider("claude-3-haiku-20240307"))
+            retriever = ContextualHybridRetriever(..., compressor=compressor)
+
+    Returns all documents, the ``candidates`` first ones reordered; the retriever cuts to its ``k``.
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True)
+
+    candidates: int = 40
+    top_n: int = 20
+    _reranker: ClaudeReranker = PrivateAttr()
+
+    @classmethod
+    def from_provider(cls, provider: Provider, **kwargs: Any) -> ClaudeRerankCompressor:
+        compressor = cls(**kwargs)
+        compressor._reranker = ClaudeReranker(provider, candidates=compressor.candidates, top_n=compressor.top_n)
+        return compressor
+
+    def compress_documents(self, documents: Sequence[Document], query: str,
+                           callbacks: Callbacks | None = None) -> Sequence[Document]:
+        return run_sync(self.acompress_documents(documents, query, callbacks))
+
+    async def acompress_documents(self, documents: Sequence[Document], query: str,
+                                  callbacks: Callbacks | None = None) -> Sequence[Document]:
+        self._reranker.provider.check_ready()
+        try:
+            order = await self._reranker.arerank(query, [d.page_content for d in documents])
+        finally:
+            await self._reranker.provider.aclose()
+        return [documents[i] for i in order]

@@ -1,0 +1,195 @@
+"""``ContextualDocumentTransformer``: a LangChain document transformer that prepends a situating context to chunks."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from typing import Any, Literal, Protocol
+
+from langchain_core.documents import BaseDocumentTransformer, Document
+
+from ctx_retrieval._aio import run_sync
+from ctx_retrieval.errors import InvalidInputError
+from ctx_retrieval.keys import (
+    CHUNK_ID_KEY,
+    CONTEXT_KEY,
+    CONTEXT_MODEL_KEY,
+    CONTEXT_PROMPT_VERSION_KEY,
+    CONTEXT_PROVIDER_KEY,
+    CONTEXT_SEPARATOR,
+    CONTEXT_STATUS_KEY,
+    ORIGINAL_TEXT_KEY,
+)
+from ctx_retrieval.reconstruct import Piece, rebuild_document
+from ctx_retrieval.types import Chunk, ContextResult, SourceDocument, make_chunk_id
+from ctx_retrieval.usage import RunReport
+
+__all__ = ["ContextualDocumentTransformer", "UnplaceableChunkError", "for_answering", "split_and_contextualize"]
+
+logger = logging.getLogger(__name__)
+
+
+class UnplaceableChunkError(InvalidInputError):
+    """A chunk whose source document cannot be found."""
+
+
+class Contextualizer(Protocol):
+    last_report: RunReport | None
+
+    def contextualize_many(self, items: Any) -> Sequence[ContextResult]: ...
+
+    async def acontextualize_many(self, items: Any) -> Sequence[ContextResult]: ...
+
+
+class ContextualDocumentTransformer(BaseDocumentTransformer):
+    """Adds a situating context to chunks from any LangChain text splitter.
+
+    Setup:
+        pip install "ctx-retrieval[langchain,anthropic]"
+
+    Key init args:
+        contextualizer: a ``ctx_retrieval.ContextGenerator`` (Claude by default) or ``HeuristicContextualizer``.
+        source_key: the metadata key naming each chunk's source document (``"source"``).
+        on_unplaceable: ``"raise"`` (default) or ``"skip"`` (pass the chunk through without a context).
+
+    Instantiate:
+        .. code-block:: python
+
+            splitter = RecursiveCharacterTextSplitter(chunk_size=800, add_start_index=True)
+            transformer = ContextualDocumentTransformer(ContextGenerator(AnthropicProvider()))
+
+    Use:
+        .. code-block:: python
+
+            contextual = transformer.transform_documents(splitter.split_documents(docs))
+            contextual[0].page_content        # context + blank line + chunk
+            contextual[0].metadata["context"], contextual[0].metadata["original_text"]
+            transformer.last_report.format()  # tokens, cache hits, dollars
+
+    Async:
+        .. code-block:: python
+
+            contextual = await transformer.atransform_documents(chunks)   # requests run concurrently
+
+    The source document of each chunk is ``source_documents`` when given (matched by ``source_key``), otherwise
+    it is rebuilt from the chunks that share a source, placed by their ``start_index``. Input documents are not
+    changed; new ``Document``s are returned in input order.
+    """
+
+    def __init__(
+        self,
+        contextualizer: Contextualizer | None = None,
+        *,
+        source_key: str = "source",
+        on_unplaceable: Literal["raise", "skip"] = "raise",
+    ) -> None:
+        if contextualizer is None:
+            from ctx_retrieval.generator import ContextGenerator
+
+            contextualizer = ContextGenerator()
+        self.contextualizer = contextualizer
+        self.source_key = source_key
+        self.on_unplaceable = on_unplaceable
+        self.last_report: RunReport | None = None
+
+    def __repr__(self) -> str:
+        return f"ContextualDocumentTransformer(contextualizer={self.contextualizer!r}, source_key={self.source_key!r})"
+
+    # -- placing chunks in their documents ---------------------------------------------------------------
+
+    def _plan(
+        self, documents: Sequence[Document], source_documents: Sequence[Document] | None
+    ) -> tuple[list[tuple[SourceDocument, list[Chunk]]], list[tuple[str, str] | None]]:
+        """(document, chunks) items, and for each input its (document id, chunk id), or None if skipped."""
+        sources: dict[str, Document] = {}
+        for n, whole in enumerate(source_documents or []):
+            sources[str(whole.metadata.get(self.source_key, whole.id or n))] = whole
+        groups: dict[str, list[int]] = {}
+        placement: list[tuple[str, str] | None] = [None] * len(documents)
+        for i, doc in enumerate(documents):
+            source = doc.metadata.get(self.source_key)
+            if source is None or (source_documents is not None and str(source) not in sources):
+                why = (f"chunk {i} has no metadata[{self.source_key!r}]" if source is None else
+                       f"chunk {i} names source {source!r}, which is not among source_documents")
+                if self.on_unplaceable == "raise":
+                    raise UnplaceableChunkError(
+                        f"{why}: keep the loader's {self.source_key!r} metadata on every chunk (or pass "
+                        "source_documents=), or on_unplaceable='skip' to pass such chunks through without a context")
+                logger.warning("%s: passed through without a context", why)
+                continue
+            groups.setdefault(str(source), []).append(i)
+        items: list[tuple[SourceDocument, list[Chunk]]] = []
+        for source_id, indices in groups.items():
+            pieces = []
+            for position, i in enumerate(indices):
+                doc = documents[i]
+                start = doc.metadata.get("start_index")
+                chunk_id = str(doc.metadata.get(CHUNK_ID_KEY) or make_chunk_id(source_id, position, doc.page_content))
+                pieces.append(Piece(chunk_id, doc.page_content, start if isinstance(start, int) else None))
+                placement[i] = (source_id, chunk_id)
+            if source_id in sources:
+                whole = sources[source_id]
+                document = SourceDocument(source_id, whole.page_content, dict(whole.metadata))
+                chunks = [Chunk(p.id, p.text, n, p.start) for n, p in enumerate(pieces)]
+            else:
+                document, chunks, note = rebuild_document(source_id, pieces)
+                if note:
+                    logger.warning("%s", note)
+            items.append((document, chunks))
+        return items, placement
+
+    def _documents(self, documents: Sequence[Document], placement: list[tuple[str, str] | None],
+                   results: Sequence[ContextResult]) -> list[Document]:
+        by_id = {(r.document_id, r.chunk_id): r for r in results}
+        out: list[Document] = []
+        for doc, where in zip(documents, placement, strict=True):
+            if where is None:
+                out.append(Document(page_content=doc.page_content, metadata=dict(doc.metadata), id=doc.id))
+                continue
+            result = by_id[where]
+            metadata = {**doc.metadata, CONTEXT_KEY: result.context, ORIGINAL_TEXT_KEY: doc.page_content,
+                        CHUNK_ID_KEY: where[1], CONTEXT_PROVIDER_KEY: result.provider, CONTEXT_MODEL_KEY: result.model,
+                        CONTEXT_PROMPT_VERSION_KEY: result.prompt_version, CONTEXT_STATUS_KEY: result.status}
+            content = f"{result.context}{CONTEXT_SEPARATOR}{doc.page_content}" if result.context else doc.page_content
+            out.append(Document(page_content=content, metadata=metadata, id=where[1]))
+        return out
+
+    # -- the transformer API -----------------------------------------------------------------------------
+
+    def transform_documents(self, documents: Sequence[Document], **kwargs: Any) -> Sequence[Document]:
+        """Contextualized copies of ``documents`` (chunks), in input order."""
+        return run_sync(self.atransform_documents(documents, **kwargs))
+
+    async def atransform_documents(self, documents: Sequence[Document], **kwargs: Any) -> Sequence[Document]:
+        """Like ``transform_documents``, with the provider's requests running concurrently."""
+        items, placement = self._plan(documents, kwargs.get("source_documents"))
+        results = await self.contextualizer.acontextualize_many(items)
+        self.last_report = getattr(results, "report", None) or self.contextualizer.last_report
+        return self._documents(documents, placement, results)
+
+
+def split_and_contextualize(
+    documents: Sequence[Document], splitter: Any, transformer: ContextualDocumentTransformer
+) -> Sequence[Document]:
+    """Split whole ``documents`` with any LangChain text splitter and contextualize the chunks in one call.
+
+    Documents without ``metadata[source_key]`` get their ``id`` or their position as the source.
+    """
+    key = transformer.source_key
+    named = [doc if key in doc.metadata else Document(page_content=doc.page_content, id=doc.id,
+                                                      metadata={**doc.metadata, key: doc.id or f"document-{n}"})
+             for n, doc in enumerate(documents)]
+    chunks = splitter.split_documents(named)
+    return transformer.transform_documents(chunks, source_documents=named)
+
+
+def for_answering(documents: Sequence[Document], *, with_context: bool = False) -> list[Document]:
+    """Retrieved chunks as the answering model should see them: the original chunk text, with or without its
+    context (the index holds context + chunk; the context helps finding, the model may not need it)."""
+    out = []
+    for doc in documents:
+        original = doc.metadata.get(ORIGINAL_TEXT_KEY, doc.page_content)
+        context = doc.metadata.get(CONTEXT_KEY)
+        text = f"{context}{CONTEXT_SEPARATOR}{original}" if with_context and context else original
+        out.append(Document(page_content=text, metadata=dict(doc.metadata), id=doc.id))
+    return out

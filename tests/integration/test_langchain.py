@@ -1,0 +1,246 @@
+"""The LangChain adapter with real LangChain splitters, real Chroma and real BM25."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("langchain_core")
+pytest.importorskip("langchain_chroma")
+
+import chromadb
+from langchain_chroma import Chroma
+from langchain_core.documents import Document
+from langchain_tests.integration_tests import RetrieversIntegrationTests
+from langchain_text_splitters import RecursiveCharacterTextSplitter
+
+from ctx_retrieval import AnthropicProvider, ContextGenerator, HeuristicContextualizer, MiniLMEmbedder
+from ctx_retrieval.testing import FakeAnthropicServer
+from langchain_ctx import (
+    BM25IndexRetriever,
+    ClaudeRerankCompressor,
+    ContextualDocumentTransformer,
+    ContextualHybridRetriever,
+    MiniLMEmbeddings,
+    split_and_contextualize,
+)
+from langchain_ctx.transformer import UnplaceableChunkError
+from tests.conftest import TEST_KEY
+
+ACME = """ACME Corp 10-Q filing for the second quarter of 2023.
+
+Management's discussion covers the foundry move to Tucson, the new Rotterdam distribution centre and the
+supply agreement signed during the period under review.
+
+The company's revenue grew by 3% over the previous quarter.
+
+Gross margin fell slightly because of start-up costs and steel prices.
+"""
+GLOBEX = """Globex Corporation 10-Q filing for the second quarter of 2023.
+
+Management's discussion covers household robots, the new assembly line and the supplier contracts signed
+during the period under review.
+
+The company's revenue grew by 5% over the previous quarter.
+
+Gross margin rose because component prices fell.
+"""
+QUERY = "What was ACME Corp's revenue growth in the second quarter of 2023?"
+
+
+def filing_responder(body: dict[str, Any]) -> str:
+    """A fake LLM that writes the kind of context Claude writes: company, filing, period, topic."""
+    blocks = body["messages"][0]["content"]
+    document = blocks[0]["text"]
+    chunk = blocks[-1]["text"].split("<chunk>\n", 1)[1].split("\n</chunk>", 1)[0]
+    company = "ACME Corp" if "ACME" in document else "Globex Corporation"
+    topic = "revenue growth" if "revenue" in chunk else "margins" if "margin" in chunk else "the business"
+    return f"From {company}'s 10-Q filing for Q2 2023, on {topic}."
+
+
+@pytest.fixture(scope="module")
+def embeddings(tmp_path_factory: pytest.TempPathFactory) -> MiniLMEmbeddings:
+    from ctx_retrieval import EmbeddingCache
+
+    return MiniLMEmbeddings(MiniLMEmbedder(cache=EmbeddingCache(tmp_path_factory.mktemp("e") / "e.sqlite")))
+
+
+def split(*texts_and_sources: tuple[str, str]) -> list[Document]:
+    splitter = RecursiveCharacterTextSplitter(chunk_size=120, chunk_overlap=20, add_start_index=True)
+    return splitter.split_documents([Document(page_content=t, metadata={"source": s}) for t, s in texts_and_sources])
+
+
+def fake_transformer(server: FakeAnthropicServer, tmp_path: Path, **kwargs: Any) -> ContextualDocumentTransformer:
+    provider = AnthropicProvider(api_key=TEST_KEY, base_url=server.base_url)
+    return ContextualDocumentTransformer(ContextGenerator(provider, cache=tmp_path / "c.sqlite", **kwargs))
+
+
+def test_transformer_adds_contexts_without_mutating_inputs(tmp_path: Path) -> None:
+    chunks = split((ACME, "acme.txt"), (GLOBEX, "globex.txt"))
+    before = [(d.page_content, dict(d.metadata)) for d in chunks]
+    with FakeAnthropicServer(responder=filing_responder) as server:
+        out = fake_transformer(server, tmp_path).transform_documents(chunks)
+    assert [(d.page_content, d.metadata) for d in chunks] == before
+    assert len(out) == len(chunks)
+    revenue = next(d for d in out if "grew by 3%" in d.metadata["original_text"])
+    assert revenue.page_content == revenue.metadata["context"] + "\n\n" + revenue.metadata["original_text"]
+    assert revenue.metadata["context"] == "From ACME Corp's 10-Q filing for Q2 2023, on revenue growth."
+    assert revenue.metadata["source"] == "acme.txt" and revenue.metadata["start_index"] > 0
+    assert revenue.metadata["context_model"] == "claude-3-haiku-20240307"
+    assert revenue.id == revenue.metadata["chunk_id"]
+    again = ContextualDocumentTransformer(HeuristicContextualizer()).transform_documents(chunks)
+    assert [d.metadata["chunk_id"] for d in again] == [d.metadata["chunk_id"] for d in out]  # stable ids
+
+
+def test_rebuilt_document_is_the_source_text(tmp_path: Path) -> None:
+    chunks = split((ACME, "acme.txt"))
+    with FakeAnthropicServer() as server:
+        fake_transformer(server, tmp_path).transform_documents(chunks)
+        documents = {r.body["messages"][0]["content"][0]["text"] for r in server.successful()}
+    # The splitter dropped the blank lines between chunks; the rebuilt document has them back as newlines.
+    assert documents == {f"Here is the original source document:\n<document>\n{ACME.rstrip()}\n</document>"}
+
+
+def test_async_is_concurrent_and_matches_sync(tmp_path: Path) -> None:
+    chunks = split((ACME, "acme.txt"), (GLOBEX, "globex.txt"))
+    with FakeAnthropicServer(responder=filing_responder, latency_s=0.05) as server:
+        sync = fake_transformer(server, tmp_path / "a").transform_documents(chunks)
+        transformer = fake_transformer(server, tmp_path / "b")
+        asynchronous = asyncio.run(transformer.atransform_documents(chunks))
+        spans = [(r.started, r.finished) for r in server.successful()[len(sync):]]
+    assert [(d.id, d.page_content) for d in sync] == [(d.id, d.page_content) for d in asynchronous]
+    peak = max(sum(1 for s, f in spans if s <= t < f) for t, _ in spans)
+    assert peak >= 2
+    assert transformer.last_report is not None and transformer.last_report.generated == len(chunks)
+
+
+def test_unplaceable_chunks_raise_or_pass_through() -> None:
+    chunks = [Document(page_content="orphan chunk"), *split((ACME, "acme.txt"))]
+    with pytest.raises(UnplaceableChunkError, match="source"):
+        ContextualDocumentTransformer(HeuristicContextualizer()).transform_documents(chunks)
+    out = ContextualDocumentTransformer(HeuristicContextualizer(), on_unplaceable="skip").transform_documents(chunks)
+    assert out[0].page_content == "orphan chunk" and "context" not in out[0].metadata
+    assert all(d.metadata["context"] for d in out[1:])
+
+
+def test_split_and_contextualize_uses_the_whole_documents(tmp_path: Path) -> None:
+    splitter = RecursiveCharacterTextSplitter(chunk_size=120, chunk_overlap=0)  # no start_index
+    docs = [Document(page_content=ACME, id="acme"), Document(page_content=GLOBEX, id="globex")]
+    with FakeAnthropicServer() as server:
+        out = split_and_contextualize(docs, splitter, fake_transformer(server, tmp_path))
+        sent = {r.body["messages"][0]["content"][0]["text"] for r in server.successful()}
+    assert {d.metadata["source"] for d in out} == {"acme", "globex"}
+    assert sent == {f"Here is the original source document:\n<document>\n{text}\n</document>"
+                    for text in (ACME, GLOBEX)}
+    assert all(d.metadata["context"] for d in out)
+
+
+def test_the_revenue_chunk_is_found_only_through_its_context(tmp_path: Path, embeddings: MiniLMEmbeddings) -> None:
+    chunks = split((ACME, "acme.txt"), (GLOBEX, "globex.txt"))
+    with FakeAnthropicServer(responder=filing_responder) as server:
+        contextual = fake_transformer(server, tmp_path).transform_documents(chunks)
+    plain = [Document(page_content=d.metadata["original_text"], metadata={"chunk_id": d.metadata["chunk_id"]},
+                      id=d.id) for d in contextual]
+    results = {}
+    for name, docs in (("contextual", contextual), ("plain", plain)):
+        retriever = ContextualHybridRetriever.from_documents(
+            docs, embeddings, client=chromadb.EphemeralClient(), collection_name=f"t-{name}", k=3)
+        results[name] = retriever.invoke(QUERY)
+    gold = next(d.metadata["chunk_id"] for d in contextual if "grew by 3%" in d.metadata["original_text"])
+    assert results["contextual"][0].metadata["chunk_id"] == gold
+    assert results["plain"][0].metadata["chunk_id"] != gold
+
+
+def test_bm25_survives_a_restart_and_follows_adds_and_deletes(tmp_path: Path, embeddings: MiniLMEmbeddings) -> None:
+    docs = ContextualDocumentTransformer(HeuristicContextualizer()).transform_documents(
+        split((ACME, "acme.txt")))
+    ContextualHybridRetriever.from_documents(docs, embeddings, persist_directory=tmp_path / "chroma")
+    # A new process: a new client on the same folder; the BM25 side is rebuilt from the stored texts.
+    store = Chroma(collection_name="ctx_retrieval", embedding_function=embeddings,
+                   persist_directory=str(tmp_path / "chroma"))
+    retriever = ContextualHybridRetriever.from_vectorstore(store, k=2)
+    assert isinstance(retriever.bm25, BM25IndexRetriever) and len(retriever.bm25.documents) == len(docs)
+    assert retriever.bm25.invoke("Tucson foundry")[0].metadata["chunk_id"] in {d.metadata["chunk_id"] for d in docs}
+    extra = Document(page_content="Zanzibar spice import ledger.", metadata={"chunk_id": "extra-1"}, id="extra-1")
+    retriever.add_documents([extra])
+    assert retriever.bm25.invoke("zanzibar")[0].id == "extra-1"
+    assert retriever.invoke("Zanzibar spice ledger")[0].id == "extra-1"
+    retriever.delete(["extra-1"])
+    assert retriever.bm25.invoke("zanzibar") == []
+    assert all(d.id != "extra-1" for d in retriever.invoke("Zanzibar spice ledger"))
+
+
+def test_duplicate_texts_are_merged_by_chunk_id_not_by_text(embeddings: MiniLMEmbeddings) -> None:
+    docs = [Document(page_content="Identical boilerplate paragraph.", metadata={"chunk_id": f"dup-{i}"}, id=f"dup-{i}")
+            for i in range(2)]
+    retriever = ContextualHybridRetriever.from_documents(docs, embeddings, client=chromadb.EphemeralClient(),
+                                                         collection_name="dups", k=5)
+    assert sorted(d.id for d in retriever.invoke("boilerplate paragraph")) == ["dup-0", "dup-1"]
+
+
+def test_claude_rerank_compressor_reorders(embeddings: MiniLMEmbeddings) -> None:
+    def reverse(body: dict[str, Any]) -> str:
+        numbers = re.findall(r'<passage number="(\d+)">', body["messages"][0]["content"][0]["text"])
+        return ", ".join(reversed(numbers))
+
+    docs = [Document(page_content=f"Revenue note number {i}.", metadata={"chunk_id": f"r{i}"}, id=f"r{i}")
+            for i in range(4)]
+    with FakeAnthropicServer(responder=reverse) as server:
+        compressor = ClaudeRerankCompressor.from_provider(
+            AnthropicProvider(api_key=TEST_KEY, base_url=server.base_url))
+        plain = ContextualHybridRetriever.from_documents(docs, embeddings, client=chromadb.EphemeralClient(),
+                                                         collection_name="rerank", k=4)
+        reranked = ContextualHybridRetriever(vectorstore=plain.vectorstore, compressor=compressor, k=4)
+        before = [d.id for d in plain.invoke("revenue note")]
+        after = [d.id for d in reranked.invoke("revenue note")]
+        after_async = [d.id for d in asyncio.run(reranked.ainvoke("revenue note"))]
+        assert "cache_control" not in server.successful()[0].body["messages"][0]["content"][0]
+    assert after == list(reversed(before)) == after_async
+
+
+def test_langchain_community_bm25_can_be_the_keyword_side(embeddings: MiniLMEmbeddings) -> None:
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", DeprecationWarning)  # langchain-community is being sunset
+        community = pytest.importorskip("langchain_community.retrievers")
+    from ctx_retrieval import tokenize
+
+    docs = ContextualDocumentTransformer(HeuristicContextualizer()).transform_documents(
+        split((ACME, "acme.txt"), (GLOBEX, "globex.txt")))
+    bm25 = community.BM25Retriever.from_documents(docs, preprocess_func=tokenize, k=150)
+    retriever = ContextualHybridRetriever.from_documents(docs, embeddings, client=chromadb.EphemeralClient(),
+                                                         collection_name="community", bm25=bm25, k=3)
+    assert len(retriever.invoke(QUERY)) == 3
+
+
+def test_long_contextual_texts_warn_about_truncation(embeddings: MiniLMEmbeddings,
+                                                     caplog: pytest.LogCaptureFixture) -> None:
+    embeddings.embedder._warned_long = 0
+    embeddings.embed_documents(["word " * 400])
+    assert "256-token input" in caplog.text
+
+
+class TestContextualHybridRetrieverConformance(RetrieversIntegrationTests):
+    """LangChain's standard retriever tests."""
+
+    @property
+    def retriever_constructor(self) -> type[ContextualHybridRetriever]:
+        return ContextualHybridRetriever
+
+    @property
+    def retriever_constructor_params(self) -> dict[str, Any]:
+        docs = [Document(page_content=f"Paragraph {i} about revenue, margins and the quarter.",
+                         metadata={"chunk_id": f"c{i}"}, id=f"c{i}") for i in range(6)]
+        store = Chroma(collection_name="conformance", embedding_function=MiniLMEmbeddings(),
+                       client=chromadb.EphemeralClient())
+        store.add_documents(docs, ids=[d.id for d in docs])
+        return {"vectorstore": store, "k": 4}
+
+    @property
+    def retriever_query_example(self) -> str:
+        return "revenue in the quarter"
