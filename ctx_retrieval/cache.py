@@ -101,6 +101,9 @@ class ContextCache:
     def __repr__(self) -> str:
         return f"ContextCache(path={str(self.path)!r})"
 
+    def __reduce__(self) -> tuple[type[ContextCache], tuple[str]]:
+        return ContextCache, (str(self.path),)  # pickles as its path; the connection reopens
+
     def get_many(self, keys: Iterable[str]) -> dict[str, CachedContext]:
         """The stored entries among ``keys`` (missing keys are absent from the result)."""
         unique = list(dict.fromkeys(keys))

@@ -47,6 +47,9 @@ class EmbeddingCache:
         self._conn.execute("CREATE TABLE IF NOT EXISTS embeddings "
                            "(model TEXT, digest TEXT, vector BLOB, PRIMARY KEY (model, digest))")
 
+    def __reduce__(self) -> tuple[type[EmbeddingCache], tuple[str]]:
+        return EmbeddingCache, (str(self.path),)
+
     @staticmethod
     def digest(text: str) -> str:
         return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
@@ -124,6 +127,15 @@ class MiniLMEmbedder:
 
     def __repr__(self) -> str:
         return f"MiniLMEmbedder(model={self.model_id!r}, batch_size={self.batch_size}, threads={self.threads})"
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()  # the ONNX session and tokenizers reload on first use
+        state.update(_session=None, _tokenizer=None, _counter=None, _lock=None)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
 
     def _load(self) -> None:
         with self._lock:

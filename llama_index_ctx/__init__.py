@@ -1,7 +1,23 @@
-"""LlamaIndex integration for ctx_retrieval (``ContextualNodeTransform`` and hybrid retrieval).
+"""LlamaIndex integration: ``ContextualNodeTransform`` for ingestion pipelines and a contextual hybrid retriever
+(Chroma + BM25, fused by reciprocal rank fusion), with Claude reranking and offline embeddings.
 
-Not implemented yet: this package holds the place of the LlamaIndex adapter in the wheel. Use the core,
-``ctx_retrieval.ContextGenerator``, directly until it lands.
+Setup:
+    pip install "ctx-retrieval[llama-index,chroma,local,anthropic]"
 """
 
-__all__: list[str] = []
+from ctx_retrieval._optional import require
+
+require("llama_index.core", "llama-index")
+
+from .embeddings import MiniLMEmbedding  # noqa: E402 - after the dependency check
+from .rerank import ClaudeRerankPostprocessor  # noqa: E402
+from .retrievers import ContextualHybridRetriever, chroma_vector_store  # noqa: E402
+from .transform import ContextualNodeTransform  # noqa: E402
+
+__all__ = [
+    "ClaudeRerankPostprocessor",
+    "ContextualHybridRetriever",
+    "ContextualNodeTransform",
+    "MiniLMEmbedding",
+    "chroma_vector_store",
+]

@@ -1,0 +1,56 @@
+"""Claude as a LlamaIndex node postprocessor: reorders retrieved nodes by relevance to the query."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from llama_index.core.postprocessor.types import BaseNodePostprocessor
+from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
+from pydantic import PrivateAttr
+
+from ctx_retrieval._aio import run_sync
+from ctx_retrieval.providers.base import Provider
+from ctx_retrieval.rerank import ClaudeReranker
+
+__all__ = ["ClaudeRerankPostprocessor"]
+
+
+class ClaudeRerankPostprocessor(BaseNodePostprocessor):
+    """Reranks nodes with the core's provider (Claude reads the query and the candidates, context included).
+
+    Instantiate:
+        .. code-block:: python
+
+            rerank = ClaudeRerankPostprocessor.from_provider(AnthropicProvider("claude-3-haiku-20240307"))
+    """
+
+    candidates: int = 40
+    top_n: int = 20
+    _reranker: ClaudeReranker = PrivateAttr()
+
+    @classmethod
+    def from_provider(cls, provider: Provider, **kwargs: Any) -> ClaudeRerankPostprocessor:
+        postprocessor = cls(**kwargs)
+        postprocessor._reranker = ClaudeReranker(provider, candidates=postprocessor.candidates,
+                                                 top_n=postprocessor.top_n)
+        return postprocessor
+
+    @classmethod
+    def class_name(cls) -> str:
+        return "ClaudeRerankPostprocessor"
+
+    def _postprocess_nodes(self, nodes: list[NodeWithScore],
+                           query_bundle: QueryBundle | None = None) -> list[NodeWithScore]:
+        if query_bundle is None or len(nodes) <= 1:
+            return nodes
+        self._reranker.provider.check_ready()
+        texts = [n.node.get_content(metadata_mode=MetadataMode.EMBED) for n in nodes]
+
+        async def rerank() -> list[int]:
+            try:
+                return await self._reranker.arerank(query_bundle.query_str, texts)
+            finally:
+                await self._reranker.provider.aclose()
+
+        order = run_sync(rerank())
+        return [NodeWithScore(node=nodes[i].node, score=1.0 / (rank + 1)) for rank, i in enumerate(order)]

@@ -1,0 +1,169 @@
+"""The LlamaIndex adapter with a real IngestionPipeline, real Chroma and LlamaIndex's BM25Retriever."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import pickle
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("llama_index.core")
+pytest.importorskip("llama_index.vector_stores.chroma")
+
+import chromadb
+from llama_index.core import Document
+from llama_index.core.ingestion import IngestionCache, IngestionPipeline
+from llama_index.core.node_parser import SentenceSplitter
+from llama_index.core.schema import MetadataMode, TextNode
+from llama_index.core.storage.docstore import SimpleDocumentStore
+
+from ctx_retrieval import AnthropicProvider, ContextGenerator, EmbeddingCache, MiniLMEmbedder
+from ctx_retrieval.testing import FakeAnthropicServer
+from llama_index_ctx import (
+    ClaudeRerankPostprocessor,
+    ContextualHybridRetriever,
+    ContextualNodeTransform,
+    MiniLMEmbedding,
+    chroma_vector_store,
+)
+from tests.conftest import TEST_KEY
+from tests.integration.test_langchain import ACME, GLOBEX, QUERY, filing_responder
+
+
+@pytest.fixture(scope="module")
+def embed_model(tmp_path_factory: pytest.TempPathFactory) -> MiniLMEmbedding:
+    return MiniLMEmbedding(MiniLMEmbedder(cache=EmbeddingCache(tmp_path_factory.mktemp("e") / "e.sqlite")))
+
+
+def documents() -> list[Document]:
+    return [Document(text=ACME, id_="acme", metadata={"company_file": "acme.txt"}),
+            Document(text=GLOBEX, id_="globex", metadata={"company_file": "globex.txt"})]
+
+
+def transform_for(server: FakeAnthropicServer, tmp_path: Path, **kwargs: Any) -> ContextualNodeTransform:
+    provider = AnthropicProvider(api_key=TEST_KEY, base_url=server.base_url)
+    return ContextualNodeTransform.from_generator(ContextGenerator(provider, cache=tmp_path / "c.sqlite"), **kwargs)
+
+
+def splitter() -> SentenceSplitter:
+    return SentenceSplitter(chunk_size=40, chunk_overlap=5)
+
+
+def test_pipeline_step_writes_contexts_where_embedding_and_bm25_see_them(tmp_path: Path) -> None:
+    with FakeAnthropicServer(responder=filing_responder) as server:
+        transform = transform_for(server, tmp_path)
+        nodes = IngestionPipeline(transformations=[splitter(), transform]).run(documents=documents())
+        sent = {r.body["messages"][0]["content"][0]["text"] for r in server.successful()}
+    revenue = next(n for n in nodes if "grew by 3%" in n.get_content(metadata_mode=MetadataMode.NONE))
+    assert revenue.metadata["context"] == "From ACME Corp's 10-Q filing for Q2 2023, on revenue growth."
+    assert revenue.metadata["context"] in revenue.get_content(metadata_mode=MetadataMode.EMBED)
+    assert revenue.metadata["context"] not in revenue.get_content(metadata_mode=MetadataMode.LLM)
+    assert "claude-3-haiku" not in revenue.get_content(metadata_mode=MetadataMode.EMBED)  # provenance hidden
+    assert revenue.metadata["context_model"] == "claude-3-haiku-20240307"
+    # The document was rebuilt from the nodes' offsets: the prompt carried the source text.
+    assert any(ACME.split("\n\n")[2] in text for text in sent)
+    assert transform.last_report is not None and transform.last_report.generated == len(nodes)
+
+
+def test_context_for_llm_is_a_setting_and_docstore_is_used(tmp_path: Path) -> None:
+    docstore = SimpleDocumentStore()
+    docstore.add_documents(documents())
+    with FakeAnthropicServer(responder=filing_responder) as server:
+        provider = AnthropicProvider(api_key=TEST_KEY, base_url=server.base_url)
+        transform = ContextualNodeTransform.from_generator(ContextGenerator(provider, cache=False),
+                                                           docstore=docstore, context_for_llm=True)
+        nodes = transform(splitter()(documents()))
+        sent = {r.body["messages"][0]["content"][0]["text"] for r in server.successful()}
+    assert all(n.metadata["context"] in n.get_content(metadata_mode=MetadataMode.LLM) for n in nodes)
+    assert sent == {f"Here is the original source document:\n<document>\n{t}\n</document>" for t in (ACME, GLOBEX)}
+
+
+def test_whole_documents_get_no_context_unless_asked(tmp_path: Path) -> None:
+    with FakeAnthropicServer() as server:
+        nodes = transform_for(server, tmp_path)([TextNode(text="A whole note with no parent document.")])
+        assert "context" not in nodes[0].metadata and server.requests == []
+        asked = transform_for(server, tmp_path, contextualize_whole_documents=True)(
+            [TextNode(text="A whole note with no parent document.")])
+    assert asked[0].metadata["context"]
+
+
+def test_second_pipeline_run_makes_zero_requests_and_no_key_is_stored(tmp_path: Path) -> None:
+    cache = IngestionCache()
+    with FakeAnthropicServer(responder=filing_responder) as server:
+        transform = transform_for(server, tmp_path)
+        IngestionPipeline(transformations=[splitter(), transform], cache=cache).run(documents=documents())
+        first = len(server.requests)
+        # A fresh transform (fresh generator, no context cache) over the same pipeline cache: the ingestion
+        # cache answers, not the provider.
+        fresh = ContextualNodeTransform.from_generator(ContextGenerator(
+            AnthropicProvider(api_key=TEST_KEY, base_url=server.base_url), cache=False))
+        again = IngestionPipeline(transformations=[splitter(), fresh], cache=cache).run(documents=documents())
+        assert first > 0 and len(server.requests) == first
+    assert all(n.metadata.get("context") for n in again)
+    assert TEST_KEY not in json.dumps(transform.to_dict()) and TEST_KEY not in transform.to_json()
+    assert TEST_KEY.encode() not in pickle.dumps(transform)
+    assert TEST_KEY not in json.dumps(cache.cache.get_all(collection="llama_cache"), default=str)
+    restored = pickle.loads(pickle.dumps(transform))
+    assert restored.contextualizer_id == transform.contextualizer_id
+
+
+def test_async_pipeline_is_concurrent_and_agrees_with_sync(tmp_path: Path) -> None:
+    with FakeAnthropicServer(responder=filing_responder, latency_s=0.05) as server:
+        sync_nodes = transform_for(server, tmp_path / "a")(splitter()(documents()))
+        n_sync = len(server.successful())
+        async_nodes = asyncio.run(transform_for(server, tmp_path / "b").acall(splitter()(documents())))
+        spans = [(r.started, r.finished) for r in server.successful()[n_sync:]]
+    assert [n.metadata["context"] for n in sync_nodes] == [n.metadata["context"] for n in async_nodes]
+    assert max(sum(1 for s, f in spans if s <= t < f) for t, _ in spans) >= 2
+
+
+def test_the_revenue_chunk_is_found_only_through_its_context(tmp_path: Path, embed_model: MiniLMEmbedding) -> None:
+    with FakeAnthropicServer(responder=filing_responder) as server:
+        contextual = IngestionPipeline(transformations=[splitter(), transform_for(server, tmp_path)]).run(
+            documents=documents())
+    plain = splitter()(documents())
+    gold_text = "The company's revenue grew by 3% over the previous quarter."
+    firsts = {}
+    for name, nodes in (("contextual", contextual), ("plain", plain)):
+        store = chroma_vector_store(client=chromadb.EphemeralClient(), collection_name=f"li-{name}")
+        retriever = ContextualHybridRetriever.from_nodes(nodes, vector_store=store, embed_model=embed_model, k=3)
+        firsts[name] = retriever.retrieve(QUERY)[0].node.get_content(metadata_mode=MetadataMode.NONE)
+    assert gold_text in firsts["contextual"]
+    assert gold_text not in firsts["plain"]
+
+
+def test_bm25_survives_a_restart_and_follows_inserts_and_deletes(tmp_path: Path, embed_model: MiniLMEmbedding) -> None:
+    nodes = splitter()(documents())
+    ContextualHybridRetriever.from_nodes(nodes, vector_store=chroma_vector_store(persist_directory=tmp_path / "db"),
+                                         embed_model=embed_model)
+    reopened = ContextualHybridRetriever.from_vector_store(chroma_vector_store(persist_directory=tmp_path / "db"),
+                                                           embed_model=embed_model, k=2)
+    assert reopened.bm25 is not None
+    assert "Tucson" in reopened.retrieve("Tucson foundry move")[0].node.get_content()
+    extra = TextNode(text="Zanzibar spice import ledger.", id_="extra")
+    reopened.insert_nodes([extra])
+    assert reopened.bm25.retrieve("zanzibar spice")[0].node.node_id == "extra"
+    reopened.delete_ref_doc("globex")
+    remaining = {n.ref_doc_id for n in reopened.stored_nodes()}
+    assert "globex" not in remaining and "acme" in remaining
+    assert all("Globex" not in r.node.get_content() for r in reopened.retrieve("Globex household robots"))
+
+
+def test_claude_rerank_postprocessor(tmp_path: Path, embed_model: MiniLMEmbedding) -> None:
+    def reverse(body: dict[str, Any]) -> str:
+        numbers = re.findall(r'<passage number="(\d+)">', body["messages"][0]["content"][0]["text"])
+        return ", ".join(reversed(numbers))
+
+    nodes = [TextNode(text=f"Revenue note number {i}.", id_=f"r{i}") for i in range(4)]
+    store = chroma_vector_store(client=chromadb.EphemeralClient(), collection_name="li-rerank")
+    plain = ContextualHybridRetriever.from_nodes(nodes, vector_store=store, embed_model=embed_model, k=4)
+    with FakeAnthropicServer(responder=reverse) as server:
+        rerank = ClaudeRerankPostprocessor.from_provider(AnthropicProvider(api_key=TEST_KEY, base_url=server.base_url))
+        reranked = ContextualHybridRetriever(plain.index, k=4, postprocessors=[rerank])
+        before = [r.node.node_id for r in plain.retrieve("revenue note")]
+        after = [r.node.node_id for r in reranked.retrieve("revenue note")]
+    assert after == list(reversed(before))
