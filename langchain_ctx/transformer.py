@@ -51,6 +51,7 @@ class ContextualDocumentTransformer(BaseDocumentTransformer):
         contextualizer: a ``ctx_retrieval.ContextGenerator`` (Claude by default) or ``HeuristicContextualizer``.
         source_key: the metadata key naming each chunk's source document (``"source"``).
         on_unplaceable: ``"raise"`` (default) or ``"skip"`` (pass the chunk through without a context).
+        progress: show a progress bar (needs ``tqdm``: ``ctx-retrieval[progress]``).
 
     Instantiate:
         .. code-block:: python
@@ -82,11 +83,14 @@ class ContextualDocumentTransformer(BaseDocumentTransformer):
         *,
         source_key: str = "source",
         on_unplaceable: Literal["raise", "skip"] = "raise",
+        progress: bool = False,
     ) -> None:
         if contextualizer is None:
             from ctx_retrieval.generator import ContextGenerator
 
             contextualizer = ContextGenerator()
+        if progress and hasattr(contextualizer, "progress"):
+            contextualizer.progress = True  # a progress bar over the chunks being contextualized
         self.contextualizer = contextualizer
         self.source_key = source_key
         self.on_unplaceable = on_unplaceable

@@ -33,6 +33,7 @@ class ContextualNodeTransform(TransformComponent):
             ``excluded_llm_metadata_keys``). Provenance keys are stored but excluded from both.
         contextualize_whole_documents: a node that is its whole document has nothing to situate (default
             False: it gets no context).
+        show_progress: a progress bar over the chunks (not part of the ingestion-cache key).
 
     Instantiate:
         .. code-block:: python
@@ -61,6 +62,7 @@ class ContextualNodeTransform(TransformComponent):
     context_for_llm: bool = False
     contextualize_whole_documents: bool = False
     contextualizer_id: str = Field(default="", description="provider/model/prompt version, for the cache key")
+    show_progress: bool = Field(default=False, exclude=True, description="progress bar; not part of the cache key")
 
     _contextualizer: Any = PrivateAttr(default=None)
     _docstore: Any = PrivateAttr(default=None)
@@ -153,7 +155,15 @@ class ContextualNodeTransform(TransformComponent):
         items, _ = self._plan(nodes)
         if not items:
             return list(nodes)
-        results = await self._contextualizer.acontextualize_many(items)
+        show = self.show_progress or bool(kwargs.get("show_progress"))
+        previous = getattr(self._contextualizer, "progress", None)
+        if show and previous is not None:
+            self._contextualizer.progress = True
+        try:
+            results = await self._contextualizer.acontextualize_many(items)
+        finally:
+            if show and previous is not None:
+                self._contextualizer.progress = previous
         self._last_report = getattr(results, "report", None)
         return self._apply(nodes, results)
 

@@ -244,3 +244,16 @@ class TestContextualHybridRetrieverConformance(RetrieversIntegrationTests):
     @property
     def retriever_query_example(self) -> str:
         return "revenue in the quarter"
+
+
+def test_progress_bar_and_async_retrieval_agree(tmp_path: Path, embeddings: MiniLMEmbeddings,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    chunks = split((ACME, "acme.txt"), (GLOBEX, "globex.txt"))
+    with FakeAnthropicServer(responder=filing_responder) as server:
+        provider = AnthropicProvider(api_key=TEST_KEY, base_url=server.base_url)
+        transformer = ContextualDocumentTransformer(ContextGenerator(provider, cache=False), progress=True)
+        contextual = transformer.transform_documents(chunks)
+    assert f"{len(chunks)}/{len(chunks)}" in capsys.readouterr().err
+    retriever = ContextualHybridRetriever.from_documents(contextual, embeddings, client=chromadb.EphemeralClient(),
+                                                         collection_name="sync-async", k=4)
+    assert [d.id for d in retriever.invoke(QUERY)] == [d.id for d in asyncio.run(retriever.ainvoke(QUERY))]

@@ -167,3 +167,12 @@ def test_claude_rerank_postprocessor(tmp_path: Path, embed_model: MiniLMEmbeddin
         before = [r.node.node_id for r in plain.retrieve("revenue note")]
         after = [r.node.node_id for r in reranked.retrieve("revenue note")]
     assert after == list(reversed(before))
+
+
+def test_pipeline_progress_reaches_the_generator(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with FakeAnthropicServer(responder=filing_responder) as server:
+        transform = transform_for(server, tmp_path, show_progress=True)
+        nodes = IngestionPipeline(transformations=[splitter(), transform]).run(documents=documents())
+    assert "contextualizing" in capsys.readouterr().err and all(n.metadata["context"] for n in nodes)
+    assert transform._contextualizer.progress is False  # restored after the call
+    assert "show_progress" not in transform.to_dict()  # not part of the ingestion-cache key
