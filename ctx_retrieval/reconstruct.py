@@ -9,13 +9,16 @@ complete, consistent offsets the chunks are joined in order by blank lines, and 
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from .types import Chunk, SourceDocument
 
-__all__ = ["Piece", "rebuild_document"]
+__all__ = ["Piece", "rebuild_document", "source_document"]
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -66,3 +69,17 @@ def rebuild_document(
         texts.append(piece.text)
         position += len(piece.text) + 2
     return SourceDocument(document_id, "\n\n".join(texts), dict(metadata or {})), chunks, note
+
+
+def source_document(
+    document_id: str, pieces: Sequence[Piece], *, text: str | None = None, metadata: Mapping[str, Any] | None = None
+) -> tuple[SourceDocument, list[Chunk]]:
+    """The document the adapters contextualize ``pieces`` against: its ``text`` when the caller has it (a
+    docstore, ``source_documents=``), else rebuilt from the pieces, logging how when offsets could not be used."""
+    if text is not None:
+        document = SourceDocument(document_id, text, dict(metadata or {}))
+        return document, [Chunk(p.id, p.text, n, p.start) for n, p in enumerate(pieces)]
+    document, chunks, note = rebuild_document(document_id, pieces, metadata)
+    if note:
+        logger.warning("%s", note)
+    return document, chunks

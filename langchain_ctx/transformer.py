@@ -20,7 +20,7 @@ from ctx_retrieval.keys import (
     CONTEXT_STATUS_KEY,
     ORIGINAL_TEXT_KEY,
 )
-from ctx_retrieval.reconstruct import Piece, rebuild_document
+from ctx_retrieval.reconstruct import Piece, source_document
 from ctx_retrieval.types import Chunk, ContextResult, SourceDocument, make_chunk_id
 from ctx_retrieval.usage import RunReport
 
@@ -131,15 +131,9 @@ class ContextualDocumentTransformer(BaseDocumentTransformer):
                 chunk_id = str(doc.metadata.get(CHUNK_ID_KEY) or make_chunk_id(source_id, position, doc.page_content))
                 pieces.append(Piece(chunk_id, doc.page_content, start if isinstance(start, int) else None))
                 placement[i] = (source_id, chunk_id)
-            if source_id in sources:
-                whole = sources[source_id]
-                document = SourceDocument(source_id, whole.page_content, dict(whole.metadata))
-                chunks = [Chunk(p.id, p.text, n, p.start) for n, p in enumerate(pieces)]
-            else:
-                document, chunks, note = rebuild_document(source_id, pieces)
-                if note:
-                    logger.warning("%s", note)
-            items.append((document, chunks))
+            given = sources.get(source_id)
+            items.append(source_document(source_id, pieces, text=given.page_content if given else None,
+                                         metadata=given.metadata if given else None))
         return items, placement
 
     def _documents(self, documents: Sequence[Document], placement: list[tuple[str, str] | None],

@@ -11,7 +11,7 @@ from pydantic import ConfigDict, Field, PrivateAttr
 
 from ctx_retrieval._aio import run_sync
 from ctx_retrieval.keys import CHUNK_ID_KEY, CONTEXT_KEY, PROVENANCE_KEYS
-from ctx_retrieval.reconstruct import Piece, rebuild_document
+from ctx_retrieval.reconstruct import Piece, source_document
 from ctx_retrieval.types import Chunk, SourceDocument
 from ctx_retrieval.usage import RunReport
 
@@ -97,7 +97,7 @@ class ContextualNodeTransform(TransformComponent):
 
     # -- finding the source documents --------------------------------------------------------------------
 
-    def _plan(self, nodes: Sequence[BaseNode]) -> tuple[list[tuple[SourceDocument, list[Chunk]]], dict[str, str]]:
+    def _plan(self, nodes: Sequence[BaseNode]) -> list[tuple[SourceDocument, list[Chunk]]]:
         groups: dict[str, list[BaseNode]] = {}
         for node in nodes:
             ref = node.ref_doc_id
@@ -107,21 +107,11 @@ class ContextualNodeTransform(TransformComponent):
                 continue  # a whole document: nothing to situate it in
             groups.setdefault(ref, []).append(node)
         items: list[tuple[SourceDocument, list[Chunk]]] = []
-        owner: dict[str, str] = {}
         for ref, members in groups.items():
-            text = self._docstore_text(ref)
             pieces = [Piece(n.node_id, n.get_content(metadata_mode=MetadataMode.NONE),
                             getattr(n, "start_char_idx", None)) for n in members]
-            if text is not None:
-                document = SourceDocument(ref, text)
-                chunks = [Chunk(p.id, p.text, i, p.start) for i, p in enumerate(pieces)]
-            else:
-                document, chunks, note = rebuild_document(ref, pieces)
-                if note:
-                    logger.warning("%s", note)
-            items.append((document, chunks))
-            owner.update({p.id: ref for p in pieces})
-        return items, owner
+            items.append(source_document(ref, pieces, text=self._docstore_text(ref)))
+        return items
 
     def _docstore_text(self, ref: str) -> str | None:
         if self._docstore is None:
@@ -152,7 +142,7 @@ class ContextualNodeTransform(TransformComponent):
     async def acall(self, nodes: Sequence[BaseNode], **kwargs: Any) -> Sequence[BaseNode]:
         if self._contextualizer is None:
             raise ValueError("build the transform with ContextualNodeTransform.from_generator(...)")
-        items, _ = self._plan(nodes)
+        items = self._plan(nodes)
         if not items:
             return list(nodes)
         show = self.show_progress or bool(kwargs.get("show_progress"))
