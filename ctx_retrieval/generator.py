@@ -629,7 +629,8 @@ class ContextGenerator:
     def _note_cache_use(self, state: _RunState, plan: _Plan, usage: TokenUsage) -> None:
         if usage.cache_creation_input_tokens or usage.cache_read_input_tokens:
             plan.cache_warm = True
-        if plan.cache_checked or not self.provider.supports_prompt_caching:
+        if plan.cache_checked or not self.provider.supports_prompt_caching or not getattr(
+                self.provider, "reports_cache_usage", True):
             return
         plan.cache_checked = True
         if plan.cache_warm:

@@ -3,6 +3,7 @@ when first used, and a missing one raises ``MissingDependencyError`` naming the 
 
 from .anthropic import DEFAULT_ANTHROPIC_MODEL, AnthropicProvider
 from .base import ContextRequest, ErrorDecision, Provider, ProviderResponse
+from .openai_compat import OpenAICompatibleProvider
 
-__all__ = ["DEFAULT_ANTHROPIC_MODEL", "AnthropicProvider", "ContextRequest", "ErrorDecision", "Provider",
-           "ProviderResponse"]
+__all__ = ["DEFAULT_ANTHROPIC_MODEL", "AnthropicProvider", "ContextRequest", "ErrorDecision",
+           "OpenAICompatibleProvider", "Provider", "ProviderResponse"]
