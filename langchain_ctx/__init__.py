@@ -10,6 +10,7 @@ from ctx_retrieval._optional import require
 require("langchain_core", "langchain")
 
 from .embeddings import MiniLMEmbeddings  # noqa: E402 - after the dependency check
+from .providers import LangChainChatProvider  # noqa: E402
 from .rerank import ClaudeRerankCompressor  # noqa: E402
 from .retrievers import BM25IndexRetriever, ContextualHybridRetriever  # noqa: E402
 from .transformer import ContextualDocumentTransformer, for_answering, split_and_contextualize  # noqa: E402
@@ -19,6 +20,7 @@ __all__ = [
     "ClaudeRerankCompressor",
     "ContextualDocumentTransformer",
     "ContextualHybridRetriever",
+    "LangChainChatProvider",
     "MiniLMEmbeddings",
     "for_answering",
     "split_and_contextualize",

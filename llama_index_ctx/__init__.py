@@ -10,6 +10,7 @@ from ctx_retrieval._optional import require
 require("llama_index.core", "llama-index")
 
 from .embeddings import MiniLMEmbedding  # noqa: E402 - after the dependency check
+from .providers import LlamaIndexLLMProvider  # noqa: E402
 from .rerank import ClaudeRerankPostprocessor  # noqa: E402
 from .retrievers import ContextualHybridRetriever, chroma_vector_store  # noqa: E402
 from .transform import ContextualNodeTransform  # noqa: E402
@@ -18,6 +19,7 @@ __all__ = [
     "ClaudeRerankPostprocessor",
     "ContextualHybridRetriever",
     "ContextualNodeTransform",
+    "LlamaIndexLLMProvider",
     "MiniLMEmbedding",
     "chroma_vector_store",
 ]

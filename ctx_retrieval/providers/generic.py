@@ -1,0 +1,62 @@
+"""Error classification for providers that wrap a framework's model (LangChain chat models, LlamaIndex LLMs).
+
+Wrapped models raise their own SDK's exceptions. They are classified by HTTP status when the exception carries one
+(``status_code`` or ``response.status_code``, as the Anthropic, OpenAI, Google and Bedrock SDKs do), then by the
+transport exception types of the SDKs and HTTP clients that are loaded; never by message text. Anything else
+propagates: it is a bug to see, not a fault to retry.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from typing import Any
+
+from .anthropic import _retry_after_s
+from .base import ErrorDecision
+
+__all__ = ["classify_exception"]
+
+_TRANSPORT_ERRORS = (
+    ("anthropic", ("APITimeoutError", "timeout"), ("APIConnectionError", "connection")),
+    ("openai", ("APITimeoutError", "timeout"), ("APIConnectionError", "connection")),
+    ("httpx", ("TimeoutException", "timeout"), ("TransportError", "connection")),
+    ("httpx2", ("TimeoutException", "timeout"), ("TransportError", "connection")),
+)
+
+
+def _status(exc: BaseException) -> tuple[int | None, Any]:
+    status = getattr(exc, "status_code", None)
+    response = getattr(exc, "response", None)
+    if not isinstance(status, int):
+        status = getattr(response, "status_code", None)
+    return (status if isinstance(status, int) else None), getattr(response, "headers", None)
+
+
+def classify_exception(exc: BaseException) -> ErrorDecision | None:
+    """The generator's decision for an exception from any wrapped model, or None to let it propagate."""
+    status, headers = _status(exc)
+    if status is not None:
+        if status == 429:
+            return ErrorDecision("retry", "rate_limited", _retry_after_s(headers), status)
+        if status in (401, 403):
+            return ErrorDecision("fail_run", "authentication", status_code=status)
+        if status == 404:
+            return ErrorDecision("fail_run", "not_found", status_code=status)
+        if status == 529:
+            return ErrorDecision("retry", "overloaded", _retry_after_s(headers), status)
+        if status >= 500 or status in (408, 409):
+            return ErrorDecision("retry", "server_error", _retry_after_s(headers), status)
+        if 400 <= status < 500:
+            return ErrorDecision("fail_chunk", "bad_request", status_code=status)
+    for module_name, *kinds in _TRANSPORT_ERRORS:
+        module = sys.modules.get(module_name)
+        for class_name, kind in kinds:
+            cls = getattr(module, class_name, None) if module is not None else None
+            if isinstance(cls, type) and isinstance(exc, cls):
+                return ErrorDecision("retry", kind)
+    if isinstance(exc, (TimeoutError, asyncio.TimeoutError)):
+        return ErrorDecision("retry", "timeout")
+    if isinstance(exc, ConnectionError):
+        return ErrorDecision("retry", "connection")
+    return None

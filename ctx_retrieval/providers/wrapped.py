@@ -1,0 +1,94 @@
+"""The shared part of providers that wrap a framework's model: identity, limits, errors; the adapters add the call.
+
+``langchain_ctx.LangChainChatProvider`` and ``llama_index_ctx.LlamaIndexLLMProvider`` subclass this, so any
+model the user already configured (OpenAI, Bedrock, Vertex, Ollama, Claude, ...) writes contexts with the
+generator's scheduling, retries, context cache and reports.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import ProviderAuthenticationError, ProviderRequestError, UnknownModelError
+from ..models import ModelInfo, lookup_model_info
+from .base import ContextRequest, ErrorDecision, ProviderResponse
+from .generic import classify_exception
+
+__all__ = ["WrappedModelProvider"]
+
+
+class WrappedModelProvider:
+    """Base of the framework-model providers. ``cache_control`` decides whether the document block is marked
+    with Anthropic's ``cache_control`` (None: when the wrapped model is an Anthropic one)."""
+
+    name = "wrapped"
+
+    def __init__(self, model: Any, *, model_name: str | None = None, model_info: ModelInfo | None = None,
+                 cache_control: bool | None = None, reports_cache_usage: bool | None = None) -> None:
+        self.wrapped = model
+        self._model = model_name or self._model_name(model)
+        self._model_info = model_info if model_info is not None else lookup_model_info(self._model)
+        anthropic_model = "anthropic" in type(model).__name__.lower() or self._model.startswith("claude")
+        self.cache_control = anthropic_model if cache_control is None else cache_control
+        self.reports_cache_usage = anthropic_model if reports_cache_usage is None else reports_cache_usage
+
+    @staticmethod
+    def _model_name(model: Any) -> str:
+        for attribute in ("model", "model_name", "model_id"):
+            value = getattr(model, attribute, None)
+            if isinstance(value, str) and value:
+                return value
+        return type(model).__name__
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(model={self._model!r}, wrapped={type(self.wrapped).__name__})"
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["wrapped"] = None  # framework clients hold keys and connections; never pickled here
+        return state
+
+    @property
+    def model(self) -> str:
+        return self._model
+
+    @property
+    def model_info(self) -> ModelInfo | None:
+        return self._model_info
+
+    @property
+    def cache_ttl(self) -> str:
+        return "5m"
+
+    @property
+    def supports_prompt_caching(self) -> bool:
+        return True  # explicit (cache_control) or automatic prefix caching: the document-first layout helps both
+
+    @property
+    def cache_namespace(self) -> str:
+        return f"{self.name}:{type(self.wrapped).__name__}"
+
+    def check_ready(self) -> None:
+        if self.wrapped is None:
+            raise ProviderRequestError("the wrapped model was not restored after unpickling: build the provider "
+                                       "again with the model", provider=self.name)
+
+    async def agenerate(self, request: ContextRequest) -> ProviderResponse:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+    def classify_error(self, exc: BaseException) -> ErrorDecision | None:
+        return classify_exception(exc)
+
+    def run_error(self, decision: ErrorDecision, exc: BaseException) -> Exception:
+        if decision.kind == "authentication":
+            return ProviderAuthenticationError(
+                f"the wrapped model's service rejected its credentials (HTTP {decision.status_code}): check the "
+                "key it was configured with", provider=self.name, status_code=decision.status_code)
+        if decision.kind == "not_found":
+            return UnknownModelError(f"the wrapped model's service does not know model {self._model!r} "
+                                     f"(HTTP {decision.status_code})", model=self._model)
+        return ProviderRequestError(f"request failed: {type(exc).__name__}", provider=self.name,
+                                    status_code=decision.status_code)
+
+    async def aclose(self) -> None:
+        return None
