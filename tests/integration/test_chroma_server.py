@@ -1,0 +1,84 @@
+"""A real Chroma server on 127.0.0.1 (the chromadb package's `chroma run`): index the cookbook corpus through an
+HttpClient, query it, restart the server, and find the data still there."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+chromadb = pytest.importorskip("chromadb")
+
+from ctx_retrieval import EmbeddingCache, HeuristicContextualizer, MiniLMEmbedder  # noqa: E402
+from ctx_retrieval.eval import load_cookbook  # noqa: E402
+from ctx_retrieval.store import IndexedChunk, build_store, open_store  # noqa: E402
+
+CHROMA = shutil.which("chroma") or str(Path(sys.executable).parent / "chroma")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class ChromaServer:
+    def __init__(self, path: Path) -> None:
+        self.path, self.port = path, free_port()
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        self.process = subprocess.Popen([CHROMA, "run", "--path", str(self.path), "--host", "127.0.0.1",
+                                         "--port", str(self.port)], stdout=subprocess.DEVNULL,
+                                        stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                self.client().heartbeat()
+                return
+            except Exception:
+                if time.monotonic() > deadline or self.process.poll() is not None:
+                    raise RuntimeError("the Chroma server did not start") from None
+                time.sleep(0.2)
+
+    def client(self) -> object:
+        return chromadb.HttpClient(host="127.0.0.1", port=self.port)
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.terminate()
+            self.process.wait(30)
+            self.process = None
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[ChromaServer]:
+    if not Path(CHROMA).exists():
+        pytest.skip("no chroma command")
+    chroma = ChromaServer(tmp_path / "chroma-data")
+    chroma.start()
+    yield chroma
+    chroma.stop()
+
+
+def test_cookbook_corpus_through_a_chroma_server_survives_a_restart(server: ChromaServer, tmp_path: Path) -> None:
+    corpus = load_cookbook()
+    contexts = {r.chunk_id: r.context for r in HeuristicContextualizer().contextualize_many(corpus.items)}
+    chunks = [IndexedChunk(c.id, d.id, c.text, contexts[c.id]) for d, cs in corpus.items for c in cs]
+    embedder = MiniLMEmbedder(cache=EmbeddingCache(tmp_path / "embeddings.sqlite"))
+    build_store(tmp_path / "store", chunks, embedder=embedder, client=server.client())
+    query = corpus.queries[0]
+    before = [h.chunk.chunk_id for h in open_store(tmp_path / "store", embedder=embedder,
+                                                    client=server.client()).search(query.query, k=20)]
+    assert set(query.gold) & set(before)
+    server.stop()
+    server.start()  # same data folder, new process
+    store = open_store(tmp_path / "store", embedder=embedder, client=server.client())
+    assert store.collection.count() == len(chunks)
+    assert [h.chunk.chunk_id for h in store.search(query.query, k=20)] == before
