@@ -33,6 +33,13 @@ CREATE TABLE IF NOT EXISTS contexts (
     created_at REAL NOT NULL
 )
 """
+_BATCH_SCHEMA = """
+CREATE TABLE IF NOT EXISTS batch_items (
+    key TEXT PRIMARY KEY,
+    batch_id TEXT NOT NULL,
+    created_at REAL NOT NULL
+)
+"""
 _SQLITE_MAX_VARIABLES = 500
 
 
@@ -97,6 +104,7 @@ class ContextCache:
         self._conn.execute("PRAGMA journal_mode = WAL")
         self._conn.execute("PRAGMA synchronous = NORMAL")
         self._conn.execute(_SCHEMA)
+        self._conn.execute(_BATCH_SCHEMA)
 
     def __repr__(self) -> str:
         return f"ContextCache(path={str(self.path)!r})"
@@ -133,6 +141,28 @@ class ContextCache:
                 (key, entry.raw_text, entry.provider, entry.model, entry.prompt_version,
                  json.dumps(entry.usage.to_dict()), time.time()),
             )
+
+    # -- Message Batches in flight: recorded as soon as submitted, so a restart collects, never resubmits --
+
+    def record_batch(self, batch_id: str, keys: Sequence[str]) -> None:
+        with self._lock:
+            self._conn.execute("BEGIN")
+            self._conn.executemany("INSERT OR REPLACE INTO batch_items (key, batch_id, created_at) VALUES (?, ?, ?)",
+                                   [(k, batch_id, time.time()) for k in keys])
+            self._conn.execute("COMMIT")
+
+    def batches_in_flight(self) -> dict[str, list[str]]:
+        """Submitted batches whose results were not collected yet: batch id -> keys."""
+        with self._lock:
+            rows = self._conn.execute("SELECT batch_id, key FROM batch_items").fetchall()
+        out: dict[str, list[str]] = {}
+        for batch_id, key in rows:
+            out.setdefault(batch_id, []).append(key)
+        return out
+
+    def forget_batch(self, batch_id: str) -> None:
+        with self._lock:
+            self._conn.execute("DELETE FROM batch_items WHERE batch_id = ?", (batch_id,))
 
     def delete(self, keys: Sequence[str]) -> None:
         with self._lock:

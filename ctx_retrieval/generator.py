@@ -103,6 +103,12 @@ class CostEstimate:
         )
 
 
+@dataclass(frozen=True)
+class _BatchOptions:
+    poll_interval_s: float
+    max_batch_requests: int
+
+
 @dataclass
 class _Plan:
     """One document prepared for a run."""
@@ -246,6 +252,31 @@ class ContextGenerator:
 
     async def acontextualize_many(self, items: DocumentItems) -> ContextRun:
         return await self._arun(items)
+
+    def contextualize_many_batched(self, items: DocumentItems, *, poll_interval_s: float = 30.0,
+                                   max_batch_requests: int = 10_000) -> ContextRun:
+        """Like ``contextualize_many``, at the Message Batches API's half price: each document's first chunk
+        goes as an ordinary request (it writes the prompt cache), the rest in batches, polled until they end
+        (Anthropic answers within 24 hours). Submitted batch ids are stored in the context cache at once, so a
+        run that crashes while waiting collects them on restart instead of paying again. Requests that end
+        errored or expired are retried as ordinary requests. Use ``cache_ttl="1h"`` on the provider so the
+        cache written by the first request lasts while the batch waits."""
+        return run_sync(self.acontextualize_many_batched(items, poll_interval_s=poll_interval_s,
+                                                         max_batch_requests=max_batch_requests))
+
+    async def acontextualize_many_batched(self, items: DocumentItems, *, poll_interval_s: float = 30.0,
+                                          max_batch_requests: int = 10_000) -> ContextRun:
+        if not getattr(self.provider, "supports_batches", False):
+            raise ConfigurationError(f"{type(self.provider).__name__} has no batch API; use contextualize_many",
+                                     setting="provider")
+        if self.cache is None:
+            raise ConfigurationError("batch mode needs the context cache (cache=True or a path): it records the "
+                                     "submitted batches so a restart collects them instead of paying again",
+                                     setting="cache")
+        if self.budget_usd is not None:
+            raise ConfigurationError("budget_usd is not supported in batch mode yet: run contextualize_many, or "
+                                     "check estimate() first", setting="budget_usd")
+        return await self._arun(items, _BatchOptions(poll_interval_s, max_batch_requests))
 
     def retry_failed(self, report: RunReport) -> ContextRun:
         """Run again the documents that have chunks without a context; finished chunks come from the cache,
@@ -395,7 +426,7 @@ class ContextGenerator:
 
     # -- the run ---------------------------------------------------------------------------------------
 
-    async def _arun(self, items: DocumentItems) -> ContextRun:
+    async def _arun(self, items: DocumentItems, batch: _BatchOptions | None = None) -> ContextRun:
         started = time.perf_counter()
         self.provider.check_ready()
         info = self.provider.model_info
@@ -438,7 +469,10 @@ class ContextGenerator:
             if pending:
                 work.append((plan, pending))
         try:
-            await self._run_documents(state, work)
+            if batch is None:
+                await self._run_documents(state, work)
+            else:
+                await self._run_batched(state, work, batch)
         finally:
             progress.close()
             await self.provider.aclose()
@@ -494,6 +528,76 @@ class ContextGenerator:
                         break
             await asyncio.gather(*(self._generate(state, plan, i, priority=0) for i in rest))
 
+    async def _run_batched(self, state: _RunState, work: list[tuple[_Plan, list[int]]], options: _BatchOptions) -> None:
+        """Warm-ups as ordinary requests, the rest as Message Batches; collect, retry what did not succeed."""
+        cache = self.cache
+        assert cache is not None
+        provider: Any = self.provider
+        wanted = {str(plan.keys[i]): (plan, i) for plan, pending in work for i in pending}
+        in_flight = cache.batches_in_flight()  # earlier runs' batches: paid for, collected, never resubmitted
+        waiting = {key for keys in in_flight.values() for key in keys}
+        warm_ups: list[tuple[_Plan, int]] = []
+        to_batch: list[tuple[_Plan, int]] = []
+        for plan, pending in work:
+            fresh = [i for i in pending if plan.keys[i] not in waiting]
+            if len(fresh) > 1 and self._cacheable(plan):
+                warm_ups.append((plan, fresh[0]))
+                fresh = fresh[1:]
+            to_batch.extend((plan, i) for i in fresh)
+        await asyncio.gather(*(self._generate(state, plan, i, priority=1) for plan, i in warm_ups))
+        if state.stop:
+            for plan, i in to_batch:
+                self._set(state, plan, i, None, "not_attempted", TokenUsage())
+            return
+        for start in range(0, len(to_batch), options.max_batch_requests):
+            group = to_batch[start : start + options.max_batch_requests]
+            keys = [str(plan.keys[i]) for plan, i in group]
+            batch_id = await provider.asubmit_batch([(key, self._request(plan, i))
+                                                     for key, (plan, i) in zip(keys, group, strict=True)])
+            cache.record_batch(batch_id, keys)  # at once: a crash from here on collects, never resubmits
+            in_flight[batch_id] = keys
+            state.report.batch_requests += len(keys)
+        retry: list[tuple[_Plan, int]] = []
+        pending_batches = dict(in_flight)
+        while pending_batches:
+            for batch_id in list(pending_batches):
+                if not await provider.abatch_ended(batch_id):
+                    continue
+                for key, response, why in await provider.abatch_results(batch_id):
+                    item = wanted.get(key)
+                    if response is not None:
+                        state.report.batch_usage += response.usage
+                        cache.put(key, CachedContext(response.text, self.provider.name, self.provider.model,
+                                                     self.prompt.version, response.usage))
+                        if item is not None:
+                            plan, i = item
+                            self._note_cache_use(state, plan, response.usage)
+                            context = clean_context(response.text, max_tokens=self.max_context_tokens,
+                                                    count_tokens=self.count_tokens)
+                            if context:
+                                state.report.generated += 1
+                                self._set(state, plan, i, context, "generated", response.usage)
+                            else:
+                                self._fail(state, plan, i, "empty_response", "the model answered with no context "
+                                           "text", response.usage)
+                    elif item is not None:
+                        logger.info("batch request for chunk %s ended %s: retrying it as an ordinary request",
+                                    item[0].chunks[item[1]].id, why)
+                        retry.append(item)
+                cache.forget_batch(batch_id)
+                del pending_batches[batch_id]
+            if pending_batches:
+                await asyncio.sleep(options.poll_interval_s)
+        await asyncio.gather(*(self._generate(state, plan, i, priority=0) for plan, i in retry))
+
+    def _request(self, plan: _Plan, i: int) -> ContextRequest:
+        chunk = plan.chunks[i]
+        view = self._view(plan, i, self._limit())
+        return ContextRequest(
+            document_id=plan.document.id, chunk_id=chunk.id, document_prefix=view.prefix,
+            document_rest=view.rest, chunk_block=self.prompt.render_chunk_block(chunk.text, windowed=view.windowed),
+            max_tokens=self.request_max_tokens)
+
     def _estimated_cost(self, plan: _Plan, variable_tokens: int) -> float:
         info = self.provider.model_info
         if info is None:
@@ -509,14 +613,9 @@ class ContextGenerator:
 
     async def _generate(self, state: _RunState, plan: _Plan, i: int, *, priority: int) -> bool:
         """Request one chunk's context with retries; True when it got one."""
-        chunk = plan.chunks[i]
         key = plan.keys[i]
         assert key is not None
-        view = self._view(plan, i, self._limit())
-        request = ContextRequest(
-            document_id=plan.document.id, chunk_id=chunk.id, document_prefix=view.prefix,
-            document_rest=view.rest, chunk_block=self.prompt.render_chunk_block(chunk.text, windowed=view.windowed),
-            max_tokens=self.request_max_tokens)
+        request = self._request(plan, i)
         variable = self.count_tokens(request.document_rest) + self.count_tokens(request.chunk_block)
         report = state.report
         failures = 0
@@ -666,7 +765,9 @@ class ContextGenerator:
                     report.skipped.append(FailedChunk(plan.document, chunk, plan.chunks, "not_attempted",
                                                       "the run stopped before this chunk"))
         info = self.provider.model_info
-        report.cost_usd = cost_usd(report.usage, info, cache_ttl=self.provider.cache_ttl) if info else None
+        report.cost_usd = (cost_usd(report.usage, info, cache_ttl=self.provider.cache_ttl)
+                           + cost_usd(report.batch_usage, info, cache_ttl=self.provider.cache_ttl, batch=True)
+                           if info else None)
         report.wall_time_s = time.perf_counter() - started
         self.last_report = report
         run = ContextRun(results, report)

@@ -104,6 +104,8 @@ class RunReport:
     rate_limited: int = 0
     errors_by_type: dict[str, int] = field(default_factory=dict)
     usage: TokenUsage = field(default_factory=TokenUsage)
+    batch_usage: TokenUsage = field(default_factory=TokenUsage)  # billed at the Message Batches API's 50%
+    batch_requests: int = 0
     cost_usd: float | None = None
     document_tokens: int = 0
     windowed_documents: int = 0
@@ -135,9 +137,10 @@ class RunReport:
 
     @property
     def cache_read_share(self) -> float:
-        """Cache-read tokens as a share of all prompt tokens."""
-        total = self.usage.prompt_tokens
-        return self.usage.cache_read_input_tokens / total if total else 0.0
+        """Cache-read tokens as a share of all prompt tokens (ordinary and batch requests)."""
+        usage = self.usage + self.batch_usage
+        total = usage.prompt_tokens
+        return usage.cache_read_input_tokens / total if total else 0.0
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -156,6 +159,8 @@ class RunReport:
             "rate_limited": self.rate_limited,
             "errors_by_type": dict(self.errors_by_type),
             "usage": self.usage.to_dict(),
+            "batch_usage": self.batch_usage.to_dict(),
+            "batch_requests": self.batch_requests,
             "cost_usd": self.cost_usd,
             "cost_per_million_document_tokens": self.cost_per_million_document_tokens,
             "cache_read_share": self.cache_read_share,
@@ -184,6 +189,10 @@ class RunReport:
             f"tokens: input {u.input_tokens:,}, output {u.output_tokens:,}, cache write "
             f"{u.cache_creation_input_tokens:,}, cache read {u.cache_read_input_tokens:,} "
             f"({self.cache_read_share:.1%} of prompt tokens)",
+            *([f"batch: {self.batch_requests} requests at half price, tokens: input "
+               f"{self.batch_usage.input_tokens:,}, output {self.batch_usage.output_tokens:,}, cache write "
+               f"{self.batch_usage.cache_creation_input_tokens:,}, cache read "
+               f"{self.batch_usage.cache_read_input_tokens:,}"] if self.batch_requests else []),
             f"cost {dollars}"
             + (f", ${per_m:.2f} per million document tokens (estimated tokens)" if per_m is not None else ""),
             f"wall time {self.wall_time_s:.2f} s",

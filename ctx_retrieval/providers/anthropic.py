@@ -203,6 +203,50 @@ class AnthropicProvider:
         content.append({"type": "text", "text": request.chunk_block})
         return content
 
+    def _params(self, request: ContextRequest) -> dict[str, Any]:
+        params: dict[str, Any] = {"model": self._model, "max_tokens": request.max_tokens,
+                                  "messages": [{"role": "user", "content": self.build_message_content(request)}]}
+        if self.extra_body:
+            params.update(self.extra_body)
+        return params
+
+    @staticmethod
+    def _usage(u: Any) -> TokenUsage:
+        return TokenUsage(input_tokens=u.input_tokens or 0, output_tokens=u.output_tokens or 0,
+                          cache_creation_input_tokens=u.cache_creation_input_tokens or 0,
+                          cache_read_input_tokens=u.cache_read_input_tokens or 0)
+
+    # -- Message Batches (half price; results within 24 hours) -------------------------------------------
+
+    supports_batches = True
+
+    async def asubmit_batch(self, entries: list[tuple[str, ContextRequest]]) -> str:
+        """Submit ``(custom_id, request)`` pairs as one Message Batch; its id."""
+        requests: Any = [{"custom_id": custom_id, "params": self._params(request)} for custom_id, request in entries]
+        batch = await self._get_client().messages.batches.create(requests=requests)
+        return str(batch.id)
+
+    async def abatch_ended(self, batch_id: str) -> bool:
+        batch = await self._get_client().messages.batches.retrieve(batch_id)
+        return bool(batch.processing_status == "ended")
+
+    async def abatch_results(self, batch_id: str) -> list[tuple[str, ProviderResponse | None, str | None]]:
+        """``(custom_id, response, None)`` for succeeded requests, ``(custom_id, None, why)`` for the others
+        (``errored:<error type>``, ``expired``, ``canceled``)."""
+        out: list[tuple[str, ProviderResponse | None, str | None]] = []
+        async for entry in await self._get_client().messages.batches.results(batch_id):
+            result = entry.result
+            if result.type == "succeeded":
+                message = result.message
+                text = "".join(getattr(b, "text", "") for b in message.content if b.type == "text")
+                out.append((entry.custom_id, ProviderResponse(text=text, usage=self._usage(message.usage)), None))
+            elif result.type == "errored":
+                error = getattr(getattr(result.error, "error", None), "type", "error")
+                out.append((entry.custom_id, None, f"errored:{error}"))
+            else:
+                out.append((entry.custom_id, None, str(result.type)))
+        return out
+
     async def agenerate(self, request: ContextRequest) -> ProviderResponse:
         client = self._get_client()
         messages: Any = [{"role": "user", "content": self.build_message_content(request)}]
@@ -213,14 +257,7 @@ class AnthropicProvider:
             extra_body=self.extra_body,
         )
         text = "".join(getattr(block, "text", "") for block in message.content if block.type == "text")
-        u = message.usage
-        usage = TokenUsage(
-            input_tokens=u.input_tokens or 0,
-            output_tokens=u.output_tokens or 0,
-            cache_creation_input_tokens=u.cache_creation_input_tokens or 0,
-            cache_read_input_tokens=u.cache_read_input_tokens or 0,
-        )
-        return ProviderResponse(text=text, usage=usage)
+        return ProviderResponse(text=text, usage=self._usage(message.usage))
 
     def classify_error(self, exc: BaseException) -> ErrorDecision | None:
         import anthropic

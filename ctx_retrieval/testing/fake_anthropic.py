@@ -120,6 +120,7 @@ class FakeAnthropicServer:
             models in ``ctx_retrieval.models`` and any id starting with ``claude-``.
         rate_limit_rpm / rate_limit_itpm: server-side limits answered with 429 + retry-after.
         cache_ttl_scale: multiply TTLs (e.g. 0.01 to test expiry quickly).
+        batch_delay_s: how long a Message Batch stays ``in_progress`` before its results are ready.
     """
 
     def __init__(
@@ -136,6 +137,7 @@ class FakeAnthropicServer:
         slow_s: float = 5.0,
         cache_ttl_scale: float = 1.0,
         seed: int = 0,
+        batch_delay_s: float = 0.2,
     ) -> None:
         self.latency_s = latency_s
         self.latency_per_output_token_s = latency_per_output_token_s
@@ -154,6 +156,10 @@ class FakeAnthropicServer:
         self._window: deque[tuple[float, int]] = deque()  # (time, input tokens) of the last minute
         self._ids = itertools.count(1)
         self._httpd: ThreadingHTTPServer | None = None
+        self.batch_delay_s = batch_delay_s
+        self.batches: dict[str, dict[str, Any]] = {}
+        self._batch_faults: list[tuple[Callable[[dict[str, Any]], bool], str]] = []
+        self._batch_lock = threading.Lock()  # one thread processes an ended batch, exactly once
         self._thread: threading.Thread | None = None
 
     # -- lifecycle -------------------------------------------------------------------------------------
@@ -344,6 +350,68 @@ class FakeAnthropicServer:
     def next_id(self) -> str:
         return f"msg_fake_{next(self._ids):08d}"
 
+    # -- Message Batches ---------------------------------------------------------------------------------
+
+    def fail_in_batches(self, predicate: Callable[[dict[str, Any]], bool], kind: str = "errored") -> None:
+        """Batch requests whose params match ``predicate`` end ``"errored"`` (overloaded) or ``"expired"``."""
+        self._batch_faults.append((predicate, kind))
+
+    def batch_requests(self) -> int:
+        """Requests submitted in batches so far."""
+        with self._batch_lock:
+            return sum(len(b["requests"]) for b in self.batches.values())
+
+    def create_batch(self, requests: list[dict[str, Any]]) -> dict[str, Any]:
+        batch_id = f"msgbatch_fake_{next(self._ids):08d}"
+        with self._batch_lock:
+            self.batches[batch_id] = {"id": batch_id, "requests": requests, "created": time.time(),
+                                      "started": time.monotonic(), "results": None}
+        return self.batch_object(batch_id)
+
+    def _process_batch(self, batch: dict[str, Any]) -> None:
+        """Bill and answer every request of an ended batch once, at the moment it ends (cache rules apply)."""
+        results = []
+        for item in batch["requests"]:
+            params = item["params"]
+            kind = next((k for predicate, k in self._batch_faults if predicate(params)), None)
+            if kind == "expired":
+                results.append({"custom_id": item["custom_id"], "result": {"type": "expired"}})
+                continue
+            if kind == "errored":
+                results.append({"custom_id": item["custom_id"], "result": {"type": "errored", "error": {
+                    "type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}}})
+                continue
+            usage, writes = self._bill(params)
+            text = self.responder(params)
+            usage["output_tokens"] = estimate_tokens(text)
+            self.finish_writes(writes)
+            self.record(RecordedRequest(path="/v1/messages/batches", body=params, status=200, fault=None,
+                                        usage=usage, api_key_present=True, started=time.monotonic(),
+                                        finished=time.monotonic(), response_text=text))
+            results.append({"custom_id": item["custom_id"], "result": {"type": "succeeded", "message": {
+                "id": self.next_id(), "type": "message", "role": "assistant", "model": params["model"],
+                "content": [{"type": "text", "text": text}], "stop_reason": "end_turn", "stop_sequence": None,
+                "usage": usage}}})
+        batch["results"] = results
+
+    def batch_object(self, batch_id: str, base_url: str = "") -> dict[str, Any]:
+        with self._batch_lock:
+            batch = self.batches[batch_id]
+            ended = time.monotonic() - batch["started"] >= self.batch_delay_s
+            if ended and batch["results"] is None:
+                self._process_batch(batch)
+            counts = {"processing": 0, "succeeded": 0, "errored": 0, "canceled": 0, "expired": 0}
+            if ended:
+                for result in batch["results"]:
+                    counts[result["result"]["type"]] += 1
+            else:
+                counts["processing"] = len(batch["requests"])
+        created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(batch["created"]))
+        return {"id": batch_id, "type": "message_batch", "processing_status": "ended" if ended else "in_progress",
+                "request_counts": counts, "created_at": created, "expires_at": created,
+                "ended_at": created if ended else None, "archived_at": None, "cancel_initiated_at": None,
+                "results_url": f"{base_url}/v1/messages/batches/{batch_id}/results" if ended else None}
+
 
 def _error_body(kind: str, message: str) -> bytes:
     return json.dumps({"type": "error", "error": {"type": kind, "message": message}}).encode()
@@ -372,6 +440,28 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(payload)
 
+    def do_GET(self) -> None:  # Message Batches: retrieve and results
+        fake = self.fake
+        parts = self.path.split("?")[0].strip("/").split("/")  # v1 messages batches <id> [results]
+        if len(parts) < 4 or parts[:3] != ["v1", "messages", "batches"] or parts[3] not in fake.batches:
+            self._send(404, _error_body("not_found_error", f"no route {self.path}"))
+            return
+        host = self.headers.get("host", "127.0.0.1")
+        batch = fake.batch_object(parts[3], base_url=f"http://{host}")
+        if len(parts) == 4:
+            self._send(200, json.dumps(batch).encode())
+            return
+        if batch["processing_status"] != "ended":
+            self._send(404, _error_body("not_found_error", "results are not ready"))
+            return
+        lines = "\n".join(json.dumps(r) for r in fake.batches[parts[3]]["results"]) + "\n"
+        payload = lines.encode()
+        self.send_response(200)
+        self.send_header("content-type", "application/binary")
+        self.send_header("content-length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
     def do_POST(self) -> None:
         fake = self.fake
         started = time.monotonic()
@@ -388,6 +478,11 @@ class _Handler(BaseHTTPRequestHandler):
             body = {}
         record = RecordedRequest(path=self.path, body=body, status=0, fault=None, usage=None,
                                  api_key_present=bool(key), started=started, headers=headers)
+        if self.path.split("?")[0] == "/v1/messages/batches":
+            record.status = 200
+            fake.record(record)
+            self._send(200, json.dumps(fake.create_batch(body.get("requests", []))).encode())
+            return
         if self.path.split("?")[0] != "/v1/messages":
             record.status = 404
             fake.record(record)

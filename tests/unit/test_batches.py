@@ -1,0 +1,85 @@
+"""Batch mode against the fake Message Batches API: half price, warm-ups, retries, and resume without paying twice."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ctx_retrieval import MODELS, AnthropicProvider, ConfigurationError, ContextCache, ContextGenerator
+from ctx_retrieval.testing import FakeAnthropicServer
+from ctx_retrieval.usage import cost_usd
+from tests.conftest import TEST_KEY, make_document
+
+
+def generator(server: FakeAnthropicServer, tmp_path: Path, **kwargs: Any) -> ContextGenerator:
+    provider = AnthropicProvider(api_key=TEST_KEY, base_url=server.base_url, cache_ttl="1h")
+    return ContextGenerator(provider, cache=tmp_path / "c.sqlite", **kwargs)
+
+
+def test_batch_mode_warms_each_cache_then_batches_the_rest_at_half_price(tmp_path: Path) -> None:
+    documents = [make_document(f"b{i}") for i in range(3)]
+    total = sum(len(c) for _, c in documents)
+    with FakeAnthropicServer(batch_delay_s=0.2) as server:
+        run = generator(server, tmp_path).contextualize_many_batched(documents, poll_interval_s=0.05)
+        ordinary = [r for r in server.successful() if r.path == "/v1/messages"]
+        batched = [r for r in server.successful() if r.path == "/v1/messages/batches" and r.usage]
+        totals = server.totals()
+    assert all(r.context for r in run) and [r.chunk_id for r in run] == [c.id for _, cs in documents for c in cs]
+    assert len(ordinary) == 3 and len(batched) == total - 3 and run.report.batch_requests == total - 3
+    assert totals["cache_writes"] == 3  # the warm-ups wrote; every batch request read
+    assert all(r.usage and r.usage["cache_read_input_tokens"] for r in batched)
+    haiku = MODELS["claude-3-haiku-20240307"]
+    expected = cost_usd(run.report.usage, haiku, cache_ttl="1h") + cost_usd(run.report.batch_usage, haiku,
+                                                                             cache_ttl="1h", batch=True)
+    assert run.report.cost_usd == pytest.approx(expected)
+    assert "half price" in run.report.format()
+
+
+def test_errored_and_expired_batch_requests_are_retried_as_ordinary_requests(tmp_path: Path) -> None:
+    document, chunks = make_document("be")
+    bad = {chunks[2].text, chunks[4].text}
+    with FakeAnthropicServer(batch_delay_s=0.1) as server:
+        server.fail_in_batches(lambda p: chunks[2].text in p["messages"][0]["content"][-1]["text"], "errored")
+        server.fail_in_batches(lambda p: chunks[4].text in p["messages"][0]["content"][-1]["text"], "expired")
+        run = generator(server, tmp_path).contextualize_many_batched([(document, chunks)], poll_interval_s=0.05)
+        ordinary = [r.chunk_text for r in server.successful() if r.path == "/v1/messages"]
+    assert all(r.context for r in run)
+    assert " ".join(ordinary[0].split()) == " ".join(chunks[0].text.split())  # the warm-up
+    assert {" ".join(t.split()) for t in ordinary[1:]} == {" ".join(t.split()) for t in bad}
+
+
+def test_a_crash_while_waiting_collects_the_batch_instead_of_resubmitting(tmp_path: Path) -> None:
+    documents = [make_document(f"bc{i}") for i in range(2)]
+    with FakeAnthropicServer(batch_delay_s=0.5) as server:
+        first = generator(server, tmp_path)
+
+        async def crash_while_polling() -> None:
+            task = asyncio.ensure_future(first.acontextualize_many_batched(documents, poll_interval_s=0.05))
+            while server.batch_requests() == 0:  # noqa: ASYNC110 - waits on the server thread's state
+                await asyncio.sleep(0.01)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+
+        asyncio.run(crash_while_polling())
+        submitted = server.batch_requests()
+        assert submitted == sum(len(c) for _, c in documents) - 2
+        assert ContextCache(tmp_path / "c.sqlite").batches_in_flight()
+        run = generator(server, tmp_path).contextualize_many_batched(documents, poll_interval_s=0.05)
+        assert server.batch_requests() == submitted  # nothing submitted again
+        assert not ContextCache(tmp_path / "c.sqlite").batches_in_flight()
+    assert all(r.context for r in run)
+
+
+def test_batch_mode_needs_the_context_cache_and_a_batch_api(tmp_path: Path) -> None:
+    document, chunks = make_document("bn", paragraphs=2)
+    with FakeAnthropicServer() as server:
+        provider = AnthropicProvider(api_key=TEST_KEY, base_url=server.base_url)
+        with pytest.raises(ConfigurationError, match="context cache"):
+            ContextGenerator(provider, cache=False).contextualize_many_batched([(document, chunks)])
+        with pytest.raises(ConfigurationError, match="budget_usd"):
+            ContextGenerator(provider, cache=tmp_path / "c.sqlite", budget_usd=1.0).contextualize_many_batched(
+                [(document, chunks)])
