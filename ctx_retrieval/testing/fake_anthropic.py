@@ -153,7 +153,9 @@ class FakeAnthropicServer:
         self._faults = _FaultPlan(seed)
         self._lock = threading.Lock()
         self._cache: dict[str, float] = {}  # prefix hash -> expiry (monotonic)
-        self._window: deque[tuple[float, int]] = deque()  # (time, input tokens) of the last minute
+        self._requests_left = float(rate_limit_rpm or 0)
+        self._tokens_left = float(rate_limit_itpm or 0)
+        self._bucket_stamp = time.monotonic()
         self._ids = itertools.count(1)
         self._httpd: ThreadingHTTPServer | None = None
         self.batch_delay_s = batch_delay_s
@@ -249,7 +251,8 @@ class FakeAnthropicServer:
         with self._lock:
             self.requests.clear()
             self._cache.clear()
-            self._window.clear()
+            self._requests_left = float(self.rate_limit_rpm or 0)
+            self._tokens_left = float(self.rate_limit_itpm or 0)
         self._faults.script.clear()
         self._faults.rules.clear()
         self._faults.rate = 0.0
@@ -322,20 +325,30 @@ class FakeAnthropicServer:
         }
         return usage, writes
 
-    def _rate_limited(self, input_tokens: int) -> bool:
+    def _rate_limited(self, input_tokens: int) -> float:
+        """Token buckets, as Anthropic documents its limits: capacity one minute's worth, refilled continuously.
+        Uncached input tokens count (input + cache writes); cache reads do not."""
         if self.rate_limit_rpm is None and self.rate_limit_itpm is None:
-            return False
+            return 0.0
         now = time.monotonic()
         with self._lock:
-            while self._window and self._window[0][0] <= now - 60.0:
-                self._window.popleft()
-            if self.rate_limit_rpm is not None and len(self._window) + 1 > self.rate_limit_rpm:
-                return True
-            used = sum(n for _, n in self._window)
-            if self.rate_limit_itpm is not None and used + input_tokens > self.rate_limit_itpm:
-                return True
-            self._window.append((now, input_tokens))
-        return False
+            elapsed = now - self._bucket_stamp
+            self._bucket_stamp = now
+            if self.rate_limit_rpm is not None:
+                self._requests_left = min(self.rate_limit_rpm, self._requests_left + elapsed * self.rate_limit_rpm / 60)
+            if self.rate_limit_itpm is not None:
+                self._tokens_left = min(self.rate_limit_itpm, self._tokens_left + elapsed * self.rate_limit_itpm / 60)
+            wait = 0.0  # seconds until both buckets could serve this request: the retry-after
+            if self.rate_limit_rpm is not None and self._requests_left < 1:
+                wait = (1 - self._requests_left) * 60 / self.rate_limit_rpm
+            need = min(input_tokens, self.rate_limit_itpm or 0)
+            if self.rate_limit_itpm is not None and self._tokens_left < need:
+                wait = max(wait, (need - self._tokens_left) * 60 / self.rate_limit_itpm)
+            if wait > 0:
+                return wait
+            self._requests_left -= 1
+            self._tokens_left -= input_tokens
+        return 0.0
 
     def record(self, record: RecordedRequest) -> None:
         with self._lock:
@@ -523,12 +536,13 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             return
         usage, writes = fake._bill(body)
-        if fake._rate_limited(usage["input_tokens"] + usage["cache_creation_input_tokens"]):
+        wait = fake._rate_limited(usage["input_tokens"] + usage["cache_creation_input_tokens"])
+        if wait:
             record.status = 429
             record.fault = "server_rate_limit"
             fake.record(record)
             self._send(429, _error_body("rate_limit_error", "rate limit exceeded"),
-                       {"retry-after": f"{fake.retry_after_s:g}"})
+                       {"retry-after": f"{max(wait, 0.01):.2f}"})
             return
         text = fake.responder(body)
         max_tokens = int(body.get("max_tokens") or 1)

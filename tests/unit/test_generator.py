@@ -476,3 +476,13 @@ def test_progress_bar_counts_every_chunk(
         generator.contextualize_many(documents)
     err = capsys.readouterr().err
     assert "contextualizing" in err and "8/8" in err
+
+
+def test_server_side_rate_limit_is_survived_with_retry_after(make_generator: Any) -> None:
+    documents = corpus(2, paragraphs=6)
+    with FakeAnthropicServer(rate_limit_rpm=600, rate_limit_itpm=None) as server:
+        server._requests_left = 3  # a nearly empty bucket: the fourth request onwards waits for refills
+        run = make_generator(server=server, max_concurrency=4).contextualize_many(documents)
+        limited = [r for r in server.requests if r.status == 429]
+    assert run.report.failed == 0 and all(r.context for r in run)
+    assert limited and run.report.rate_limited == len(limited)
