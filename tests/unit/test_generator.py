@@ -480,9 +480,12 @@ def test_progress_bar_counts_every_chunk(
 
 def test_server_side_rate_limit_is_survived_with_retry_after(make_generator: Any) -> None:
     documents = corpus(2, paragraphs=6)
-    with FakeAnthropicServer(rate_limit_rpm=600, rate_limit_itpm=None) as server:
-        server._requests_left = 3  # a nearly empty bucket: the fourth request onwards waits for refills
-        run = make_generator(server=server, max_concurrency=4).contextualize_many(documents)
+    import time
+
+    with FakeAnthropicServer(rate_limit_rpm=300, rate_limit_itpm=None) as server:
+        generator = make_generator(server=server, max_concurrency=4)
+        server._requests_left, server._bucket_stamp = 2, time.monotonic()  # a nearly empty bucket, 5/s refill
+        run = generator.contextualize_many(documents)
         limited = [r for r in server.requests if r.status == 429]
     assert run.report.failed == 0 and all(r.context for r in run)
     assert limited and run.report.rate_limited == len(limited)
