@@ -18,18 +18,17 @@ message text.
 from __future__ import annotations
 
 import asyncio
-import email.utils
 import json
 import logging
 import os
-import time
 from typing import TYPE_CHECKING, Any, Literal
 
 from .._optional import require
 from ..errors import ProviderAuthenticationError, UnknownModelError
 from ..models import ModelInfo, lookup_model_info
 from ..usage import TokenUsage
-from .base import ContextRequest, ErrorDecision, ProviderResponse
+from .base import ContextRequest, ErrorDecision, ProviderBase, ProviderResponse
+from .generic import classify_exception, decision_for_status
 
 if TYPE_CHECKING:
     import anthropic as anthropic_sdk
@@ -45,29 +44,7 @@ _AUTH_TOKEN_ENV = "ANTHROPIC_AUTH_TOKEN"
 _MIN_KEY_LENGTH = 16
 
 
-def _retry_after_s(headers: Any) -> float | None:
-    """Seconds from ``retry-after-ms`` / ``retry-after`` (seconds or an HTTP date), or None."""
-    if headers is None:
-        return None
-    value = headers.get("retry-after-ms")
-    if value:
-        try:
-            return max(0.0, float(value) / 1000.0)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        parsed = email.utils.parsedate_tz(value)
-        if parsed is None:
-            return None
-        return max(0.0, email.utils.mktime_tz(parsed) - time.time())
-
-
-class AnthropicProvider:
+class AnthropicProvider(ProviderBase):
     """Writes contexts with Claude; the document block carries ``cache_control`` so it is paid once.
 
     Instantiate:
@@ -80,6 +57,7 @@ class AnthropicProvider:
     """
 
     name = "anthropic"
+    _unpicklable = ("_api_key", "_user_client", "_client", "_client_loop")  # pickles never carry the key
 
     def __init__(
         self,
@@ -119,27 +97,9 @@ class AnthropicProvider:
         return (f"AnthropicProvider(model={self._model!r}, base_url={self.base_url!r}, "
                 f"cache_ttl={self._cache_ttl!r}, api_key=<{key_state}>)")
 
-    def __getstate__(self) -> dict[str, Any]:
-        # Pickles carry configuration only: no key, no client (re-read from the environment on use).
-        state = self.__dict__.copy()
-        state.update(_api_key=None, _user_client=None, _client=None, _client_loop=None)
-        return state
-
-    @property
-    def model(self) -> str:
-        return self._model
-
-    @property
-    def model_info(self) -> ModelInfo | None:
-        return self._model_info
-
     @property
     def cache_ttl(self) -> str:
         return self._cache_ttl
-
-    @property
-    def supports_prompt_caching(self) -> bool:
-        return True
 
     @property
     def cache_namespace(self) -> str:
@@ -263,27 +223,10 @@ class AnthropicProvider:
         import anthropic
 
         if isinstance(exc, anthropic.APIStatusError):
-            status = exc.status_code
-            if isinstance(exc, anthropic.RateLimitError):
-                return ErrorDecision("retry", "rate_limited", _retry_after_s(exc.response.headers), status)
-            if isinstance(exc, (anthropic.AuthenticationError, anthropic.PermissionDeniedError)):
-                return ErrorDecision("fail_run", "authentication", status_code=status)
-            if isinstance(exc, anthropic.NotFoundError):
-                return ErrorDecision("fail_run", "not_found", status_code=status)
-            if status == 529:
-                return ErrorDecision("retry", "overloaded", _retry_after_s(exc.response.headers), status)
-            if status >= 500 or status in (408, 409):
-                return ErrorDecision("retry", "server_error", _retry_after_s(exc.response.headers), status)
-            return ErrorDecision("fail_chunk", "bad_request", status_code=status)
-        if isinstance(exc, anthropic.APITimeoutError):
-            return ErrorDecision("retry", "timeout")
-        if isinstance(exc, anthropic.APIConnectionError):
-            return ErrorDecision("retry", "connection")
-        if isinstance(exc, anthropic.APIResponseValidationError):
-            return ErrorDecision("retry", "invalid_response")
-        if isinstance(exc, json.JSONDecodeError):
-            return ErrorDecision("retry", "invalid_response")  # a truncated body that still said 200
-        return None
+            return decision_for_status(exc.status_code, exc.response.headers)
+        if isinstance(exc, (anthropic.APIResponseValidationError, json.JSONDecodeError)):
+            return ErrorDecision("retry", "invalid_response")  # e.g. a truncated body that still said 200
+        return classify_exception(exc)  # timeouts and dropped connections, by the SDK's transport error types
 
     def run_error(self, decision: ErrorDecision, exc: BaseException) -> Exception:
         """The typed error that stops a run for a ``fail_run`` decision (the key is never in the message)."""

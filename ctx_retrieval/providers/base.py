@@ -12,7 +12,7 @@ from typing import Literal, Protocol, runtime_checkable
 from ..models import ModelInfo
 from ..usage import TokenUsage
 
-__all__ = ["ContextRequest", "ErrorDecision", "Provider", "ProviderResponse"]
+__all__ = ["ContextRequest", "ErrorDecision", "Provider", "ProviderBase", "ProviderResponse"]
 
 
 @dataclass(frozen=True)
@@ -101,3 +101,36 @@ class Provider(Protocol):
     async def aclose(self) -> None:
         """Release clients opened for the current event loop."""
         ...
+
+
+class ProviderBase:
+    """What every provider here shares: model identity and limits, and pickling without credentials or
+    clients (the attributes named in ``_unpicklable`` are dropped; keys are re-read from the environment)."""
+
+    _model: str
+    _model_info: ModelInfo | None
+    _unpicklable: tuple[str, ...] = ()
+
+    def __getstate__(self) -> dict[str, object]:
+        state = self.__dict__.copy()
+        state.update(dict.fromkeys(self._unpicklable))
+        return state
+
+    @property
+    def model(self) -> str:
+        return self._model
+
+    @property
+    def model_info(self) -> ModelInfo | None:
+        return self._model_info
+
+    @property
+    def cache_ttl(self) -> str:
+        return "5m"
+
+    @property
+    def supports_prompt_caching(self) -> bool:
+        return True
+
+    async def aclose(self) -> None:
+        return None

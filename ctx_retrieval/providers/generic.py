@@ -9,13 +9,14 @@ propagates: it is a bug to see, not a fault to retry.
 from __future__ import annotations
 
 import asyncio
+import email.utils
 import sys
+import time
 from typing import Any
 
-from .anthropic import _retry_after_s
 from .base import ErrorDecision
 
-__all__ = ["classify_exception"]
+__all__ = ["classify_exception", "decision_for_status", "retry_after_s"]
 
 _TRANSPORT_ERRORS = (
     ("anthropic", ("APITimeoutError", "timeout"), ("APIConnectionError", "connection")),
@@ -23,6 +24,43 @@ _TRANSPORT_ERRORS = (
     ("httpx", ("TimeoutException", "timeout"), ("TransportError", "connection")),
     ("httpx2", ("TimeoutException", "timeout"), ("TransportError", "connection")),
 )
+
+
+def retry_after_s(headers: Any) -> float | None:
+    """Seconds from ``retry-after-ms`` / ``retry-after`` (seconds or an HTTP date), or None."""
+    if headers is None:
+        return None
+    value = headers.get("retry-after-ms")
+    if value:
+        try:
+            return max(0.0, float(value) / 1000.0)
+        except ValueError:
+            pass
+    value = headers.get("retry-after")
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        parsed = email.utils.parsedate_tz(value)
+        if parsed is None:
+            return None
+        return max(0.0, email.utils.mktime_tz(parsed) - time.time())
+
+
+def decision_for_status(status: int, headers: Any = None) -> ErrorDecision:
+    """The decision for an HTTP error status (the SDKs' error classes map one to one onto these statuses)."""
+    if status == 429:
+        return ErrorDecision("retry", "rate_limited", retry_after_s(headers), status)
+    if status in (401, 403):
+        return ErrorDecision("fail_run", "authentication", status_code=status)
+    if status == 404:
+        return ErrorDecision("fail_run", "not_found", status_code=status)
+    if status == 529:
+        return ErrorDecision("retry", "overloaded", retry_after_s(headers), status)
+    if status >= 500 or status in (408, 409):
+        return ErrorDecision("retry", "server_error", retry_after_s(headers), status)
+    return ErrorDecision("fail_chunk", "bad_request", status_code=status)
 
 
 def _status(exc: BaseException) -> tuple[int | None, Any]:
@@ -36,19 +74,8 @@ def _status(exc: BaseException) -> tuple[int | None, Any]:
 def classify_exception(exc: BaseException) -> ErrorDecision | None:
     """The generator's decision for an exception from any wrapped model, or None to let it propagate."""
     status, headers = _status(exc)
-    if status is not None:
-        if status == 429:
-            return ErrorDecision("retry", "rate_limited", _retry_after_s(headers), status)
-        if status in (401, 403):
-            return ErrorDecision("fail_run", "authentication", status_code=status)
-        if status == 404:
-            return ErrorDecision("fail_run", "not_found", status_code=status)
-        if status == 529:
-            return ErrorDecision("retry", "overloaded", _retry_after_s(headers), status)
-        if status >= 500 or status in (408, 409):
-            return ErrorDecision("retry", "server_error", _retry_after_s(headers), status)
-        if 400 <= status < 500:
-            return ErrorDecision("fail_chunk", "bad_request", status_code=status)
+    if status is not None and status >= 400:
+        return decision_for_status(status, headers)
     for module_name, *kinds in _TRANSPORT_ERRORS:
         module = sys.modules.get(module_name)
         for class_name, kind in kinds:

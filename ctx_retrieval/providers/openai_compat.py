@@ -20,8 +20,8 @@ from .._optional import require
 from ..errors import ConfigurationError, ProviderAuthenticationError, ProviderRequestError, UnknownModelError
 from ..models import ModelInfo
 from ..usage import TokenUsage
-from .anthropic import _retry_after_s
-from .base import ContextRequest, ErrorDecision, ProviderResponse
+from .base import ContextRequest, ErrorDecision, ProviderBase, ProviderResponse
+from .generic import classify_exception, decision_for_status
 
 if TYPE_CHECKING:
     import openai as openai_sdk
@@ -34,7 +34,7 @@ _API_KEY_ENV = "OPENAI_API_KEY"
 _LOCAL_KEY = "not-needed"  # local servers ignore the key, the SDK wants one
 
 
-class OpenAICompatibleProvider:
+class OpenAICompatibleProvider(ProviderBase):
     """Writes contexts through ``/v1/chat/completions`` of any OpenAI-compatible server.
 
     Instantiate:
@@ -52,6 +52,7 @@ class OpenAICompatibleProvider:
     """
 
     name = "openai-compatible"
+    _unpicklable = ("_api_key", "_user_client", "_client", "_client_loop")
 
     def __init__(
         self,
@@ -82,26 +83,6 @@ class OpenAICompatibleProvider:
     def __repr__(self) -> str:
         return f"OpenAICompatibleProvider(model={self._model!r}, base_url={self.base_url!r})"
 
-    def __getstate__(self) -> dict[str, Any]:
-        state = self.__dict__.copy()
-        state.update(_api_key=None, _user_client=None, _client=None, _client_loop=None)
-        return state
-
-    @property
-    def model(self) -> str:
-        return self._model
-
-    @property
-    def model_info(self) -> ModelInfo | None:
-        return self._model_info
-
-    @property
-    def cache_ttl(self) -> str:
-        return "5m"
-
-    @property
-    def supports_prompt_caching(self) -> bool:
-        return True  # automatic prefix caching: the document-first layout and the warm-up request help
 
     @property
     def cache_namespace(self) -> str:
@@ -146,23 +127,10 @@ class OpenAICompatibleProvider:
         import openai
 
         if isinstance(exc, openai.APIStatusError):
-            status = exc.status_code
-            if isinstance(exc, openai.RateLimitError):
-                return ErrorDecision("retry", "rate_limited", _retry_after_s(exc.response.headers), status)
-            if isinstance(exc, (openai.AuthenticationError, openai.PermissionDeniedError)):
-                return ErrorDecision("fail_run", "authentication", status_code=status)
-            if isinstance(exc, openai.NotFoundError):
-                return ErrorDecision("fail_run", "not_found", status_code=status)
-            if status >= 500 or status in (408, 409):
-                return ErrorDecision("retry", "server_error", _retry_after_s(exc.response.headers), status)
-            return ErrorDecision("fail_chunk", "bad_request", status_code=status)
-        if isinstance(exc, openai.APITimeoutError):
-            return ErrorDecision("retry", "timeout")
-        if isinstance(exc, openai.APIConnectionError):
-            return ErrorDecision("retry", "connection")
+            return decision_for_status(exc.status_code, exc.response.headers)
         if isinstance(exc, openai.APIResponseValidationError):
             return ErrorDecision("retry", "invalid_response")
-        return None
+        return classify_exception(exc)
 
     def run_error(self, decision: ErrorDecision, exc: BaseException) -> Exception:
         if decision.kind == "authentication":

@@ -11,17 +11,18 @@ from typing import Any
 
 from ..errors import ProviderAuthenticationError, ProviderRequestError, UnknownModelError
 from ..models import ModelInfo, lookup_model_info
-from .base import ContextRequest, ErrorDecision, ProviderResponse
+from .base import ContextRequest, ErrorDecision, ProviderBase, ProviderResponse
 from .generic import classify_exception
 
 __all__ = ["WrappedModelProvider"]
 
 
-class WrappedModelProvider:
+class WrappedModelProvider(ProviderBase):
     """Base of the framework-model providers. ``cache_control`` decides whether the document block is marked
     with Anthropic's ``cache_control`` (None: when the wrapped model is an Anthropic one)."""
 
     name = "wrapped"
+    _unpicklable = ("wrapped",)  # framework clients hold keys and connections; never pickled here
 
     def __init__(self, model: Any, *, model_name: str | None = None, model_info: ModelInfo | None = None,
                  cache_control: bool | None = None, reports_cache_usage: bool | None = None) -> None:
@@ -43,26 +44,6 @@ class WrappedModelProvider:
     def __repr__(self) -> str:
         return f"{type(self).__name__}(model={self._model!r}, wrapped={type(self.wrapped).__name__})"
 
-    def __getstate__(self) -> dict[str, Any]:
-        state = self.__dict__.copy()
-        state["wrapped"] = None  # framework clients hold keys and connections; never pickled here
-        return state
-
-    @property
-    def model(self) -> str:
-        return self._model
-
-    @property
-    def model_info(self) -> ModelInfo | None:
-        return self._model_info
-
-    @property
-    def cache_ttl(self) -> str:
-        return "5m"
-
-    @property
-    def supports_prompt_caching(self) -> bool:
-        return True  # explicit (cache_control) or automatic prefix caching: the document-first layout helps both
 
     @property
     def cache_namespace(self) -> str:
@@ -90,5 +71,3 @@ class WrappedModelProvider:
         return ProviderRequestError(f"request failed: {type(exc).__name__}", provider=self.name,
                                     status_code=decision.status_code)
 
-    async def aclose(self) -> None:
-        return None
