@@ -121,6 +121,7 @@ class FakeAnthropicServer:
         rate_limit_rpm / rate_limit_itpm: server-side limits answered with 429 + retry-after.
         cache_ttl_scale: multiply TTLs (e.g. 0.01 to test expiry quickly).
         batch_delay_s: how long a Message Batch stays ``in_progress`` before its results are ready.
+        rate_window_s: the period the rate limits are per (60: per minute; less compresses benchmarks in time).
     """
 
     def __init__(
@@ -138,6 +139,7 @@ class FakeAnthropicServer:
         cache_ttl_scale: float = 1.0,
         seed: int = 0,
         batch_delay_s: float = 0.2,
+        rate_window_s: float = 60.0,
     ) -> None:
         self.latency_s = latency_s
         self.latency_per_output_token_s = latency_per_output_token_s
@@ -159,6 +161,7 @@ class FakeAnthropicServer:
         self._ids = itertools.count(1)
         self._httpd: ThreadingHTTPServer | None = None
         self.batch_delay_s = batch_delay_s
+        self.rate_window_s = rate_window_s
         self.batches: dict[str, dict[str, Any]] = {}
         self._batch_faults: list[tuple[Callable[[dict[str, Any]], bool], str]] = []
         self._batch_lock = threading.Lock()  # one thread processes an ended batch, exactly once
@@ -332,18 +335,18 @@ class FakeAnthropicServer:
             return 0.0
         now = time.monotonic()
         with self._lock:
-            elapsed = now - self._bucket_stamp
+            refill = (now - self._bucket_stamp) / self.rate_window_s  # windows elapsed since the last request
             self._bucket_stamp = now
             if self.rate_limit_rpm is not None:
-                self._requests_left = min(self.rate_limit_rpm, self._requests_left + elapsed * self.rate_limit_rpm / 60)
+                self._requests_left = min(self.rate_limit_rpm, self._requests_left + refill * self.rate_limit_rpm)
             if self.rate_limit_itpm is not None:
-                self._tokens_left = min(self.rate_limit_itpm, self._tokens_left + elapsed * self.rate_limit_itpm / 60)
+                self._tokens_left = min(self.rate_limit_itpm, self._tokens_left + refill * self.rate_limit_itpm)
             wait = 0.0  # seconds until both buckets could serve this request: the retry-after
             if self.rate_limit_rpm is not None and self._requests_left < 1:
-                wait = (1 - self._requests_left) * 60 / self.rate_limit_rpm
+                wait = (1 - self._requests_left) * self.rate_window_s / self.rate_limit_rpm
             need = min(input_tokens, self.rate_limit_itpm or 0)
             if self.rate_limit_itpm is not None and self._tokens_left < need:
-                wait = max(wait, (need - self._tokens_left) * 60 / self.rate_limit_itpm)
+                wait = max(wait, (need - self._tokens_left) * self.rate_window_s / self.rate_limit_itpm)
             if wait > 0:
                 return wait
             self._requests_left -= 1

@@ -1,0 +1,154 @@
+"""Ingestion side by side under a server-side rate limit: the seeds' loop, the cookbook's threads, LlamaIndex's
+DocumentContextExtractor and ours, on the 737-chunk cookbook corpus against the fake Anthropic API.
+
+    .venv/bin/python benchmarks/ingestion_throughput.py [--skip seeds,extractor] [--window 6]
+
+The fake answers after --latency + --per-token-latency x output tokens and enforces token buckets of --rpm requests
+and --itpm uncached input tokens per --window seconds (60 = per minute; the default 6 compresses a minute into six
+seconds so the whole comparison takes minutes, all ratios unchanged), answering 429 with retry-after. For each
+approach: wall time, requests, 429s received, cache-write and cache-read tokens, dollars at claude-3-haiku prices,
+and the ratio to ours; then the bound the rate limit allows (the shortest possible wall time) and ours divided by
+it. The extractor runs in .venv-extractor (benchmarks/setup_extractor_env.sh) and is skipped without it.
+
+- seeds: one request per chunk, in order, the whole document inside the prompt text (no cache_control).
+- cookbook: 5 threads, the document as a cached first block, no warm-up (Anthropic's cookbook).
+- extractor: LlamaIndex DocumentContextExtractor, num_workers=4.
+- ours: ContextGenerator, max_concurrency 16, no client-side limit (it follows the server's retry-after).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import anthropic
+
+from ctx_retrieval import AnthropicProvider, ContextGenerator, TokenUsage
+from ctx_retrieval.eval import load_cookbook
+from ctx_retrieval.models import MODELS
+from ctx_retrieval.testing import FakeAnthropicServer
+from ctx_retrieval.usage import cost_usd
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from llama_index_extractor_vs_ours import EXTRACTOR_PYTHON, EXTRACTOR_SCRIPT
+
+MODEL = "claude-3-haiku-20240307"
+KEY = "sk-ant-throughput-benchmark-00"
+SEEDS_PROMPT = (
+    "Write a short and succinct snippet of text to situate this chunk within the\noverall source document for the "
+    "purposes of improving search retrieval of the chunk.\n\nHere is the original source document:\n<document>\n"
+    "{document}\n</document>\n\nHere is the chunk we want to situate within the whole document:\n<chunk>\n{chunk}\n"
+    "</chunk>\n\nAnswer only with the succinct context and nothing else.")
+COOKBOOK_CHUNK = (
+    "Here is the chunk we want to situate within the whole document\n<chunk>\n{chunk}\n</chunk>\n\nPlease give a short "
+    "succinct context to situate this chunk within the overall document for the purposes of improving search "
+    "retrieval of the chunk. Answer only with the succinct context and nothing else.")
+
+
+def run_seeds(base_url: str, items: list[Any]) -> None:
+    client = anthropic.Anthropic(api_key=KEY, base_url=base_url, max_retries=20)
+    for document, chunks in items:
+        for chunk in chunks:
+            client.messages.create(model=MODEL, max_tokens=150, messages=[
+                {"role": "user", "content": SEEDS_PROMPT.format(document=document.text, chunk=chunk.text)}])
+
+
+def run_cookbook(base_url: str, items: list[Any]) -> None:
+    client = anthropic.Anthropic(api_key=KEY, base_url=base_url, max_retries=20)
+
+    def one(pair: tuple[Any, Any]) -> None:
+        document, chunk = pair
+        client.messages.create(model=MODEL, max_tokens=150, messages=[{"role": "user", "content": [
+            {"type": "text", "text": f"<document>\n{document.text}\n</document>",
+             "cache_control": {"type": "ephemeral"}},
+            {"type": "text", "text": COOKBOOK_CHUNK.format(chunk=chunk.text)}]}])
+
+    with ThreadPoolExecutor(5) as pool:
+        list(pool.map(one, [(d, c) for d, cs in items for c in cs]))
+
+
+def run_extractor(base_url: str, items: list[Any]) -> None:
+    with tempfile.TemporaryDirectory() as tmp:
+        data = Path(tmp) / "corpus.json"
+        data.write_text(json.dumps([{"id": d.id, "text": d.text, "chunks": [
+            {"id": c.id, "text": c.text, "start": c.start_char} for c in cs]} for d, cs in items]))
+        done = subprocess.run([str(EXTRACTOR_PYTHON), "-c", EXTRACTOR_SCRIPT, base_url, str(data), MODEL],
+                              capture_output=True, text=True, timeout=3600, env={**os.environ, "PYTHONPATH": ""})
+        if done.returncode != 0:
+            raise RuntimeError(done.stderr[-2000:])
+
+
+def run_ours(base_url: str, items: list[Any]) -> None:
+    provider = AnthropicProvider(MODEL, api_key=KEY, base_url=base_url)
+    run = ContextGenerator(provider, cache=False, max_concurrency=16).contextualize_many(items)
+    assert run.report.failed == 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--latency", type=float, default=0.05)
+    parser.add_argument("--per-token-latency", type=float, default=0.002)
+    parser.add_argument("--rpm", type=float, default=1500, help="requests per window")
+    parser.add_argument("--itpm", type=float, default=200_000, help="uncached input tokens per window")
+    parser.add_argument("--window", type=float, default=6.0, help="seconds per rate-limit window (60 = real)")
+    parser.add_argument("--skip", default="", help="comma-separated: seeds, cookbook, extractor")
+    args = parser.parse_args()
+    items = load_cookbook().items
+    chunks = sum(len(c) for _, c in items)
+    approaches: list[tuple[str, Callable[[str, list[Any]], None]]] = [
+        ("seeds: sequential loop", run_seeds), ("cookbook: 5 threads, cached block", run_cookbook),
+        ("LlamaIndex DocumentContextExtractor (4)", run_extractor), ("ctx-retrieval (16)", run_ours)]
+    skip = {s.strip() for s in args.skip.split(",") if s.strip()}
+    if not EXTRACTOR_PYTHON.exists():
+        skip.add("extractor")
+    rows = []
+    for name, runner in approaches:
+        if name.split(":")[0].split(" ")[0].lower() in skip or ("extractor" in skip and "Extractor" in name):
+            continue
+        with FakeAnthropicServer(latency_s=args.latency, latency_per_output_token_s=args.per_token_latency,
+                                 rate_limit_rpm=args.rpm, rate_limit_itpm=args.itpm,
+                                 rate_window_s=args.window) as server:
+            started = time.perf_counter()
+            runner(server.base_url, items)
+            wall = time.perf_counter() - started
+            t = server.totals()
+        usage = TokenUsage(t["input_tokens"], t["output_tokens"], t["cache_creation_input_tokens"],
+                           t["cache_read_input_tokens"])
+        rows.append({"name": name, "wall": wall, "requests": t["requests"], "429s": t["rate_limited"],
+                     "writes": usage.cache_creation_input_tokens, "reads": usage.cache_read_input_tokens,
+                     "uncached": usage.input_tokens + usage.cache_creation_input_tokens,
+                     "dollars": cost_usd(usage, MODELS[MODEL]), "ok": t["ok"]})
+        print(f"  done: {name} in {wall:.1f} s", file=sys.stderr)
+    ours = rows[-1]
+    print(f"cookbook corpus, {chunks} chunks; fake latency {args.latency * 1000:.0f} ms + "
+          f"{args.per_token_latency * 1000:.0f} ms/output token; limits {args.rpm:,.0f} requests and "
+          f"{args.itpm:,.0f} uncached input tokens per {args.window:g} s (token buckets); {MODEL} prices")
+    print(f"{'':42} {'wall s':>7} {'x ours':>6} {'requests':>8} {'429s':>6} {'write tok':>10} {'read tok':>11} "
+          f"{'dollars':>8} {'x ours':>6}")
+    for r in rows:
+        print(f"{r['name']:42} {r['wall']:>7.1f} {r['wall'] / ours['wall']:>6.2f} {r['requests']:>8} {r['429s']:>6} "
+              f"{r['writes']:>10,} {r['reads']:>11,} {r['dollars']:>8.4f} {r['dollars'] / ours['dollars']:>6.2f}")
+    # The bound: ours sends the fewest uncached tokens possible (each cache written once), so the limit allows
+    # no faster run than draining those tokens (after the first window's burst) or its requests, whichever is
+    # slower, nor faster than its requests' latency at 16 in flight.
+    tokens_bound = max(0.0, ours["uncached"] - args.itpm) / args.itpm * args.window
+    requests_bound = max(0.0, ours["ok"] - args.rpm) / args.rpm * args.window
+    mean_latency = args.latency + args.per_token_latency * 60
+    latency_bound = ours["ok"] * mean_latency / 16
+    bound = max(tokens_bound, requests_bound, latency_bound)
+    print(f"bound the rate limit allows: {bound:.1f} s (tokens {tokens_bound:.1f} s, requests {requests_bound:.1f} s, "
+          f"latency at 16 in flight {latency_bound:.1f} s); ours / bound = {ours['wall'] / bound:.2f} (target 1.15)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
