@@ -1,0 +1,194 @@
+"""Query latency of fused BM25 + vector retrieval: LangChain's EnsembleRetriever (rank-bm25 + Chroma), LlamaIndex's
+QueryFusionRetriever (bm25s + Chroma), and ours (the core BM25 index + Chroma + the core RRF).
+
+    .venv/bin/python benchmarks/query_latency.py [--sizes 10000,100000] [--queries 50]
+
+Synthetic corpora (seeded: chunks mixing the words of two cookbook chunks) with precomputed random unit vectors,
+so query embedding is not in the timings (a lookup stands in for the embedder); 150 candidates per side, top 20.
+Each (configuration, size) runs in its own process, which prints its build time, query p50/p95 and peak memory
+(max RSS). Sizes over --max-rank-bm25 skip the rank-bm25 configuration (its query time grows linearly and the
+index holds every document's token counts in Python dicts).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from typing import Any
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DIM = 384
+
+
+def corpus(size: int, seed: int = 0) -> list[str]:
+    from ctx_retrieval.eval import load_cookbook
+
+    base = [c.text for c in load_cookbook().chunks]
+    rng = random.Random(seed)
+    out = list(base[:size])
+    while len(out) < size:
+        a, b = rng.choice(base).split(), rng.choice(base).split()
+        words = rng.sample(a, len(a) // 2) + rng.sample(b, len(b) // 2)
+        rng.shuffle(words)
+        out.append(" ".join(words))
+    return out
+
+
+def vectors(n: int, seed: int) -> Any:
+    import numpy as np
+
+    v = np.random.default_rng(seed).standard_normal((n, DIM), dtype=np.float32)
+    return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+
+def chroma_collection(ids: list[str], texts: list[str], vecs: Any, path: str) -> Any:
+    import chromadb
+
+    client = chromadb.PersistentClient(path=path, settings=chromadb.Settings(anonymized_telemetry=False))
+    collection = client.create_collection("bench", metadata={"hnsw:space": "cosine"}, embedding_function=None)
+    for start in range(0, len(ids), 5000):
+        end = start + 5000
+        collection.add(ids=ids[start:end], documents=texts[start:end], embeddings=vecs[start:end],
+                       metadatas=[{"chunk_id": i} for i in ids[start:end]])
+    return client, collection
+
+
+def run_one(config: str, size: int, n_queries: int) -> dict[str, Any]:
+    from ctx_retrieval.eval import load_cookbook
+
+    texts = corpus(size)
+    ids = [f"c{i}" for i in range(size)]
+    queries = [q.query for q in load_cookbook().queries][:n_queries]
+    query_vectors = vectors(len(queries), seed=1)
+    by_query = {q: query_vectors[i] for i, q in enumerate(queries)}
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        client, collection = chroma_collection(ids, texts, vectors(size, seed=0), tmp)
+        if config == "ours":
+            from ctx_retrieval import BM25Index, reciprocal_rank_fusion
+
+            bm25 = BM25Index(ids, texts)
+
+            def search(q: str) -> list[str]:
+                dense = collection.query(query_embeddings=[by_query[q]], n_results=150, include=[])["ids"][0]
+                sparse = [i for i, _ in bm25.search(q, 150)]
+                return [i for i, _ in reciprocal_rank_fusion([sparse, dense], limit=20)]
+        elif config == "langchain":
+            import warnings
+
+            from langchain_chroma import Chroma
+            from langchain_classic.retrievers import EnsembleRetriever
+            from langchain_core.documents import Document
+            from langchain_core.embeddings import Embeddings
+
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                from langchain_community.retrievers import BM25Retriever
+
+            from ctx_retrieval import tokenize
+
+            class Lookup(Embeddings):
+                def embed_documents(self, texts: list[str]) -> list[list[float]]:
+                    raise AssertionError("documents are pre-embedded")
+
+                def embed_query(self, text: str) -> list[float]:
+                    return by_query[text].tolist()  # type: ignore[no-any-return]
+
+            store = Chroma(client=client, collection_name="bench", embedding_function=Lookup())
+            docs = [Document(page_content=t, metadata={"chunk_id": i}, id=i) for i, t in zip(ids, texts, strict=True)]
+            bm25 = BM25Retriever.from_documents(docs, preprocess_func=tokenize, k=150)
+            ensemble = EnsembleRetriever(retrievers=[bm25, store.as_retriever(search_kwargs={"k": 150})],
+                                         weights=[0.5, 0.5], id_key="chunk_id")
+
+            def search(q: str) -> list[str]:
+                return [d.metadata["chunk_id"] for d in ensemble.invoke(q)[:20]]
+        else:  # llama-index
+            from llama_index.core import VectorStoreIndex
+            from llama_index.core.base.embeddings.base import BaseEmbedding
+            from llama_index.core.llms import MockLLM
+            from llama_index.core.retrievers import QueryFusionRetriever
+            from llama_index.core.schema import TextNode
+            from llama_index.retrievers.bm25 import BM25Retriever
+            from llama_index.vector_stores.chroma import ChromaVectorStore
+
+            class LookupEmbedding(BaseEmbedding):
+                def _get_query_embedding(self, query: str) -> list[float]:
+                    return by_query[query].tolist()  # type: ignore[no-any-return]
+
+                async def _aget_query_embedding(self, query: str) -> list[float]:
+                    return self._get_query_embedding(query)
+
+                def _get_text_embedding(self, text: str) -> list[float]:
+                    raise AssertionError("documents are pre-embedded")
+
+            index = VectorStoreIndex.from_vector_store(ChromaVectorStore(chroma_collection=collection),
+                                                       embed_model=LookupEmbedding())
+            nodes = [TextNode(text=t, id_=i) for i, t in zip(ids, texts, strict=True)]
+            bm25 = BM25Retriever.from_defaults(nodes=nodes, similarity_top_k=150)
+            fusion = QueryFusionRetriever([index.as_retriever(similarity_top_k=150), bm25], llm=MockLLM(),
+                                          mode="reciprocal_rerank", num_queries=1, similarity_top_k=20,
+                                          use_async=False)
+
+            def search(q: str) -> list[str]:
+                return [n.node.node_id for n in fusion.retrieve(q)]
+        build = time.perf_counter() - started
+        for q in queries[:3]:
+            search(q)  # warm-up
+        times = []
+        for q in queries:
+            t = time.perf_counter()
+            search(q)
+            times.append(time.perf_counter() - t)
+    times.sort()
+    peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    return {"config": config, "size": size, "build_s": build, "p50_ms": statistics.median(times) * 1000,
+            "p95_ms": times[int(0.95 * (len(times) - 1))] * 1000, "peak_mb": peak_mb}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--sizes", default="10000,100000")
+    parser.add_argument("--queries", type=int, default=50)
+    parser.add_argument("--max-rank-bm25", type=int, default=100_000)
+    parser.add_argument("--one", nargs=2, metavar=("CONFIG", "SIZE"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.one:
+        print(json.dumps(run_one(args.one[0], int(args.one[1]), args.queries)))
+        return 0
+    rows = []
+    for size in (int(s) for s in args.sizes.split(",")):
+        for config in ("langchain", "llama-index", "ours"):
+            if config == "langchain" and size > args.max_rank_bm25:
+                rows.append({"config": config, "size": size, "skipped": "rank-bm25 over --max-rank-bm25"})
+                continue
+            done = subprocess.run([sys.executable, __file__, "--one", config, str(size), "--queries",
+                                   str(args.queries)], capture_output=True, text=True, timeout=7200,
+                                  env={**os.environ, "PYTHONPATH": ROOT})
+            if done.returncode != 0:
+                rows.append({"config": config, "size": size, "skipped": done.stderr.strip().splitlines()[-1][:100]})
+            else:
+                rows.append(json.loads(done.stdout.strip().splitlines()[-1]))
+            print(f"  {config} at {size:,}: done", file=sys.stderr)
+    print(f"{'chunks':>9} {'configuration':>12} {'build s':>8} {'p50 ms':>8} {'p95 ms':>8} {'peak MB':>8} "
+          f"{'p50 x ours':>10}")
+    ours = {r["size"]: r for r in rows if r["config"] == "ours" and "p50_ms" in r}
+    for r in rows:
+        if "skipped" in r:
+            print(f"{r['size']:>9,} {r['config']:>12}   skipped: {r['skipped']}")
+            continue
+        ratio = r["p50_ms"] / ours[r["size"]]["p50_ms"] if r["size"] in ours else float("nan")
+        print(f"{r['size']:>9,} {r['config']:>12} {r['build_s']:>8.1f} {r['p50_ms']:>8.2f} {r['p95_ms']:>8.2f} "
+              f"{r['peak_mb']:>8.0f} {ratio:>10.1f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
