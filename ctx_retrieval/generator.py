@@ -13,7 +13,7 @@ import asyncio
 import logging
 import random
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from os import PathLike
 from typing import Any, Literal, overload
@@ -49,6 +49,20 @@ DocumentItems = Iterable[tuple[SourceDocument, Sequence[Chunk]]]
 # turns out cacheable costs a cache write per racing request, warming one that is not costs one round trip.
 _WARM_UP_THRESHOLD = 0.5
 _FALLBACK_MIN_CACHEABLE_TOKENS = 1024
+
+
+def _waves(items: DocumentItems, size: int) -> Iterator[list[tuple[SourceDocument, Sequence[Chunk]]]]:
+    """``items`` in lists of ``size``, read lazily."""
+    if size < 1:
+        raise ConfigurationError("documents_per_wave must be >= 1", setting="documents_per_wave")
+    wave: list[tuple[SourceDocument, Sequence[Chunk]]] = []
+    for item in items:
+        wave.append(item)
+        if len(wave) == size:
+            yield wave
+            wave = []
+    if wave:
+        yield wave
 
 
 class ContextRun(Sequence[ContextResult]):
@@ -277,6 +291,19 @@ class ContextGenerator:
             raise ConfigurationError("budget_usd is not supported in batch mode yet: run contextualize_many, or "
                                      "check estimate() first", setting="budget_usd")
         return await self._arun(items, _BatchOptions(poll_interval_s, max_batch_requests))
+
+    def iter_contextualize(self, items: DocumentItems, *, documents_per_wave: int = 64) -> Iterator[ContextRun]:
+        """Contextualize a stream of documents in waves of ``documents_per_wave``, yielding each wave's results
+        (in input order) as it finishes: memory follows the wave, not the corpus. Each wave is a full run (its
+        own report); consume one before the next is read from ``items``."""
+        for wave in _waves(items, documents_per_wave):
+            yield run_sync(self._arun(wave))
+
+    async def aiter_contextualize(self, items: DocumentItems, *,
+                                  documents_per_wave: int = 64) -> AsyncIterator[ContextRun]:
+        """The async twin of ``iter_contextualize``."""
+        for wave in _waves(items, documents_per_wave):
+            yield await self._arun(wave)
 
     def retry_failed(self, report: RunReport) -> ContextRun:
         """Run again the documents that have chunks without a context; finished chunks come from the cache,

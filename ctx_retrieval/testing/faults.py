@@ -20,8 +20,10 @@ DEFAULT_FAULT_MIX = {"rate_limit": 1.0, "overloaded": 1.0, "server_error": 1.0, 
                      "truncated": 1.0}
 
 
-def synthetic_corpus(chunks: int, per_document: int = 20, words: int = 80) -> list[tuple[SourceDocument, list[Chunk]]]:
-    """Deterministic documents of ``per_document`` paragraphs, ``chunks`` paragraphs in all."""
+def synthetic_corpus(chunks: int, per_document: int = 20, words: int = 80,
+                     first_document: int = 0) -> list[tuple[SourceDocument, list[Chunk]]]:
+    """Deterministic documents of ``per_document`` paragraphs, ``chunks`` paragraphs in all, numbered from
+    ``first_document``."""
     vocabulary = (
         "revenue", "margin", 'quarter', 'anvil', 'skate', 'trap', 'foundry', 'tucson', 'rotterdam',
         'dividend', 'backlog', 'warranty', 'inventory', 'capital', 'outlook', 'segment', 'growth', 'decline',
@@ -29,7 +31,7 @@ def synthetic_corpus(chunks: int, per_document: int = 20, words: int = 80) -> li
     )
     items = []
     made = 0
-    doc = 0
+    doc = first_document
     while made < chunks:
         n = min(per_document, chunks - made)
         paragraphs = [f"Document {doc} paragraph {p}: " + " ".join(

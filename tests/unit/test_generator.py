@@ -489,3 +489,31 @@ def test_server_side_rate_limit_is_survived_with_retry_after(make_generator: Any
         limited = [r for r in server.requests if r.status == 429]
     assert run.report.failed == 0 and all(r.context for r in run)
     assert limited and run.report.rate_limited == len(limited)
+
+
+def test_iter_contextualize_streams_in_waves_with_the_same_results() -> None:
+    from ctx_retrieval.testing.faults import synthetic_corpus
+    from ctx_retrieval.testing.instant import InstantProvider
+
+    items = synthetic_corpus(130, per_document=10)  # 13 documents
+    read: list[str] = []
+
+    def lazily() -> Any:
+        for item in items:
+            read.append(item[0].id)
+            yield item
+
+    generator = ContextGenerator(InstantProvider(), cache=False)
+    waves = generator.iter_contextualize(lazily(), documents_per_wave=5)
+    first = next(waves)
+    assert len(read) == 5 and len(first) == 50  # the stream is read one wave ahead at most
+    rest = list(waves)
+    assert [len(w) for w in rest] == [50, 30]
+    streamed = [(r.chunk_id, r.context) for w in (first, *rest) for r in w]
+    whole = ContextGenerator(InstantProvider(), cache=False).contextualize_many(items)
+    assert streamed == [(r.chunk_id, r.context) for r in whole]
+
+    async def collect() -> list[int]:
+        return [len(w) async for w in generator.aiter_contextualize(items, documents_per_wave=6)]
+
+    assert asyncio.run(collect()) == [60, 60, 10]
