@@ -10,6 +10,7 @@ arrives, so an identical rerun makes no request and a killed run resumes with on
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import random
 import time
@@ -698,13 +699,11 @@ class ContextGenerator:
             if decision.action == "retry":
                 if decision.kind == "rate_limited":
                     report.rate_limited += 1
-                    delay = decision.retry_after_s
-                    if delay is None:
-                        delay = self.retry.backoff(report.rate_limited, state.rng)
+                    delay = decision.retry_after_s or 0.0  # set by _attempt, which paused the run for it
                     if rate_limit_wait + delay <= self.retry.max_rate_limit_wait_s:
                         rate_limit_wait += delay
                         report.retries += 1
-                        state.limiter.pause(delay)  # the next acquire waits it out, holding no slot
+                        # _attempt paused the run already; the next acquire waits it out, holding no slot
                         continue
                     detail += f", still rate-limited after {rate_limit_wait:.0f} s of waiting (max_rate_limit_wait_s)"
                 else:
@@ -727,8 +726,9 @@ class ContextGenerator:
             state.stop = state.budget_hit = True
             return None
         state.inflight_cost += estimate  # reserved now, so requests waiting together cannot overspend
+        rate_limited = probe = False
         try:
-            await state.limiter.acquire(variable if plan.cache_warm else variable + plan.prefix_tokens)
+            probe = await state.limiter.acquire(variable if plan.cache_warm else variable + plan.prefix_tokens)
             if state.stop:
                 return None
             await state.slots.acquire(priority)
@@ -739,11 +739,20 @@ class ContextGenerator:
                 decision = self.provider.classify_error(exc)
                 if decision is None:
                     raise
+                rate_limited = decision.kind == "rate_limited"
+                if rate_limited:  # pause the run before the probe's answer releases the others
+                    delay = decision.retry_after_s
+                    if delay is None:
+                        delay = self.retry.backoff(state.report.rate_limited + 1, state.rng)
+                        decision = dataclasses.replace(decision, retry_after_s=delay)
+                    state.limiter.pause(delay)
                 return None, exc, decision
             finally:
                 state.slots.release()
         finally:
             state.inflight_cost -= estimate
+            if probe:
+                state.limiter.answered(rate_limited=rate_limited)
 
     def _fail(self, state: _RunState, plan: _Plan, i: int, kind: str, message: str, usage: TokenUsage) -> None:
         logger.warning("no context for chunk %s of document %s: %s: %s", plan.chunks[i].id, plan.document.id,

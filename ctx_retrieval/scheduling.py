@@ -88,21 +88,40 @@ class _Bucket:
 
 
 class Limiter:
-    """Run-wide gate: the client-side rate limit plus a pause set by rate-limit answers."""
+    """Run-wide gate: the client-side rate limit plus a pause set by rate-limit answers.
+
+    After a pause, one request goes first (a probe) and the others wait for its answer: the server's
+    retry-after covers that one request, so releasing every waiter at once would only earn a 429 each.
+    """
 
     def __init__(self, limit: RateLimit | None) -> None:
         self._requests = _Bucket(limit.requests_per_minute) if limit and limit.requests_per_minute else None
         self._tokens = _Bucket(limit.input_tokens_per_minute) if limit and limit.input_tokens_per_minute else None
         self._paused_until = 0.0
         self._lock = asyncio.Lock()
+        self._probing = False  # set by a pause: the next request is a probe
+        self._probe_answered: asyncio.Event | None = None  # set while a probe is in flight
 
     def pause(self, seconds: float) -> None:
         """Hold every new request for ``seconds`` (a 429 applies to the whole account, not one request)."""
         self._paused_until = max(self._paused_until, time.monotonic() + seconds)
+        self._probing = True
 
-    async def acquire(self, input_tokens: int) -> None:
+    def answered(self, *, rate_limited: bool) -> None:
+        """Report the answer to the probe (the request ``acquire`` returned True for), whatever its outcome."""
+        if self._probe_answered is not None:
+            if not rate_limited:
+                self._probing = False  # the limit has room again: everyone may go
+            event, self._probe_answered = self._probe_answered, None
+            event.set()
+
+    async def acquire(self, input_tokens: int) -> bool:
+        """Wait until a request may be sent; True when it is the probe after a pause."""
         async with self._lock:  # FIFO: waiters are served in arrival order
             while True:
+                if self._probe_answered is not None:
+                    await self._probe_answered.wait()
+                    continue
                 now = time.monotonic()
                 wait = max(0.0, self._paused_until - now)
                 if self._requests is not None:
@@ -114,7 +133,10 @@ class Limiter:
                         self._requests.take(1)
                     if self._tokens is not None:
                         self._tokens.take(input_tokens)
-                    return
+                    if self._probing:
+                        self._probe_answered = asyncio.Event()
+                        return True
+                    return False
                 await asyncio.sleep(wait)
 
 
