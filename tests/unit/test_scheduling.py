@@ -80,3 +80,40 @@ def test_invalid_settings() -> None:
         RetryPolicy(max_attempts=0)
     with pytest.raises(ConfigurationError):
         RateLimit(requests_per_minute=0)
+
+
+def test_after_a_pause_one_probe_goes_first_and_the_rest_wait_for_its_answer() -> None:
+    async def scenario() -> list[str]:
+        limiter = Limiter(None)
+        events: list[str] = []
+        assert await limiter.acquire(1) is False  # no pause: no probe
+        limiter.pause(0.05)
+
+        async def request(name: str) -> None:
+            probe = await limiter.acquire(1)
+            events.append(f"{name} sent{' (probe)' if probe else ''}")
+            if probe:
+                await asyncio.sleep(0.05)
+                events.append("probe answered")
+                limiter.answered(rate_limited=False)
+
+        await asyncio.gather(request("a"), request("b"), request("c"))
+        return events
+
+    assert asyncio.run(scenario()) == ["a sent (probe)", "probe answered", "b sent", "c sent"]
+
+
+def test_a_refused_probe_keeps_the_others_waiting_for_the_next_pause() -> None:
+    async def scenario() -> float:
+        limiter = Limiter(None)
+        limiter.pause(0.01)
+        assert await limiter.acquire(1) is True
+        started = time.monotonic()
+        waiter = asyncio.ensure_future(limiter.acquire(1))
+        await asyncio.sleep(0.02)
+        limiter.pause(0.2)  # the probe was refused: a new, longer pause
+        limiter.answered(rate_limited=True)
+        assert await waiter is True  # the next one is a probe again
+        return time.monotonic() - started
+
+    assert asyncio.run(scenario()) >= 0.19
