@@ -273,9 +273,11 @@ class ContextGenerator:
         """Like ``contextualize_many``, at the Message Batches API's half price: each document's first chunk
         goes as an ordinary request (it writes the prompt cache), the rest in batches, polled until they end
         (Anthropic answers within 24 hours). Submitted batch ids are stored in the context cache at once, so a
-        run that crashes while waiting collects them on restart instead of paying again. Requests that end
-        errored or expired are retried as ordinary requests. Use ``cache_ttl="1h"`` on the provider so the
-        cache written by the first request lasts while the batch waits."""
+        run that crashes while waiting collects them on restart instead of paying again (a crash in the instant
+        between the API accepting a batch and its id being stored cannot be covered: the API takes no
+        idempotency key). Requests that end errored or expired are retried as ordinary requests. Use
+        ``cache_ttl="1h"`` on the provider so the cache written by the first request lasts while the batch
+        waits."""
         return run_sync(self.acontextualize_many_batched(items, poll_interval_s=poll_interval_s,
                                                          max_batch_requests=max_batch_requests))
 

@@ -58,7 +58,8 @@ def test_a_crash_while_waiting_collects_the_batch_instead_of_resubmitting(tmp_pa
 
         async def crash_while_polling() -> None:
             task = asyncio.ensure_future(first.acontextualize_many_batched(documents, poll_interval_s=0.05))
-            while server.batch_requests() == 0:  # noqa: ASYNC110 - waits on the server thread's state
+            cache = ContextCache(tmp_path / "c.sqlite")
+            while not cache.batches_in_flight():  # noqa: ASYNC110 - waits for the recorded batch, then dies
                 await asyncio.sleep(0.01)
             task.cancel()
             with pytest.raises(asyncio.CancelledError):
