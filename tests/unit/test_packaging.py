@@ -72,3 +72,13 @@ def test_wheel_holds_exactly_the_three_packages(tmp_path: Path) -> None:
         assert f"{package}/py.typed" in names
     assert "ctx_retrieval/data/anthropic_codebase/LICENSE" in names
     assert "ctx_retrieval/data/sample_acme_q2_2023.md" in names
+
+
+@pytest.mark.parametrize("package", ["langchain_ctx", "llama_index_ctx"])
+def test_adapter_all_is_exact(package: str) -> None:
+    module = pytest.importorskip(package)
+    for name in module.__all__:
+        assert hasattr(module, name), name
+    public = {n for n in vars(module) if not n.startswith("_") and not isinstance(getattr(module, n), type(module))
+              and n != "require"}
+    assert public == set(module.__all__)
