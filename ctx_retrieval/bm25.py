@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import math
 import re
+from array import array
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -68,22 +69,29 @@ class BM25Index:
         self.ids = list(ids)
         self.k1, self.b = k1, b
         self.tokenizer = tokenizer
-        counts = [Counter(tokenizer(t)) for t in texts]
-        lengths = np.array([sum(c.values()) for c in counts], dtype=np.float32)
-        avg = float(lengths.mean()) if len(lengths) and lengths.sum() else 1.0
+        # Postings are appended to compact typed buffers (12 bytes each) one text at a time, then grouped by term
+        # with one stable sort: no per-posting Python objects, so peak memory stays near the final arrays'.
         vocab: dict[str, int] = {}
-        postings: list[list[tuple[int, int]]] = []
-        for doc, counter in enumerate(counts):
+        terms, docs_buf, tfs_buf, lengths_buf = array("i"), array("i"), array("f"), array("f")
+        for doc, text in enumerate(texts):
+            counter = Counter(tokenizer(text))
+            lengths_buf.append(sum(counter.values()))
             for term, tf in counter.items():
-                term_id = vocab.setdefault(term, len(vocab))
-                if term_id == len(postings):
-                    postings.append([])
-                postings[term_id].append((doc, tf))
+                terms.append(vocab.setdefault(term, len(vocab)))
+                docs_buf.append(doc)
+                tfs_buf.append(tf)
         n = len(self.ids)
-        indptr = np.zeros(len(postings) + 1, dtype=np.int64)
-        indptr[1:] = np.cumsum([len(p) for p in postings]) if postings else []
-        docs = np.fromiter((d for p in postings for d, _ in p), dtype=np.int32, count=int(indptr[-1]))
-        tfs = np.fromiter((tf for p in postings for _, tf in p), dtype=np.float32, count=int(indptr[-1]))
+        lengths = np.frombuffer(lengths_buf, dtype=np.float32) if n else np.zeros(0, dtype=np.float32)
+        avg = float(lengths.mean()) if n and lengths.sum() else 1.0
+        term_ids = np.frombuffer(terms, dtype=np.int32) if terms else np.zeros(0, dtype=np.int32)
+        order = np.argsort(term_ids, kind="stable")  # by term; within a term, documents stay in order
+        indptr = np.zeros(len(vocab) + 1, dtype=np.int64)
+        indptr[1:] = np.cumsum(np.bincount(term_ids, minlength=len(vocab)))
+        del term_ids, terms
+        docs = np.frombuffer(docs_buf, dtype=np.int32)[order] if len(order) else np.zeros(0, dtype=np.int32)
+        del docs_buf
+        tfs = np.frombuffer(tfs_buf, dtype=np.float32)[order] if len(order) else np.zeros(0, dtype=np.float32)
+        del tfs_buf, order
         df = np.diff(indptr).astype(np.float32)
         idf = np.log1p((n - df + 0.5) / (df + 0.5)).astype(np.float32)
         norm = k1 * (1 - b + b * lengths[docs] / avg) if len(docs) else np.zeros(0, dtype=np.float32)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import random
 from pathlib import Path
 
 import pytest
@@ -39,6 +40,23 @@ def test_scores_follow_the_bm25_formula() -> None:
     scores = index.scores("executor")
     for n, doc in enumerate(TEXTS):
         assert scores[n] == pytest.approx(expected(doc), rel=1e-5)
+
+
+def test_every_term_scores_every_text_as_the_formula_says() -> None:
+    # Postings are grouped by term with one sort over typed buffers: check every (term, text) cell of a corpus
+    # whose terms first appear in many different texts, against the formula computed from plain token lists.
+    rng = random.Random(7)
+    words = [f"w{i}" for i in range(60)]
+    texts = [" ".join(rng.choices(words, k=rng.randint(0, 25))) for _ in range(200)]
+    index = BM25Index([str(i) for i in range(len(texts))], texts)
+    tokens = [tokenize(t) for t in texts]
+    avg = sum(map(len, tokens)) / len(tokens)
+    for word in {w for t in tokens for w in t}:
+        df = sum(1 for t in tokens if word in t)
+        idf = math.log1p((len(texts) - df + 0.5) / (df + 0.5))
+        expected = [idf * t.count(word) * 2.5 / (t.count(word) + 1.5 * (0.25 + 0.75 * len(t) / avg)) for t in tokens]
+        assert index.scores(word).tolist() == pytest.approx(expected, rel=1e-5), word
+    assert len(BM25Index([], [])) == 0 and BM25Index([], []).search("w1") == []
 
 
 def test_search_ranks_and_skips_non_matches() -> None:
