@@ -728,15 +728,21 @@ class ContextGenerator:
             state.stop = state.budget_hit = True
             return None
         state.inflight_cost += estimate  # reserved now, so requests waiting together cannot overspend
-        rate_limited = probe = False
+        rate_limited = probe = reserved = False
+        tokens = variable if plan.cache_warm else variable + plan.prefix_tokens
         try:
-            probe = await state.limiter.acquire(variable if plan.cache_warm else variable + plan.prefix_tokens)
+            probe = await state.limiter.acquire(tokens)
+            reserved = True
             if state.stop:
                 return None
             await state.slots.acquire(priority)
             try:
                 state.report.requests += 1
-                return await self.provider.agenerate(request), None, None
+                sent_at, reserved = state.limiter.sent(tokens), False
+                response = await self.provider.agenerate(request)
+                if response.limits is not None:
+                    state.limiter.observe(response.limits, sent_at)
+                return response, None, None
             except Exception as exc:  # classified by type; anything unknown propagates
                 decision = self.provider.classify_error(exc)
                 if decision is None:
@@ -753,6 +759,8 @@ class ContextGenerator:
                 state.slots.release()
         finally:
             state.inflight_cost -= estimate
+            if reserved:  # passed the limiter but never sent (the run stopped, or cancelled)
+                state.limiter.unsent(tokens)
             if probe:
                 state.limiter.answered(rate_limited=rate_limited)
 

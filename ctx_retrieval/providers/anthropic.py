@@ -18,6 +18,7 @@ message text.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import json
 import logging
 import os
@@ -28,7 +29,7 @@ from ..errors import ProviderAuthenticationError, UnknownModelError
 from ..models import ModelInfo, lookup_model_info
 from ..usage import TokenUsage
 from .base import ContextRequest, ErrorDecision, ProviderBase, ProviderResponse
-from .generic import classify_exception, decision_for_status
+from .generic import classify_exception, decision_for_status, server_limits
 
 if TYPE_CHECKING:
     import anthropic as anthropic_sdk
@@ -210,14 +211,17 @@ class AnthropicProvider(ProviderBase):
     async def agenerate(self, request: ContextRequest) -> ProviderResponse:
         client = self._get_client()
         messages: Any = [{"role": "user", "content": self.build_message_content(request)}]
-        message = await client.messages.create(
+        # The raw response carries the anthropic-ratelimit-* headers the generator paces the run by.
+        raw = await client.messages.with_raw_response.create(
             model=self._model,
             max_tokens=request.max_tokens,
             messages=messages,
             extra_body=self.extra_body,
         )
+        parsed: Any = raw.parse()
+        message = await parsed if inspect.isawaitable(parsed) else parsed  # SDKs < 1 parse synchronously
         text = "".join(getattr(block, "text", "") for block in message.content if block.type == "text")
-        return ProviderResponse(text=text, usage=self._usage(message.usage))
+        return ProviderResponse(text=text, usage=self._usage(message.usage), limits=server_limits(raw.headers))
 
     def classify_error(self, exc: BaseException) -> ErrorDecision | None:
         import anthropic

@@ -12,7 +12,8 @@ from typing import Literal, Protocol, runtime_checkable
 from ..models import ModelInfo
 from ..usage import TokenUsage
 
-__all__ = ["ContextRequest", "ErrorDecision", "Provider", "ProviderBase", "ProviderResponse"]
+__all__ = ["ContextRequest", "ErrorDecision", "Provider", "ProviderBase", "ProviderResponse", "ServerLimit",
+           "ServerLimits"]
 
 
 @dataclass(frozen=True)
@@ -36,9 +37,29 @@ class ContextRequest:
 
 
 @dataclass(frozen=True)
+class ServerLimit:
+    """One of the account's rate limits as the server reported it with an answer: the bucket's capacity, what
+    was left after the request, and the seconds until it is full again (None when not reported or implausible)."""
+
+    limit: float
+    remaining: float
+    full_in_s: float | None = None
+
+
+@dataclass(frozen=True)
+class ServerLimits:
+    """The rate-limit state an answer carried (Anthropic's ``anthropic-ratelimit-*`` headers); the generator
+    paces the run by it so requests wait on our side instead of earning 429s."""
+
+    requests: ServerLimit | None = None
+    input_tokens: ServerLimit | None = None
+
+
+@dataclass(frozen=True)
 class ProviderResponse:
     text: str
     usage: TokenUsage
+    limits: ServerLimits | None = None  # set by providers whose API reports its rate-limit state
 
 
 ErrorAction = Literal["retry", "fail_chunk", "fail_run"]

@@ -9,14 +9,17 @@ propagates: it is a bug to see, not a fault to retry.
 from __future__ import annotations
 
 import asyncio
+import datetime
 import email.utils
 import sys
 import time
 from typing import Any
 
-from .base import ErrorDecision
+from .base import ErrorDecision, ServerLimit, ServerLimits
 
-__all__ = ["classify_exception", "decision_for_status", "retry_after_s"]
+__all__ = ["classify_exception", "decision_for_status", "retry_after_s", "server_limits"]
+
+_MAX_PLAUSIBLE_RESET_S = 600.0  # a reset further away than this means a skewed clock: ignore it
 
 _TRANSPORT_ERRORS = (
     ("anthropic", ("APITimeoutError", "timeout"), ("APIConnectionError", "connection")),
@@ -46,6 +49,36 @@ def retry_after_s(headers: Any) -> float | None:
         if parsed is None:
             return None
         return max(0.0, email.utils.mktime_tz(parsed) - time.time())
+
+
+def _server_limit(headers: Any, name: str) -> ServerLimit | None:
+    try:
+        limit = float(headers.get(f"anthropic-ratelimit-{name}-limit") or "")
+        remaining = float(headers.get(f"anthropic-ratelimit-{name}-remaining") or "")
+    except ValueError:
+        return None
+    if limit <= 0 or remaining < 0:
+        return None
+    full_in: float | None = None
+    reset = headers.get(f"anthropic-ratelimit-{name}-reset")
+    if reset:
+        try:
+            at = datetime.datetime.fromisoformat(reset.replace("Z", "+00:00"))
+        except ValueError:
+            at = None
+        if at is not None and at.tzinfo is not None:
+            seconds = (at - datetime.datetime.now(datetime.timezone.utc)).total_seconds()
+            full_in = seconds if 0 < seconds <= _MAX_PLAUSIBLE_RESET_S else None
+    return ServerLimit(limit=limit, remaining=min(remaining, limit), full_in_s=full_in)
+
+
+def server_limits(headers: Any) -> ServerLimits | None:
+    """The ``anthropic-ratelimit-{requests,input-tokens}-{limit,remaining,reset}`` headers of an answer, or None
+    when it has none (malformed values are ignored, never guessed)."""
+    if headers is None:
+        return None
+    requests, tokens = _server_limit(headers, "requests"), _server_limit(headers, "input-tokens")
+    return ServerLimits(requests, tokens) if requests or tokens else None
 
 
 def decision_for_status(status: int, headers: Any = None) -> ErrorDecision:

@@ -12,6 +12,7 @@ server-side rate limits, and records every request.
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import itertools
 import json
@@ -122,6 +123,8 @@ class FakeAnthropicServer:
         cache_ttl_scale: multiply TTLs (e.g. 0.01 to test expiry quickly).
         batch_delay_s: how long a Message Batch stays ``in_progress`` before its results are ready.
         rate_window_s: the period the rate limits are per (60: per minute; less compresses benchmarks in time).
+        rate_limit_headers: send ``anthropic-ratelimit-*`` headers with each answer while limits are set (as
+            the real API does); False hides them, like a proxy that strips them.
     """
 
     def __init__(
@@ -140,6 +143,7 @@ class FakeAnthropicServer:
         seed: int = 0,
         batch_delay_s: float = 0.2,
         rate_window_s: float = 60.0,
+        rate_limit_headers: bool = True,
     ) -> None:
         self.latency_s = latency_s
         self.latency_per_output_token_s = latency_per_output_token_s
@@ -162,6 +166,7 @@ class FakeAnthropicServer:
         self._httpd: ThreadingHTTPServer | None = None
         self.batch_delay_s = batch_delay_s
         self.rate_window_s = rate_window_s
+        self.rate_limit_headers = rate_limit_headers
         self.batches: dict[str, dict[str, Any]] = {}
         self._batch_faults: list[tuple[Callable[[dict[str, Any]], bool], str]] = []
         self._batch_lock = threading.Lock()  # one thread processes an ended batch, exactly once
@@ -328,11 +333,12 @@ class FakeAnthropicServer:
         }
         return usage, writes
 
-    def _rate_limited(self, input_tokens: int) -> float:
+    def _rate_limited(self, input_tokens: int) -> tuple[float, dict[str, str]]:
         """Token buckets, as Anthropic documents its limits: capacity one minute's worth, refilled continuously.
-        Uncached input tokens count (input + cache writes); cache reads do not."""
+        Uncached input tokens count (input + cache writes); cache reads do not. Returns the retry-after (0 when
+        admitted) and the ``anthropic-ratelimit-*`` headers describing the buckets after this request."""
         if self.rate_limit_rpm is None and self.rate_limit_itpm is None:
-            return 0.0
+            return 0.0, {}
         now = time.monotonic()
         with self._lock:
             refill = (now - self._bucket_stamp) / self.rate_window_s  # windows elapsed since the last request
@@ -347,11 +353,28 @@ class FakeAnthropicServer:
             need = min(input_tokens, self.rate_limit_itpm or 0)
             if self.rate_limit_itpm is not None and self._tokens_left < need:
                 wait = max(wait, (need - self._tokens_left) * self.rate_window_s / self.rate_limit_itpm)
-            if wait > 0:
-                return wait
-            self._requests_left -= 1
-            self._tokens_left -= input_tokens
-        return 0.0
+            if wait <= 0:
+                self._requests_left -= 1
+                self._tokens_left -= input_tokens
+            headers = self._rate_limit_headers()
+        return wait, headers
+
+    def _rate_limit_headers(self) -> dict[str, str]:
+        """Anthropic's ``anthropic-ratelimit-{requests,input-tokens}-{limit,remaining,reset}``: reset is the RFC
+        3339 time at which the bucket is full again (millisecond precision here)."""
+        headers: dict[str, str] = {}
+        utc_now = datetime.datetime.now(datetime.timezone.utc)
+        for name, limit, left in (("requests", self.rate_limit_rpm, self._requests_left),
+                                  ("input-tokens", self.rate_limit_itpm, self._tokens_left)):
+            if limit is None or not self.rate_limit_headers:
+                continue
+            full_in = max(0.0, limit - left) * self.rate_window_s / limit
+            reset = utc_now + datetime.timedelta(seconds=full_in)
+            headers[f"anthropic-ratelimit-{name}-limit"] = f"{limit:.0f}"
+            headers[f"anthropic-ratelimit-{name}-remaining"] = f"{max(0, int(left))}"
+            headers[f"anthropic-ratelimit-{name}-reset"] = reset.isoformat(timespec="milliseconds").replace(
+                "+00:00", "Z")
+        return headers
 
     def record(self, record: RecordedRequest) -> None:
         with self._lock:
@@ -539,13 +562,13 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             return
         usage, writes = fake._bill(body)
-        wait = fake._rate_limited(usage["input_tokens"] + usage["cache_creation_input_tokens"])
+        wait, limit_headers = fake._rate_limited(usage["input_tokens"] + usage["cache_creation_input_tokens"])
         if wait:
             record.status = 429
             record.fault = "server_rate_limit"
             fake.record(record)
             self._send(429, _error_body("rate_limit_error", "rate limit exceeded"),
-                       {"retry-after": f"{max(wait, 0.01):.2f}"})
+                       {"retry-after": f"{max(wait, 0.01):.2f}", **limit_headers})
             return
         text = fake.responder(body)
         max_tokens = int(body.get("max_tokens") or 1)
@@ -578,7 +601,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             return
         try:
-            self._send(200, payload)
+            self._send(200, payload, limit_headers)
         except OSError:  # the client gave up (timeout): nothing was delivered, nothing is written
             record.status = -2
             record.finished = time.monotonic()

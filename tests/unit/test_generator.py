@@ -478,17 +478,31 @@ def test_progress_bar_counts_every_chunk(
     assert "contextualizing" in err and "8/8" in err
 
 
-def test_server_side_rate_limit_is_survived_with_retry_after(make_generator: Any) -> None:
-    documents = corpus(2, paragraphs=6)
+def _near_empty_request_bucket(make_generator: Any, *, headers: bool) -> tuple[Any, list[Any]]:
     import time
 
-    with FakeAnthropicServer(rate_limit_rpm=300, rate_limit_itpm=None) as server:
+    documents = corpus(2, paragraphs=6)
+    with FakeAnthropicServer(rate_limit_rpm=300, rate_limit_itpm=None, rate_limit_headers=headers) as server:
         generator = make_generator(server=server, max_concurrency=4)
         server._requests_left, server._bucket_stamp = 2, time.monotonic()  # a nearly empty bucket, 5/s refill
         run = generator.contextualize_many(documents)
-        limited = [r for r in server.requests if r.status == 429]
+        return run, [r for r in server.requests if r.status == 429]
+
+
+def test_server_side_rate_limit_is_survived_with_retry_after(make_generator: Any) -> None:
+    # Without rate-limit headers (a proxy that strips them) only the 429s' retry-after paces the run.
+    run, limited = _near_empty_request_bucket(make_generator, headers=False)
     assert run.report.failed == 0 and all(r.context for r in run)
     assert limited and run.report.rate_limited == len(limited)
+
+
+def test_rate_limit_headers_pace_the_run_without_429s(make_generator: Any) -> None:
+    # The same limit, with the anthropic-ratelimit-* headers the real API sends: requests wait on our side.
+    run, limited = _near_empty_request_bucket(make_generator, headers=True)
+    assert run.report.failed == 0 and all(r.context for r in run)
+    assert len(limited) <= 1 and run.report.rate_limited == len(limited)
+    _, without_headers = _near_empty_request_bucket(make_generator, headers=False)
+    assert len(without_headers) > 5 * max(1, len(limited))
 
 
 def test_iter_contextualize_streams_in_waves_with_the_same_results() -> None:

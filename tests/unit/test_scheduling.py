@@ -9,6 +9,8 @@ import time
 import pytest
 
 from ctx_retrieval import ConfigurationError, RateLimit, RetryPolicy
+from ctx_retrieval.providers.base import ServerLimit, ServerLimits
+from ctx_retrieval.providers.generic import server_limits
 from ctx_retrieval.scheduling import Limiter, PrioritySlots
 
 
@@ -45,6 +47,61 @@ def test_pause_holds_new_requests() -> None:
         return time.monotonic() - started
 
     assert 0.28 <= asyncio.run(scenario()) <= 0.6
+
+
+def test_reported_limits_make_requests_wait_for_the_refill() -> None:
+    async def scenario() -> tuple[float, float]:
+        limiter = Limiter(None)
+        await limiter.acquire(100)
+        sent_at = limiter.sent(100)
+        # The server had 100 of 1,000 tokens left after that request and will be full in 1 s: 900 tokens/s.
+        limiter.observe(ServerLimits(input_tokens=ServerLimit(1000, 100, 1.0)), sent_at)
+        started = time.monotonic()
+        await limiter.acquire(100)  # within what is left: no wait
+        first = time.monotonic() - started
+        limiter.sent(100)
+        started = time.monotonic()
+        await limiter.acquire(550)  # ~0 left now: waits ~550/900 s for the refill
+        return first, time.monotonic() - started
+
+    first, second = asyncio.run(scenario())
+    assert first < 0.05 and 0.45 <= second <= 0.9
+
+
+def test_reported_limits_subtract_what_was_sent_or_let_through_since() -> None:
+    async def scenario() -> float:
+        limiter = Limiter(None)
+        await limiter.acquire(10)
+        sent_at = limiter.sent(10)
+        await limiter.acquire(300)
+        limiter.sent(300)  # sent after the first request: its report cannot include it
+        await limiter.acquire(300)  # let through, not sent yet
+        # 600 of 1,000 left after the first request, refilling 1,000/s: 600 - 300 - 300 = ~0 left for us.
+        limiter.observe(ServerLimits(input_tokens=ServerLimit(1000, 600, 0.4)), sent_at)
+        started = time.monotonic()
+        await limiter.acquire(300)
+        return time.monotonic() - started
+
+    assert 0.2 <= asyncio.run(scenario()) <= 0.6
+
+
+def test_rate_limit_headers_are_parsed_and_bad_values_ignored() -> None:
+    import datetime
+
+    soon = (datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=2)).isoformat(
+        timespec="milliseconds").replace("+00:00", "Z")
+    limits = server_limits({
+        "anthropic-ratelimit-requests-limit": "50", "anthropic-ratelimit-requests-remaining": "49",
+        "anthropic-ratelimit-requests-reset": soon,
+        "anthropic-ratelimit-input-tokens-limit": "40000", "anthropic-ratelimit-input-tokens-remaining": "x1",
+    })
+    assert limits is not None and limits.input_tokens is None  # malformed: ignored, never guessed
+    assert limits.requests is not None and (limits.requests.limit, limits.requests.remaining) == (50, 49)
+    assert limits.requests.full_in_s is not None and 1.5 < limits.requests.full_in_s <= 2.0
+    skewed = server_limits({"anthropic-ratelimit-requests-limit": "50", "anthropic-ratelimit-requests-remaining": "0",
+                            "anthropic-ratelimit-requests-reset": "2001-01-01T00:00:00Z"})
+    assert skewed is not None and skewed.requests == ServerLimit(50, 0, None)  # a reset in the past: clock skew
+    assert server_limits({"content-type": "application/json"}) is None and server_limits(None) is None
 
 
 def test_backoff_grows_with_jitter_and_a_cap() -> None:
