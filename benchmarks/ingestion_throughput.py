@@ -117,7 +117,9 @@ def main() -> int:
     parser.add_argument("--rpm", type=float, default=1500, help="requests per window")
     parser.add_argument("--itpm", type=float, default=200_000, help="uncached input tokens per window")
     parser.add_argument("--window", type=float, default=6.0, help="seconds per rate-limit window (60 = real)")
-    parser.add_argument("--skip", default="", help="comma-separated: seeds, cookbook, extractor")
+    parser.add_argument("--no-rate-limit-headers", action="store_true",
+                        help="the fake sends no anthropic-ratelimit-* headers (a proxy that strips them)")
+    parser.add_argument("--skip", default="", help="comma-separated: seeds, cookbook, extractor, batch")
     args = parser.parse_args()
     items = load_cookbook().items
     chunks = sum(len(c) for _, c in items)
@@ -137,7 +139,8 @@ def main() -> int:
             continue
         with FakeAnthropicServer(latency_s=args.latency, latency_per_output_token_s=args.per_token_latency,
                                  rate_limit_rpm=args.rpm, rate_limit_itpm=args.itpm,
-                                 rate_window_s=args.window, batch_delay_s=0.5) as server:
+                                 rate_window_s=args.window, batch_delay_s=0.5,
+                                 rate_limit_headers=not args.no_rate_limit_headers) as server:
             started = time.perf_counter()
             report = runner(server.base_url, items)
             wall = time.perf_counter() - started
