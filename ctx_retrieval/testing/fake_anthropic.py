@@ -20,7 +20,7 @@ import random
 import socket
 import threading
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -159,6 +159,7 @@ class FakeAnthropicServer:
         self._faults = _FaultPlan(seed)
         self._lock = threading.Lock()
         self._cache: dict[str, float] = {}  # prefix hash -> expiry (monotonic)
+        self._writes_by_key: Counter[str] = Counter()  # prefix hash -> times written
         self._requests_left = float(rate_limit_rpm or 0)
         self._tokens_left = float(rate_limit_itpm or 0)
         self._bucket_stamp = time.monotonic()
@@ -244,13 +245,17 @@ class FakeAnthropicServer:
             return [r for r in self.requests if r.status == 200 and r.fault is None]
 
     def totals(self) -> dict[str, int]:
-        """Requests, faults and summed usage of successful answers."""
+        """Requests, faults and summed usage of successful answers; cache entries written and the most times
+        one entry was written (1 = every cached prefix written exactly once)."""
         with self._lock:
             records = list(self.requests)
+            writes_by_key = dict(self._writes_by_key)
         ok = [r for r in records if r.status == 200 and r.fault is None and r.usage]
         totals = {"requests": len(records), "ok": len(ok), "faults": sum(r.fault is not None for r in records),
                   "rate_limited": sum(r.status == 429 for r in records),
-                  "cache_writes": sum(1 for r in ok if r.usage and r.usage["cache_creation_input_tokens"])}
+                  "cache_writes": sum(1 for r in ok if r.usage and r.usage["cache_creation_input_tokens"]),
+                  "cache_entries_written": len(writes_by_key),
+                  "max_writes_per_entry": max(writes_by_key.values(), default=0)}
         for name in ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens"):
             totals[name] = sum(r.usage[name] for r in ok if r.usage)
         return totals
@@ -259,6 +264,7 @@ class FakeAnthropicServer:
         with self._lock:
             self.requests.clear()
             self._cache.clear()
+            self._writes_by_key.clear()
             self._requests_left = float(self.rate_limit_rpm or 0)
             self._tokens_left = float(self.rate_limit_itpm or 0)
         self._faults.script.clear()
@@ -385,6 +391,7 @@ class FakeAnthropicServer:
         with self._lock:
             for key, ttl in writes:
                 self._cache[key] = now + ttl
+                self._writes_by_key[key] += 1
 
     def next_id(self) -> str:
         return f"msg_fake_{next(self._ids):08d}"

@@ -106,7 +106,8 @@ def test_exactly_one_cache_write_per_document_at_concurrency_16(make_generator: 
     writes = [r for r in server.successful() if r.usage and r.usage["cache_creation_input_tokens"]]
     assert sorted(r.body["messages"][0]["content"][0]["text"] for r in writes) == sorted(
         f"Here is the original source document:\n<document>\n{d.text}\n</document>" for d, _ in documents)
-    assert totals["cache_writes"] == len(documents)
+    assert totals["cache_writes"] == totals["cache_entries_written"] == len(documents)
+    assert totals["max_writes_per_entry"] == 1
     reads = sum(1 for r in server.successful() if r.usage and r.usage["cache_read_input_tokens"])
     assert reads == totals["requests"] - len(documents)
 
@@ -128,7 +129,9 @@ def test_racing_requests_without_warm_up_would_write_more_than_once() -> None:
 
         with concurrent.futures.ThreadPoolExecutor(8) as pool:
             list(pool.map(send, chunks[:8]))
-        assert server.totals()["cache_writes"] > 1
+        totals = server.totals()
+        assert totals["cache_writes"] > 1 and totals["max_writes_per_entry"] == totals["cache_writes"]
+        assert totals["cache_entries_written"] == 1
 
 
 def test_second_run_makes_zero_requests(fake_server: Any, make_generator: Any) -> None:
