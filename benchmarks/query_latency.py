@@ -1,5 +1,7 @@
 """Query latency of fused BM25 + vector retrieval: LangChain's EnsembleRetriever (rank-bm25 + Chroma), LlamaIndex's
-QueryFusionRetriever (bm25s + Chroma), and ours (the core BM25 index + Chroma + the core RRF).
+QueryFusionRetriever (bm25s + Chroma), our two adapters as shipped (langchain-ctx: EnsembleRetriever over the core
+BM25 index and Chroma; llama-index-ctx: the core BM25 index and a Chroma VectorStoreIndex, core RRF), and ours
+(the core BM25 index + a Chroma collection + the core RRF, no framework objects).
 
     .venv/bin/python benchmarks/query_latency.py [--sizes 10000,100000] [--queries 50]
 
@@ -110,6 +112,55 @@ def run_one(config: str, size: int, n_queries: int) -> dict[str, Any]:
 
             def search(q: str) -> list[str]:
                 return [d.metadata["chunk_id"] for d in ensemble.invoke(q)[:20]]
+        elif config == "langchain-ctx":  # our LangChain adapter as shipped: EnsembleRetriever, core BM25, Chroma
+            from langchain_chroma import Chroma
+            from langchain_core.documents import Document
+            from langchain_core.embeddings import Embeddings
+
+            from langchain_ctx import BM25IndexRetriever
+            from langchain_ctx import ContextualHybridRetriever as LangChainHybrid
+
+            class QueryLookup(Embeddings):
+                def embed_documents(self, texts: list[str]) -> list[list[float]]:
+                    raise AssertionError("documents are pre-embedded")
+
+                def embed_query(self, text: str) -> list[float]:
+                    return by_query[text].tolist()  # type: ignore[no-any-return]
+
+            store = Chroma(client=client, collection_name="bench", embedding_function=QueryLookup())
+            docs = [Document(page_content=t, metadata={"chunk_id": i}, id=i) for i, t in zip(ids, texts, strict=True)]
+            adapter = LangChainHybrid(vectorstore=store, bm25=BM25IndexRetriever.from_documents(docs, k=150))
+
+            def search(q: str) -> list[str]:
+                return [d.metadata["chunk_id"] for d in adapter.invoke(q)]
+        elif config == "llama-index-ctx":  # our LlamaIndex adapter as shipped
+            from llama_index.core import VectorStoreIndex
+            from llama_index.core.base.embeddings.base import BaseEmbedding
+            from llama_index.core.schema import TextNode
+            from llama_index.vector_stores.chroma import ChromaVectorStore
+
+            from llama_index_ctx import ContextualHybridRetriever as LlamaIndexHybrid
+
+            class QueryLookupEmbedding(BaseEmbedding):
+                def _get_query_embedding(self, query: str) -> list[float]:
+                    return by_query[query].tolist()  # type: ignore[no-any-return]
+
+                async def _aget_query_embedding(self, query: str) -> list[float]:
+                    return self._get_query_embedding(query)
+
+                def _get_text_embedding(self, text: str) -> list[float]:
+                    raise AssertionError("documents are pre-embedded")
+
+            vector_index = VectorStoreIndex.from_vector_store(ChromaVectorStore(chroma_collection=collection),
+                                                              embed_model=QueryLookupEmbedding())
+            from llama_index_ctx import BM25IndexRetriever as LlamaIndexBM25
+
+            # What the adapter builds from the collection's stored nodes (given directly: same index, no fetch).
+            nodes = [TextNode(text=t, id_=i) for i, t in zip(ids, texts, strict=True)]
+            hybrid = LlamaIndexHybrid(vector_index, bm25=LlamaIndexBM25(nodes, similarity_top_k=150))
+
+            def search(q: str) -> list[str]:
+                return [n.node.node_id for n in hybrid.retrieve(q)]
         else:  # llama-index
             from llama_index.core import VectorStoreIndex
             from llama_index.core.base.embeddings.base import BaseEmbedding
@@ -165,7 +216,7 @@ def main() -> int:
         return 0
     rows = []
     for size in (int(s) for s in args.sizes.split(",")):
-        for config in ("langchain", "llama-index", "ours"):
+        for config in ("langchain", "llama-index", "langchain-ctx", "llama-index-ctx", "ours"):
             if config == "langchain" and size > args.max_rank_bm25:
                 rows.append({"config": config, "size": size, "skipped": "rank-bm25 over --max-rank-bm25"})
                 continue
@@ -177,15 +228,15 @@ def main() -> int:
             else:
                 rows.append(json.loads(done.stdout.strip().splitlines()[-1]))
             print(f"  {config} at {size:,}: done", file=sys.stderr)
-    print(f"{'chunks':>9} {'configuration':>12} {'build s':>8} {'p50 ms':>8} {'p95 ms':>8} {'peak MB':>8} "
+    print(f"{'chunks':>9} {'configuration':>15} {'build s':>8} {'p50 ms':>8} {'p95 ms':>8} {'peak MB':>8} "
           f"{'p50 x ours':>10}")
     ours = {r["size"]: r for r in rows if r["config"] == "ours" and "p50_ms" in r}
     for r in rows:
         if "skipped" in r:
-            print(f"{r['size']:>9,} {r['config']:>12}   skipped: {r['skipped']}")
+            print(f"{r['size']:>9,} {r['config']:>15}   skipped: {r['skipped']}")
             continue
         ratio = r["p50_ms"] / ours[r["size"]]["p50_ms"] if r["size"] in ours else float("nan")
-        print(f"{r['size']:>9,} {r['config']:>12} {r['build_s']:>8.1f} {r['p50_ms']:>8.2f} {r['p95_ms']:>8.2f} "
+        print(f"{r['size']:>9,} {r['config']:>15} {r['build_s']:>8.1f} {r['p50_ms']:>8.2f} {r['p95_ms']:>8.2f} "
               f"{r['peak_mb']:>8.0f} {ratio:>10.1f}")
     return 0
 

@@ -9,13 +9,15 @@ from ctx_retrieval._optional import require
 
 require("llama_index.core", "llama-index")
 
-from .embeddings import MiniLMEmbedding  # noqa: E402 - after the dependency check
+from .bm25 import BM25IndexRetriever  # noqa: E402 - after the dependency check
+from .embeddings import MiniLMEmbedding  # noqa: E402
 from .providers import LlamaIndexLLMProvider  # noqa: E402
 from .rerank import ClaudeRerankPostprocessor  # noqa: E402
 from .retrievers import ContextualHybridRetriever, chroma_vector_store  # noqa: E402
 from .transform import ContextualNodeTransform  # noqa: E402
 
 __all__ = [
+    "BM25IndexRetriever",
     "ClaudeRerankPostprocessor",
     "ContextualHybridRetriever",
     "ContextualNodeTransform",

@@ -28,7 +28,7 @@ class ContextualNodeTransform(TransformComponent):
 
     Key init args:
         context_key: the metadata key of the context (``"context"``). It reaches the embedding text and
-            LlamaIndex's ``BM25Retriever`` (``MetadataMode.EMBED``).
+            the BM25 side (``MetadataMode.EMBED``).
         context_for_llm: whether the answering LLM also sees the context (default False: it is added to
             ``excluded_llm_metadata_keys``). Provenance keys are stored but excluded from both.
         contextualize_whole_documents: a node that is its whole document has nothing to situate (default

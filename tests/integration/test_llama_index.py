@@ -1,4 +1,5 @@
-"""The LlamaIndex adapter with a real IngestionPipeline, real Chroma and LlamaIndex's BM25Retriever."""
+"""The LlamaIndex adapter with a real IngestionPipeline, real Chroma, the core BM25 index as a LlamaIndex
+retriever, and LlamaIndex's own BM25Retriever where a user passes it."""
 
 from __future__ import annotations
 
@@ -24,6 +25,7 @@ from llama_index.core.storage.docstore import SimpleDocumentStore
 from ctx_retrieval import AnthropicProvider, ContextGenerator, EmbeddingCache, MiniLMEmbedder
 from ctx_retrieval.testing import FakeAnthropicServer
 from llama_index_ctx import (
+    BM25IndexRetriever,
     ClaudeRerankPostprocessor,
     ContextualHybridRetriever,
     ContextualNodeTransform,
@@ -142,7 +144,7 @@ def test_bm25_survives_a_restart_and_follows_inserts_and_deletes(tmp_path: Path,
                                          embed_model=embed_model)
     reopened = ContextualHybridRetriever.from_vector_store(chroma_vector_store(persist_directory=tmp_path / "db"),
                                                            embed_model=embed_model, k=2)
-    assert reopened.bm25 is not None
+    assert isinstance(reopened.bm25, BM25IndexRetriever)  # the core index by default
     assert "Tucson" in reopened.retrieve("Tucson foundry move")[0].node.get_content()
     extra = TextNode(text="Zanzibar spice import ledger.", id_="extra")
     reopened.insert_nodes([extra])
@@ -151,6 +153,37 @@ def test_bm25_survives_a_restart_and_follows_inserts_and_deletes(tmp_path: Path,
     remaining = {n.ref_doc_id for n in reopened.stored_nodes()}
     assert "globex" not in remaining and "acme" in remaining
     assert all("Globex" not in r.node.get_content() for r in reopened.retrieve("Globex household robots"))
+
+
+def test_bm25_side_splits_identifiers_and_sees_the_context_metadata() -> None:
+    from llama_index.retrievers.bm25 import BM25Retriever
+
+    nodes = [TextNode(text="The executor forwards run_target calls.", id_="code"),
+             TextNode(text="Quarterly revenue grew by 3%.", id_="filing",
+                      metadata={"context": "From ACME Corp's Q2 2023 10-Q."}),
+             TextNode(text="Nothing to see.", id_="other")]
+    ours = BM25IndexRetriever(nodes, similarity_top_k=3)
+    assert [h.node.node_id for h in ours.retrieve("run target")] == ["code"]
+    assert ours.retrieve("run target")[0].node is nodes[0]  # the stored node, not a rebuilt copy
+    assert [h.node.node_id for h in ours.retrieve("ACME Corp")] == ["filing"]  # context via MetadataMode.EMBED
+    assert ours.retrieve("absent words") == []
+    # The control: LlamaIndex's bm25s retriever keeps run_target as one token, so "run target" misses it.
+    theirs = BM25Retriever.from_defaults(nodes=nodes, similarity_top_k=3)
+    assert "code" not in [h.node.node_id for h in theirs.retrieve("run target") if h.score > 0]
+    with pytest.raises(ValueError, match="similarity_top_k"):
+        BM25IndexRetriever(nodes, similarity_top_k=0)
+
+
+def test_a_llama_index_bm25_retriever_can_be_passed(tmp_path: Path, embed_model: MiniLMEmbedding) -> None:
+    from llama_index.retrievers.bm25 import BM25Retriever
+
+    nodes = splitter()(documents())
+    store = chroma_vector_store(client=chromadb.EphemeralClient(), collection_name="li-pass-bm25")
+    bm25 = BM25Retriever.from_defaults(nodes=nodes, similarity_top_k=10)
+    retriever = ContextualHybridRetriever.from_nodes(nodes, vector_store=store, embed_model=embed_model,
+                                                     bm25=bm25, k=2)
+    assert retriever.bm25 is bm25
+    assert "Tucson" in retriever.retrieve("Tucson foundry move")[0].node.get_content()
 
 
 def test_claude_rerank_postprocessor(tmp_path: Path, embed_model: MiniLMEmbedding) -> None:
