@@ -72,6 +72,7 @@ class RateLimit:
 # them in benchmarks/ingestion_throughput.py at no cost in wall time).
 _SYNC_MARGIN = 0.01
 _SENDS_KEPT_S = 900.0  # how long sends are remembered for syncing with the server's reports (> any timeout)
+_SENDS_KEPT = 4096
 
 
 class _Bucket:
@@ -121,7 +122,9 @@ class Limiter:
         self._tokens = _Bucket(limit.input_tokens_per_minute) if limit and limit.input_tokens_per_minute else None
         self._server_requests: _Bucket | None = None
         self._server_tokens: _Bucket | None = None
-        self._sent: deque[tuple[float, float]] = deque()  # (monotonic time, input tokens) of our recent sends
+        # (monotonic time, input tokens) of recent sends; only those after the oldest request still in flight are
+        # ever needed, so a bound far above any concurrency keeps memory flat on long runs.
+        self._sent: deque[tuple[float, float]] = deque(maxlen=_SENDS_KEPT)
         self._reserved_requests, self._reserved_tokens = 0, 0.0  # passed acquire, not sent yet
         self._paused_until = 0.0
         self._lock = asyncio.Lock()
