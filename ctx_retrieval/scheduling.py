@@ -71,6 +71,8 @@ class RateLimit:
 # by a few percent, and a large request sent on an exact refill would earn a 429 (measured: 1% removes all of
 # them in benchmarks/ingestion_throughput.py at no cost in wall time).
 _SYNC_MARGIN = 0.01
+_TOKEN_ROUNDING = 500.0  # Anthropic reports input tokens remaining rounded to the nearest thousand
+_RATE_FROM_DEFICIT = 0.1
 _SENDS_KEPT_S = 900.0  # how long sends are remembered for syncing with the server's reports (> any timeout)
 _SENDS_KEPT = 4096
 
@@ -96,15 +98,18 @@ class _Bucket:
     def take(self, amount: float) -> None:
         self.level -= min(amount, self.capacity)
 
-    def sync(self, reported: ServerLimit, elapsed_s: float, sent_since: float, now: float) -> None:
-        """Set the bucket to what the server reported ``elapsed_s`` ago, refilled since, less our later sends."""
-        if reported.full_in_s and reported.remaining < reported.limit:
-            rate = (reported.limit - reported.remaining) / reported.full_in_s
-            # Limits are per minute (refill no slower than that); a reset rounded to ~0 s must not mean "infinite".
-            self.rate = min(max(rate, reported.limit / 60.0), reported.limit)
+    def sync(self, reported: ServerLimit, elapsed_s: float, sent_since: float, now: float, *,
+             rounding: float = 0.0) -> None:
+        """Set the bucket to what the server reported ``elapsed_s`` ago, refilled since, less our later sends.
+        ``rounding``: how far the reported remainder may be off (Anthropic rounds tokens to the thousand)."""
+        deficit = reported.limit - reported.remaining
+        if reported.full_in_s and deficit >= _RATE_FROM_DEFICIT * reported.limit:
+            # The refill rate from the reset time; only from a deficit large enough that the remainder's and the
+            # reset's rounding cannot skew it. Limits are per minute, so never slower than that, never absurd.
+            self.rate = min(max(deficit / reported.full_in_s, reported.limit / 60.0), reported.limit)
         self.capacity = reported.limit
         refilled = min(reported.limit, reported.remaining + elapsed_s * self.rate)
-        self.level = refilled - sent_since - _SYNC_MARGIN * reported.limit
+        self.level = refilled - sent_since - max(_SYNC_MARGIN * reported.limit, 2 * rounding)
         self.stamp = now
 
 
@@ -175,7 +180,7 @@ class Limiter:
             self._server_requests.sync(limits.requests, elapsed, later_requests, now)
         if limits.input_tokens is not None:
             self._server_tokens = self._server_tokens or _Bucket(limits.input_tokens.limit)
-            self._server_tokens.sync(limits.input_tokens, elapsed, later_tokens, now)
+            self._server_tokens.sync(limits.input_tokens, elapsed, later_tokens, now, rounding=_TOKEN_ROUNDING)
 
     def _buckets(self) -> list[tuple[_Bucket, bool]]:
         """(bucket, counts tokens) for every bucket in force."""

@@ -377,7 +377,9 @@ class FakeAnthropicServer:
             full_in = max(0.0, limit - left) * self.rate_window_s / limit
             reset = utc_now + datetime.timedelta(seconds=full_in)
             headers[f"anthropic-ratelimit-{name}-limit"] = f"{limit:.0f}"
-            headers[f"anthropic-ratelimit-{name}-remaining"] = f"{max(0, int(left))}"
+            # Like the API: requests exactly, tokens rounded to the nearest thousand.
+            shown = max(0, int(left)) if name == "requests" else max(0, round(left / 1000) * 1000)
+            headers[f"anthropic-ratelimit-{name}-remaining"] = f"{shown}"
             headers[f"anthropic-ratelimit-{name}-reset"] = reset.isoformat(timespec="milliseconds").replace(
                 "+00:00", "Z")
         return headers

@@ -52,16 +52,16 @@ def test_pause_holds_new_requests() -> None:
 def test_reported_limits_make_requests_wait_for_the_refill() -> None:
     async def scenario() -> tuple[float, float]:
         limiter = Limiter(None)
-        await limiter.acquire(100)
-        sent_at = limiter.sent(100)
-        # The server had 100 of 1,000 tokens left after that request and will be full in 1 s: 900 tokens/s.
-        limiter.observe(ServerLimits(input_tokens=ServerLimit(1000, 100, 1.0)), sent_at)
+        await limiter.acquire(1000)
+        sent_at = limiter.sent(1000)
+        # 10,000 of 100,000 tokens left after that request, full again in 1 s: 90,000 tokens/s.
+        limiter.observe(ServerLimits(input_tokens=ServerLimit(100_000, 10_000, 1.0)), sent_at)
         started = time.monotonic()
-        await limiter.acquire(100)  # within what is left: no wait
+        await limiter.acquire(5000)  # within what is left (less 1,000 of headroom): no wait
         first = time.monotonic() - started
-        limiter.sent(100)
+        limiter.sent(5000)
         started = time.monotonic()
-        await limiter.acquire(550)  # ~0 left now: waits ~550/900 s for the refill
+        await limiter.acquire(55_000)  # ~4,000 left now: waits ~51,000/90,000 s for the refill
         return first, time.monotonic() - started
 
     first, second = asyncio.run(scenario())
@@ -71,15 +71,16 @@ def test_reported_limits_make_requests_wait_for_the_refill() -> None:
 def test_reported_limits_subtract_what_was_sent_or_let_through_since() -> None:
     async def scenario() -> float:
         limiter = Limiter(None)
-        await limiter.acquire(10)
-        sent_at = limiter.sent(10)
-        await limiter.acquire(300)
-        limiter.sent(300)  # sent after the first request: its report cannot include it
-        await limiter.acquire(300)  # let through, not sent yet
-        # 600 of 1,000 left after the first request, refilling 1,000/s: 600 - 300 - 300 = ~0 left for us.
-        limiter.observe(ServerLimits(input_tokens=ServerLimit(1000, 600, 0.4)), sent_at)
+        await limiter.acquire(100)
+        sent_at = limiter.sent(100)
+        await limiter.acquire(30_000)
+        limiter.sent(30_000)  # sent after the first request: its report cannot include it
+        await limiter.acquire(30_000)  # let through, not sent yet
+        # 60,000 of 100,000 left after the first request, refilling 100,000/s: 60,000 - 30,000 - 30,000 - 1,000
+        # of headroom = ~-1,000 left for us.
+        limiter.observe(ServerLimits(input_tokens=ServerLimit(100_000, 60_000, 0.4)), sent_at)
         started = time.monotonic()
-        await limiter.acquire(300)
+        await limiter.acquire(30_000)
         return time.monotonic() - started
 
     assert 0.2 <= asyncio.run(scenario()) <= 0.6
