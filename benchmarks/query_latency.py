@@ -63,6 +63,40 @@ def chroma_collection(ids: list[str], texts: list[str], vecs: Any, path: str) ->
     return client, collection
 
 
+def langchain_lookup(by_query: dict[str, Any]) -> Any:
+    """LangChain embeddings that look the (pre-embedded) query up instead of embedding it."""
+    from langchain_core.embeddings import Embeddings
+
+    class Lookup(Embeddings):
+        def embed_documents(self, texts: list[str]) -> list[list[float]]:
+            raise AssertionError("documents are pre-embedded")
+
+        def embed_query(self, text: str) -> list[float]:
+            return by_query[text].tolist()  # type: ignore[no-any-return]
+
+    return Lookup()
+
+
+def llama_index_vector_index(collection: Any, by_query: dict[str, Any]) -> Any:
+    """A LlamaIndex VectorStoreIndex over the Chroma collection, with query embeddings looked up."""
+    from llama_index.core import VectorStoreIndex
+    from llama_index.core.base.embeddings.base import BaseEmbedding
+    from llama_index.vector_stores.chroma import ChromaVectorStore
+
+    class LookupEmbedding(BaseEmbedding):
+        def _get_query_embedding(self, query: str) -> list[float]:
+            return by_query[query].tolist()  # type: ignore[no-any-return]
+
+        async def _aget_query_embedding(self, query: str) -> list[float]:
+            return self._get_query_embedding(query)
+
+        def _get_text_embedding(self, text: str) -> list[float]:
+            raise AssertionError("documents are pre-embedded")
+
+    return VectorStoreIndex.from_vector_store(ChromaVectorStore(chroma_collection=collection),
+                                              embed_model=LookupEmbedding())
+
+
 def run_one(config: str, size: int, n_queries: int) -> dict[str, Any]:
     from ctx_retrieval.eval import load_cookbook
 
@@ -83,110 +117,53 @@ def run_one(config: str, size: int, n_queries: int) -> dict[str, Any]:
                 dense = collection.query(query_embeddings=[by_query[q]], n_results=150, include=[])["ids"][0]
                 sparse = [i for i, _ in bm25.search(q, 150)]
                 return [i for i, _ in reciprocal_rank_fusion([sparse, dense], limit=20)]
-        elif config == "langchain":
-            import warnings
-
-            from langchain_chroma import Chroma
-            from langchain_classic.retrievers import EnsembleRetriever
-            from langchain_core.documents import Document
-            from langchain_core.embeddings import Embeddings
-
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                from langchain_community.retrievers import BM25Retriever
-
-            from ctx_retrieval import tokenize
-
-            class Lookup(Embeddings):
-                def embed_documents(self, texts: list[str]) -> list[list[float]]:
-                    raise AssertionError("documents are pre-embedded")
-
-                def embed_query(self, text: str) -> list[float]:
-                    return by_query[text].tolist()  # type: ignore[no-any-return]
-
-            store = Chroma(client=client, collection_name="bench", embedding_function=Lookup())
-            docs = [Document(page_content=t, metadata={"chunk_id": i}, id=i) for i, t in zip(ids, texts, strict=True)]
-            bm25 = BM25Retriever.from_documents(docs, preprocess_func=tokenize, k=150)
-            ensemble = EnsembleRetriever(retrievers=[bm25, store.as_retriever(search_kwargs={"k": 150})],
-                                         weights=[0.5, 0.5], id_key="chunk_id")
-
-            def search(q: str) -> list[str]:
-                return [d.metadata["chunk_id"] for d in ensemble.invoke(q)[:20]]
-        elif config == "langchain-ctx":  # our LangChain adapter as shipped: EnsembleRetriever, core BM25, Chroma
+        elif config in ("langchain", "langchain-ctx"):
             from langchain_chroma import Chroma
             from langchain_core.documents import Document
-            from langchain_core.embeddings import Embeddings
 
-            from langchain_ctx import BM25IndexRetriever
-            from langchain_ctx import ContextualHybridRetriever as LangChainHybrid
-
-            class QueryLookup(Embeddings):
-                def embed_documents(self, texts: list[str]) -> list[list[float]]:
-                    raise AssertionError("documents are pre-embedded")
-
-                def embed_query(self, text: str) -> list[float]:
-                    return by_query[text].tolist()  # type: ignore[no-any-return]
-
-            store = Chroma(client=client, collection_name="bench", embedding_function=QueryLookup())
+            store = Chroma(client=client, collection_name="bench", embedding_function=langchain_lookup(by_query))
             docs = [Document(page_content=t, metadata={"chunk_id": i}, id=i) for i, t in zip(ids, texts, strict=True)]
-            adapter = LangChainHybrid(vectorstore=store, bm25=BM25IndexRetriever.from_documents(docs, k=150))
+            if config == "langchain":  # LangChain's own pieces: community BM25Retriever (rank-bm25) + Chroma
+                import warnings
+
+                from langchain_classic.retrievers import EnsembleRetriever
+
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    from langchain_community.retrievers import BM25Retriever
+
+                from ctx_retrieval import tokenize
+
+                bm25 = BM25Retriever.from_documents(docs, preprocess_func=tokenize, k=150)
+                retriever: Any = EnsembleRetriever(retrievers=[bm25, store.as_retriever(search_kwargs={"k": 150})],
+                                                   weights=[0.5, 0.5], id_key="chunk_id")
+            else:  # our LangChain adapter as shipped: EnsembleRetriever over the core BM25 index and Chroma
+                from langchain_ctx import BM25IndexRetriever, ContextualHybridRetriever
+
+                retriever = ContextualHybridRetriever(vectorstore=store,
+                                                      bm25=BM25IndexRetriever.from_documents(docs, k=150))
 
             def search(q: str) -> list[str]:
-                return [d.metadata["chunk_id"] for d in adapter.invoke(q)]
-        elif config == "llama-index-ctx":  # our LlamaIndex adapter as shipped
-            from llama_index.core import VectorStoreIndex
-            from llama_index.core.base.embeddings.base import BaseEmbedding
+                return [d.metadata["chunk_id"] for d in retriever.invoke(q)[:20]]
+        else:  # llama-index, llama-index-ctx
             from llama_index.core.schema import TextNode
-            from llama_index.vector_stores.chroma import ChromaVectorStore
 
-            from llama_index_ctx import ContextualHybridRetriever as LlamaIndexHybrid
-
-            class QueryLookupEmbedding(BaseEmbedding):
-                def _get_query_embedding(self, query: str) -> list[float]:
-                    return by_query[query].tolist()  # type: ignore[no-any-return]
-
-                async def _aget_query_embedding(self, query: str) -> list[float]:
-                    return self._get_query_embedding(query)
-
-                def _get_text_embedding(self, text: str) -> list[float]:
-                    raise AssertionError("documents are pre-embedded")
-
-            vector_index = VectorStoreIndex.from_vector_store(ChromaVectorStore(chroma_collection=collection),
-                                                              embed_model=QueryLookupEmbedding())
-            from llama_index_ctx import BM25IndexRetriever as LlamaIndexBM25
-
-            # What the adapter builds from the collection's stored nodes (given directly: same index, no fetch).
+            vector_index = llama_index_vector_index(collection, by_query)
             nodes = [TextNode(text=t, id_=i) for i, t in zip(ids, texts, strict=True)]
-            hybrid = LlamaIndexHybrid(vector_index, bm25=LlamaIndexBM25(nodes, similarity_top_k=150))
+            if config == "llama-index":  # LlamaIndex's own pieces: QueryFusionRetriever, bm25s BM25Retriever
+                from llama_index.core.llms import MockLLM
+                from llama_index.core.retrievers import QueryFusionRetriever
+                from llama_index.retrievers.bm25 import BM25Retriever
 
-            def search(q: str) -> list[str]:
-                return [n.node.node_id for n in hybrid.retrieve(q)]
-        else:  # llama-index
-            from llama_index.core import VectorStoreIndex
-            from llama_index.core.base.embeddings.base import BaseEmbedding
-            from llama_index.core.llms import MockLLM
-            from llama_index.core.retrievers import QueryFusionRetriever
-            from llama_index.core.schema import TextNode
-            from llama_index.retrievers.bm25 import BM25Retriever
-            from llama_index.vector_stores.chroma import ChromaVectorStore
+                bm25 = BM25Retriever.from_defaults(nodes=nodes, similarity_top_k=150)
+                fusion: Any = QueryFusionRetriever([vector_index.as_retriever(similarity_top_k=150), bm25],
+                                                   llm=MockLLM(), mode="reciprocal_rerank", num_queries=1,
+                                                   similarity_top_k=20, use_async=False)
+            else:  # our LlamaIndex adapter as shipped (its BM25 side given directly: the same index, no fetch)
+                from llama_index_ctx import BM25IndexRetriever as LlamaIndexBM25
+                from llama_index_ctx import ContextualHybridRetriever as LlamaIndexHybrid
 
-            class LookupEmbedding(BaseEmbedding):
-                def _get_query_embedding(self, query: str) -> list[float]:
-                    return by_query[query].tolist()  # type: ignore[no-any-return]
-
-                async def _aget_query_embedding(self, query: str) -> list[float]:
-                    return self._get_query_embedding(query)
-
-                def _get_text_embedding(self, text: str) -> list[float]:
-                    raise AssertionError("documents are pre-embedded")
-
-            index = VectorStoreIndex.from_vector_store(ChromaVectorStore(chroma_collection=collection),
-                                                       embed_model=LookupEmbedding())
-            nodes = [TextNode(text=t, id_=i) for i, t in zip(ids, texts, strict=True)]
-            bm25 = BM25Retriever.from_defaults(nodes=nodes, similarity_top_k=150)
-            fusion = QueryFusionRetriever([index.as_retriever(similarity_top_k=150), bm25], llm=MockLLM(),
-                                          mode="reciprocal_rerank", num_queries=1, similarity_top_k=20,
-                                          use_async=False)
+                fusion = LlamaIndexHybrid(vector_index, bm25=LlamaIndexBM25(nodes, similarity_top_k=150))
 
             def search(q: str) -> list[str]:
                 return [n.node.node_id for n in fusion.retrieve(q)]
