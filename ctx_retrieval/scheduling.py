@@ -72,7 +72,7 @@ class RateLimit:
 # them in benchmarks/ingestion_throughput.py at no cost in wall time).
 _SYNC_MARGIN = 0.01
 _TOKEN_ROUNDING = 500.0  # Anthropic reports input tokens remaining rounded to the nearest thousand
-_RATE_FROM_DEFICIT = 0.1
+_RATE_DECAY = 0.9  # weight of earlier reports in the refill-rate estimate
 _SENDS_KEPT_S = 900.0  # how long sends are remembered for syncing with the server's reports (> any timeout)
 _SENDS_KEPT = 4096
 
@@ -85,6 +85,7 @@ class _Bucket:
         self.capacity = per_minute
         self.level = per_minute
         self.stamp = time.monotonic()
+        self._deficits = self._full_in = 0.0  # decaying sums behind a server-reported refill rate
 
     def _refill(self, now: float) -> None:
         self.level = min(self.capacity, self.level + (now - self.stamp) * self.rate)
@@ -103,10 +104,13 @@ class _Bucket:
         """Set the bucket to what the server reported ``elapsed_s`` ago, refilled since, less our later sends.
         ``rounding``: how far the reported remainder may be off (Anthropic rounds tokens to the thousand)."""
         deficit = reported.limit - reported.remaining
-        if reported.full_in_s and deficit >= _RATE_FROM_DEFICIT * reported.limit:
-            # The refill rate from the reset time; only from a deficit large enough that the remainder's and the
-            # reset's rounding cannot skew it. Limits are per minute, so never slower than that, never absurd.
-            self.rate = min(max(deficit / reported.full_in_s, reported.limit / 60.0), reported.limit)
+        if reported.full_in_s and deficit > 0:
+            # The refill rate is deficit / time-to-full. Reports are rounded (the remainder to the thousand, the
+            # reset to the second), so the rate is a ratio of decaying sums: large deficits weigh most and the
+            # rounding averages out. Limits are per minute: never slower than that, never absurdly fast.
+            self._deficits = _RATE_DECAY * self._deficits + deficit
+            self._full_in = _RATE_DECAY * self._full_in + reported.full_in_s
+            self.rate = min(max(self._deficits / self._full_in, reported.limit / 60.0), reported.limit)
         self.capacity = reported.limit
         refilled = min(reported.limit, reported.remaining + elapsed_s * self.rate)
         self.level = refilled - sent_since - max(_SYNC_MARGIN * reported.limit, 2 * rounding)

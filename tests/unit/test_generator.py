@@ -508,6 +508,24 @@ def test_rate_limit_headers_pace_the_run_without_429s(make_generator: Any) -> No
     assert len(without_headers) > 5 * max(1, len(limited))
 
 
+def test_rate_limit_headers_pace_an_input_token_limit(make_generator: Any) -> None:
+    # A token bucket of 4,000 uncached input tokens per second against 18 requests of ~880 tokens (3 documents
+    # below the cache minimum): with the headers (tokens remaining rounded to the thousand, as the API does)
+    # the run waits on our side; without them it bounces off the limit.
+    def run(headers: bool) -> tuple[Any, int]:
+        with FakeAnthropicServer(rate_limit_rpm=None, rate_limit_itpm=4000, rate_window_s=1.0,
+                                 rate_limit_headers=headers) as server:
+            result = make_generator(server=server, max_concurrency=8, cache=False).contextualize_many(
+                corpus(3, paragraphs=6))
+            return result, server.totals()["rate_limited"]
+
+    paced, limited = run(headers=True)
+    assert paced.report.failed == 0 and all(r.context for r in paced)
+    assert limited <= 1
+    _, bounced = run(headers=False)
+    assert bounced > 10 * max(1, limited)
+
+
 def test_iter_contextualize_streams_in_waves_with_the_same_results() -> None:
     from ctx_retrieval.testing.faults import synthetic_corpus
     from ctx_retrieval.testing.instant import InstantProvider
