@@ -75,6 +75,7 @@ _TOKEN_ROUNDING = 500.0  # Anthropic reports input tokens remaining rounded to t
 _RATE_DECAY = 0.9  # weight of earlier reports in the refill-rate estimate
 _SENDS_KEPT_S = 900.0  # how long sends are remembered for syncing with the server's reports (> any timeout)
 _SENDS_KEPT = 4096
+_RECHECK_S = 0.25
 
 
 class _Bucket:
@@ -212,7 +213,8 @@ class Limiter:
                         self._probe_answered = asyncio.Event()
                         return True
                     return False
-                await asyncio.sleep(wait)
+                # Re-check at least every _RECHECK_S: an answer arriving meanwhile may update the server's mirror.
+                await asyncio.sleep(min(wait, _RECHECK_S))
 
 
 class PrioritySlots:
