@@ -91,6 +91,13 @@ def context_cache_key(
     return _digest(provider, model, prompt_fingerprint, window, document_digest, chunk_text, extra)
 
 
+def _busy(exc: sqlite3.OperationalError) -> bool:
+    code = getattr(exc, "sqlite_errorcode", None)  # Python >= 3.11; extended codes keep the primary code low
+    if isinstance(code, int):
+        return (code & 0xFF) in (5, 6)  # SQLITE_BUSY, SQLITE_LOCKED
+    return "locked" in str(exc) or "busy" in str(exc)
+
+
 class ContextCache:
     """SQLite-backed store of generated contexts, safe for threads and for several processes."""
 
@@ -101,10 +108,18 @@ class ContextCache:
         self._conn = sqlite3.connect(str(self.path), timeout=timeout_s, isolation_level=None,
                                      check_same_thread=False)
         self._conn.execute(f"PRAGMA busy_timeout = {int(timeout_s * 1000)}")
-        self._conn.execute("PRAGMA journal_mode = WAL")
-        self._conn.execute("PRAGMA synchronous = NORMAL")
-        self._conn.execute(_SCHEMA)
-        self._conn.execute(_BATCH_SCHEMA)
+        # Switching a new file to WAL takes an exclusive lock and SQLite answers SQLITE_BUSY at once, without
+        # the busy handler, when another process is doing the same: retry until the timeout.
+        deadline = time.monotonic() + timeout_s
+        for statement in ("PRAGMA journal_mode = WAL", "PRAGMA synchronous = NORMAL", _SCHEMA, _BATCH_SCHEMA):
+            while True:
+                try:
+                    self._conn.execute(statement)
+                    break
+                except sqlite3.OperationalError as exc:
+                    if not _busy(exc) or time.monotonic() > deadline:
+                        raise
+                    time.sleep(0.02)
 
     def __repr__(self) -> str:
         return f"ContextCache(path={str(self.path)!r})"
