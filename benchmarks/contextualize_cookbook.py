@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/contextualize_cookbook.py [--concurrency 8] [--latency 0.05] [--json out.json]
 
-The fake applies claude-3-haiku-20240307's rules (2,048-token minimum cacheable prefix, 5-minute TTL) and the
+The fake applies claude-haiku-5-5's rules (2,048-token minimum cacheable prefix, 5-minute TTL) and the
 run is priced at its list prices. Printed:
 - requests;
 - cache-write tokens / tokens of the cacheable documents (1.00 = each cacheable document written exactly once);
@@ -29,7 +29,7 @@ from ctx_retrieval.models import MODELS
 from ctx_retrieval.testing import FakeAnthropicServer
 from ctx_retrieval.tokens import estimate_tokens
 
-MODEL = "claude-3-haiku-20240307"
+MODEL = "claude-haiku-5-5"
 
 
 def load_corpus() -> list[tuple[SourceDocument, list]]:  # type: ignore[type-arg]

@@ -47,7 +47,7 @@ from ctx_retrieval.usage import cost_usd
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from llama_index_extractor_vs_ours import EXTRACTOR_PYTHON, EXTRACTOR_SCRIPT
 
-MODEL = "claude-3-haiku-20240307"
+MODEL = "claude-haiku-5-5"
 KEY = "sk-ant-throughput-benchmark-00"
 SEEDS_PROMPT = (
     "Write a short and succinct snippet of text to situate this chunk within the\noverall source document for the "

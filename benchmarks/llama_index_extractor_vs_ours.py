@@ -6,7 +6,7 @@
 The extractor needs llama-index-llms-anthropic, which fails with current anthropic releases, so it runs in its own
 environment (a subprocess) against a fresh fake server; ours runs here against another fresh one. Both see the
 cookbook corpus's first --documents documents as LlamaIndex nodes (with their source documents in a docstore for
-the extractor) and claude-3-haiku-20240307's cache rules. Printed for each: requests, cache writes (count and
+the extractor) and claude-haiku-5-5's cache rules. Printed for each: requests, cache writes (count and
 tokens), cache-read tokens, input tokens, dollars and wall time.
 """
 
@@ -30,7 +30,7 @@ from ctx_retrieval.usage import cost_usd
 
 ROOT = Path(__file__).resolve().parents[1]
 EXTRACTOR_PYTHON = ROOT / ".venv-extractor" / "bin" / "python"
-MODEL = "claude-3-haiku-20240307"
+MODEL = "claude-haiku-5-5"
 
 EXTRACTOR_SCRIPT = textwrap.dedent(
     """

@@ -376,7 +376,7 @@ def _add_contextualizer_args(parser: argparse.ArgumentParser, *, default: str = 
                         help="who writes contexts: auto = Claude if ANTHROPIC_API_KEY is set, else heuristic "
                              "(default %(default)s); recorded = contexts recorded from a local LLM (cookbook "
                              "corpus); fake = the local fake API; none = no contexts")
-    parser.add_argument("--model", default="claude-3-haiku-20240307", help="Claude model (default %(default)s)")
+    parser.add_argument("--model", default="claude-haiku-5-5", help="Claude model (default %(default)s)")
     parser.add_argument("--cache", help="context cache file (default: ~/.cache/ctx-retrieval/contexts.sqlite)")
     parser.add_argument("--max-concurrency", type=int, default=8, help="requests in flight (default %(default)s)")
     parser.add_argument("--budget", type=float, help="stop before spending more than this many dollars")

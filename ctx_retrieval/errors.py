@@ -5,7 +5,9 @@ names the setting or call that fixes it::
 
     CtxRetrievalError
     ├── ConfigurationError (ValueError)        a setting is wrong: the message names it
-    │   └── UnknownModelError                  no price or limits known for a model
+    │   ├── UnknownModelError                  no price or limits known for a model
+    │   │   └── RetiredModelError              the model was retired: the message names its replacement
+    │   └── UnsupportedSettingError            a request setting the model is documented to reject
     ├── InvalidInputError (ValueError)         a document or chunk cannot be contextualized as given
     │   ├── ChunkNotInDocumentError
     │   ├── DuplicateChunkIdError
@@ -14,6 +16,8 @@ names the setting or call that fixes it::
     ├── MissingDependencyError (ImportError)   an optional extra is not installed
     ├── ProviderError (RuntimeError)           the LLM provider refused or failed
     │   ├── ProviderAuthenticationError        the key is missing, malformed or rejected
+    │   ├── ProviderPermissionError            the key may not use this model or resource (HTTP 403)
+    │   ├── ProviderBillingError               billing problem (402) or the monthly spend limit (429)
     │   └── ProviderRequestError               a request was refused (bad model, prompt too long, ...)
     └── ContextGenerationError (RuntimeError)  a run ended with chunks that have no context
         └── BudgetExceededError                the run stopped at its dollar budget
@@ -41,9 +45,13 @@ __all__ = [
     "InvalidTextError",
     "MissingDependencyError",
     "ProviderAuthenticationError",
+    "ProviderBillingError",
     "ProviderError",
+    "ProviderPermissionError",
     "ProviderRequestError",
+    "RetiredModelError",
     "UnknownModelError",
+    "UnsupportedSettingError",
 ]
 
 
@@ -69,6 +77,23 @@ class UnknownModelError(ConfigurationError):
 
     def __init__(self, message: str, *, model: str) -> None:
         super().__init__(message, setting="model")
+        self.model = model
+
+
+class RetiredModelError(UnknownModelError):
+    """The model was retired and every request to it fails; ``replacement`` is the model to use instead."""
+
+    def __init__(self, message: str, *, model: str, replacement: str, retired_on: str | None) -> None:
+        super().__init__(message, model=model)
+        self.replacement = replacement
+        self.retired_on = retired_on
+
+
+class UnsupportedSettingError(ConfigurationError):
+    """A request setting (``extra_body`` field) the model is documented to reject with HTTP 400."""
+
+    def __init__(self, message: str, *, setting: str, model: str) -> None:
+        super().__init__(message, setting=setting)
         self.model = model
 
 
@@ -117,6 +142,15 @@ class ProviderError(CtxRetrievalError, RuntimeError):
 
 class ProviderAuthenticationError(ProviderError):
     """The API key is missing, malformed or rejected."""
+
+
+class ProviderPermissionError(ProviderError):
+    """The key is valid but may not use the requested model or resource (HTTP 403)."""
+
+
+class ProviderBillingError(ProviderError):
+    """The account cannot be billed (HTTP 402) or reached its monthly spend limit (HTTP 429 with
+    ``error.details.error_code == "enforced_spend_limit_reached"``): retrying does not help."""
 
 
 class ProviderRequestError(ProviderError):

@@ -34,7 +34,7 @@ from .providers.base import ContextRequest, ErrorDecision, Provider, ProviderRes
 from .scheduling import Limiter, PrioritySlots, RateLimit, RetryPolicy
 from .tokens import TokenCounter, estimate_tokens
 from .types import Chunk, ContextResult, ResultStatus, SourceDocument
-from .usage import FailedChunk, RunReport, TokenUsage, cost_usd
+from .usage import FailedChunk, RunReport, TokenUsage, cost_usd, request_cost_usd
 from .validation import locate_chunks
 from .windowing import DocumentView, WindowConfig, document_view
 
@@ -50,6 +50,8 @@ DocumentItems = Iterable[tuple[SourceDocument, Sequence[Chunk]]]
 # turns out cacheable costs a cache write per racing request, warming one that is not costs one round trip.
 _WARM_UP_THRESHOLD = 0.5
 _FALLBACK_MIN_CACHEABLE_TOKENS = 1024
+# An answer cut off at max_tokens is never stored; it is asked once more with this many times the budget.
+_MAX_TOKENS_RETRY_FACTOR = 4
 
 
 def _waves(items: DocumentItems, size: int) -> Iterator[list[tuple[SourceDocument, Sequence[Chunk]]]]:
@@ -106,6 +108,7 @@ class CostEstimate:
     document_tokens: int
     uncacheable_documents: list[str] = field(default_factory=list)
     windowed_documents: int = 0
+    long_prompt_requests: int = 0  # requests whose prompt would fall into the model's dearer price tier
 
     def format(self) -> str:
         dollars = "unknown (no price for this model)" if self.cost_usd is None else f"${self.cost_usd:.4f}"
@@ -115,13 +118,22 @@ class CostEstimate:
             f"context cache, {self.empty_chunks} empty): {self.requests} requests, input {u.input_tokens:,}, "
             f"cache write {u.cache_creation_input_tokens:,}, cache read {u.cache_read_input_tokens:,}, output "
             f"~{u.output_tokens:,} tokens, cost ~{dollars}"
+            + (f" ({self.long_prompt_requests} requests in the long-prompt price tier)"
+               if self.long_prompt_requests else "")
         )
+
+
+# Message Batches limits (https://platform.claude.com/docs/en/build-with-claude/batch-processing): 100,000
+# requests or 256 MB per batch, whichever comes first. We split below both, with room for the envelope.
+MAX_BATCH_REQUESTS = 100_000
+MAX_BATCH_BYTES = 200_000_000
 
 
 @dataclass(frozen=True)
 class _BatchOptions:
     poll_interval_s: float
     max_batch_requests: int
+    max_batch_bytes: int = MAX_BATCH_BYTES
 
 
 @dataclass
@@ -196,7 +208,7 @@ class ContextGenerator:
         budget_usd: float | None = None,
         check_chunks_in_document: bool = True,
         progress: bool = False,
-        count_tokens: TokenCounter = estimate_tokens,
+        count_tokens: TokenCounter | None = None,
         seed: int | None = None,
     ) -> None:
         if provider is None:
@@ -223,7 +235,7 @@ class ContextGenerator:
         self.budget_usd = budget_usd
         self.check_chunks_in_document = check_chunks_in_document
         self.progress = progress
-        self.count_tokens = count_tokens
+        self.count_tokens: TokenCounter = count_tokens or _model_token_estimate(provider.model_info)
         self._seed = seed
         self._cache_setting = cache
         self._cache: ContextCache | None = None
@@ -269,7 +281,8 @@ class ContextGenerator:
         return await self._arun(items)
 
     def contextualize_many_batched(self, items: DocumentItems, *, poll_interval_s: float = 30.0,
-                                   max_batch_requests: int = 10_000) -> ContextRun:
+                                   max_batch_requests: int = 10_000,
+                                   max_batch_bytes: int = MAX_BATCH_BYTES) -> ContextRun:
         """Like ``contextualize_many``, at the Message Batches API's half price: each document's first chunk
         goes as an ordinary request (it writes the prompt cache), the rest in batches, polled until they end
         (Anthropic answers within 24 hours). Submitted batch ids are stored in the context cache at once, so a
@@ -277,12 +290,21 @@ class ContextGenerator:
         between the API accepting a batch and its id being stored cannot be covered: the API takes no
         idempotency key). Requests that end errored or expired are retried as ordinary requests. Use
         ``cache_ttl="1h"`` on the provider so the cache written by the first request lasts while the batch
-        waits."""
+        waits. Batches are split at ``max_batch_requests`` requests or ``max_batch_bytes`` serialized bytes,
+        whichever comes first (the API's limits: 100,000 requests, 256 MB)."""
         return run_sync(self.acontextualize_many_batched(items, poll_interval_s=poll_interval_s,
-                                                         max_batch_requests=max_batch_requests))
+                                                         max_batch_requests=max_batch_requests,
+                                                         max_batch_bytes=max_batch_bytes))
 
     async def acontextualize_many_batched(self, items: DocumentItems, *, poll_interval_s: float = 30.0,
-                                          max_batch_requests: int = 10_000) -> ContextRun:
+                                          max_batch_requests: int = 10_000,
+                                          max_batch_bytes: int = MAX_BATCH_BYTES) -> ContextRun:
+        if not 1 <= max_batch_requests <= MAX_BATCH_REQUESTS:
+            raise ConfigurationError(f"max_batch_requests must be 1..{MAX_BATCH_REQUESTS:,} (the API's limit)",
+                                     setting="max_batch_requests")
+        if not 1 <= max_batch_bytes <= 256_000_000:
+            raise ConfigurationError("max_batch_bytes must be 1..256,000,000 (the API's limit is 256 MB)",
+                                     setting="max_batch_bytes")
         if not getattr(self.provider, "supports_batches", False):
             raise ConfigurationError(f"{type(self.provider).__name__} has no batch API; use contextualize_many",
                                      setting="provider")
@@ -293,7 +315,7 @@ class ContextGenerator:
         if self.budget_usd is not None:
             raise ConfigurationError("budget_usd is not supported in batch mode yet: run contextualize_many, or "
                                      "check estimate() first", setting="budget_usd")
-        return await self._arun(items, _BatchOptions(poll_interval_s, max_batch_requests))
+        return await self._arun(items, _BatchOptions(poll_interval_s, max_batch_requests, max_batch_bytes))
 
     def iter_contextualize(self, items: DocumentItems, *, documents_per_wave: int = 64) -> Iterator[ContextRun]:
         """Contextualize a stream of documents in waves of ``documents_per_wave``, yielding each wave's results
@@ -329,6 +351,8 @@ class ContextGenerator:
         requests = empty = hits = 0
         uncacheable: list[str] = []
         output_guess = (self.max_context_tokens * 3) // 5
+        dollars = 0.0
+        long_prompts = 0
         for plan in plans:
             pending = []
             seen: set[str] = set()
@@ -348,20 +372,23 @@ class ContextGenerator:
                 variable = self.count_tokens(view.rest) + self.count_tokens(
                     self.prompt.render_chunk_block(plan.chunks[i].text, windowed=view.windowed))
                 if not cacheable:
-                    usage += TokenUsage(input_tokens=plan.prefix_tokens + variable, output_tokens=output_guess)
+                    one = TokenUsage(input_tokens=plan.prefix_tokens + variable, output_tokens=output_guess)
                 elif n == 0:
-                    usage += TokenUsage(input_tokens=variable, output_tokens=output_guess,
-                                        cache_creation_input_tokens=plan.prefix_tokens)
+                    one = TokenUsage(input_tokens=variable, output_tokens=output_guess,
+                                     cache_creation_input_tokens=plan.prefix_tokens)
                 else:
-                    usage += TokenUsage(input_tokens=variable, output_tokens=output_guess,
-                                        cache_read_input_tokens=plan.prefix_tokens)
+                    one = TokenUsage(input_tokens=variable, output_tokens=output_guess,
+                                     cache_read_input_tokens=plan.prefix_tokens)
+                usage += one
+                if info is not None:
+                    dollars += request_cost_usd(one, info, cache_ttl=self.provider.cache_ttl)
+                    long_prompts += info.in_long_prompt_tier(one.prompt_tokens)
             requests += len(pending)
-        dollars = cost_usd(usage, info, cache_ttl=self.provider.cache_ttl) if info else None
         return CostEstimate(
             documents=len(plans), chunks=sum(len(p.chunks) for p in plans), cached_chunks=hits,
-            empty_chunks=empty, requests=requests, usage=usage, cost_usd=dollars,
+            empty_chunks=empty, requests=requests, usage=usage, cost_usd=dollars if info else None,
             document_tokens=sum(p.tokens for p in plans), uncacheable_documents=uncacheable,
-            windowed_documents=sum(p.windowed for p in plans),
+            windowed_documents=sum(p.windowed for p in plans), long_prompt_requests=long_prompts,
         )
 
     def close(self) -> None:
@@ -380,15 +407,19 @@ class ContextGenerator:
 
     def _limit(self) -> int:
         info = self.provider.model_info
-        return self.window.resolved_limit(info.context_window if info else 200_000)
+        if info is None:
+            return self.window.resolved_limit(200_000)
+        return self.window.resolved_limit(info.context_window, info.long_prompt_threshold)
 
-    def _min_cacheable(self) -> int:
+    def _min_cacheable(self) -> int | None:
+        """The model's minimum cacheable prompt length; None where its documentation states none."""
         info = self.provider.model_info
-        return info.min_cacheable_tokens if info else _FALLBACK_MIN_CACHEABLE_TOKENS
+        return info.min_cacheable_tokens if info is not None else _FALLBACK_MIN_CACHEABLE_TOKENS
 
     def _cacheable(self, plan: _Plan) -> bool:
+        minimum = self._min_cacheable()
         return self.provider.supports_prompt_caching and (
-            plan.prefix_tokens >= _WARM_UP_THRESHOLD * self._min_cacheable())
+            minimum is None or plan.prefix_tokens >= _WARM_UP_THRESHOLD * minimum)
 
     def _view(self, plan: _Plan, index: int, limit: int) -> DocumentView:
         return document_view(plan.document, plan.chunks, index, prompt=self.prompt, config=self.window,
@@ -579,11 +610,9 @@ class ContextGenerator:
             for plan, i in to_batch:
                 self._set(state, plan, i, None, "not_attempted", TokenUsage())
             return
-        for start in range(0, len(to_batch), options.max_batch_requests):
-            group = to_batch[start : start + options.max_batch_requests]
-            keys = [str(plan.keys[i]) for plan, i in group]
-            batch_id = await provider.asubmit_batch([(key, self._request(plan, i))
-                                                     for key, (plan, i) in zip(keys, group, strict=True)])
+        for group in self._batch_groups(to_batch, options):
+            keys = [key for key, _ in group]
+            batch_id = await provider.asubmit_batch(group)
             cache.record_batch(batch_id, keys)  # at once: a crash from here on collects, never resubmits
             in_flight[batch_id] = keys
             state.report.batch_requests += len(keys)
@@ -596,20 +625,29 @@ class ContextGenerator:
                 for key, response, why in await provider.abatch_results(batch_id):
                     item = wanted.get(key)
                     if response is not None:
-                        state.report.batch_usage += response.usage
-                        cache.put(key, CachedContext(response.text, self.provider.name, self.provider.model,
-                                                     self.prompt.version, response.usage))
+                        self._count_usage(state, response.usage, batch=True)
+                        problem = _answer_problem(response, self.max_context_tokens, self.count_tokens)
+                        if problem is None:  # a refused, cut-off or empty answer is never cached
+                            cache.put(key, CachedContext(response.text, self.provider.name, self.provider.model,
+                                                         self.prompt.version, response.usage))
                         if item is not None:
                             plan, i = item
                             self._note_cache_use(state, plan, response.usage)
-                            context = clean_context(response.text, max_tokens=self.max_context_tokens,
-                                                    count_tokens=self.count_tokens)
-                            if context:
+                            if problem is None:
                                 state.report.generated += 1
+                                context = clean_context(response.text, max_tokens=self.max_context_tokens,
+                                                        count_tokens=self.count_tokens)
                                 self._set(state, plan, i, context, "generated", response.usage)
+                            elif problem[0] == "max_tokens":
+                                retry.append(item)  # asked again as an ordinary request, with room to finish
                             else:
-                                self._fail(state, plan, i, "empty_response", "the model answered with no context "
-                                           "text", response.usage)
+                                self._fail(state, plan, i, problem[0], problem[1], response.usage)
+                    elif item is not None and why is not None and why.startswith("errored:invalid_request"):
+                        # The API rejected the request itself: sending it again cannot succeed.
+                        plan, i = item
+                        state.report.errors_by_type["bad_request"] = state.report.errors_by_type.get(
+                            "bad_request", 0) + 1
+                        self._fail(state, plan, i, "bad_request", f"the batch answered {why}", TokenUsage())
                     elif item is not None:
                         logger.info("batch request for chunk %s ended %s: retrying it as an ordinary request",
                                     item[0].chunks[item[1]].id, why)
@@ -619,6 +657,28 @@ class ContextGenerator:
             if pending_batches:
                 await asyncio.sleep(options.poll_interval_s)
         await asyncio.gather(*(self._generate(state, plan, i, priority=0) for plan, i in retry))
+
+    def _batch_groups(self, items: list[tuple[_Plan, int]],
+                      options: _BatchOptions) -> Iterator[list[tuple[str, ContextRequest]]]:
+        """``(custom_id, request)`` groups within both batch limits: request count and serialized bytes."""
+        provider: Any = self.provider
+        group: list[tuple[str, ContextRequest]] = []
+        size = 0
+        for plan, i in items:
+            entry = (str(plan.keys[i]), self._request(plan, i))
+            entry_bytes = provider.batch_request_bytes(*entry)
+            if entry_bytes > options.max_batch_bytes:
+                raise ConfigurationError(
+                    f"one batch request for chunk {plan.chunks[i].id!r} is {entry_bytes:,} bytes, over the batch "
+                    f"size limit ({options.max_batch_bytes:,}): use a smaller max_document_tokens",
+                    setting="max_document_tokens")
+            if group and (len(group) >= options.max_batch_requests or size + entry_bytes > options.max_batch_bytes):
+                yield group
+                group, size = [], 0
+            group.append(entry)
+            size += entry_bytes
+        if group:
+            yield group
 
     def _request(self, plan: _Plan, i: int) -> ContextRequest:
         chunk = plan.chunks[i]
@@ -635,11 +695,27 @@ class ContextGenerator:
         prefix = TokenUsage(cache_read_input_tokens=plan.prefix_tokens) if plan.cache_warm else TokenUsage(
             cache_creation_input_tokens=plan.prefix_tokens)
         usage = prefix + TokenUsage(input_tokens=variable_tokens, output_tokens=self.request_max_tokens)
-        return cost_usd(usage, info, cache_ttl=self.provider.cache_ttl)
+        return request_cost_usd(usage, info, cache_ttl=self.provider.cache_ttl)
 
     def _spent(self, state: _RunState) -> float:
         info = self.provider.model_info
-        return cost_usd(state.report.usage, info, cache_ttl=self.provider.cache_ttl) if info else 0.0
+        return cost_usd(state.report.usage, info, cache_ttl=self.provider.cache_ttl,
+                        long_prompt_usage=state.report.long_prompt_usage) if info else 0.0
+
+    def _count_usage(self, state: _RunState, usage: TokenUsage, *, batch: bool = False) -> None:
+        """Add one answer's usage to the report, noting whether its prompt fell into the dearer price tier."""
+        report = state.report
+        info = self.provider.model_info
+        long_prompt = info is not None and info.in_long_prompt_tier(usage.prompt_tokens)
+        if batch:
+            report.batch_usage += usage
+            if long_prompt:
+                report.long_prompt_batch_usage += usage
+        else:
+            report.usage += usage
+            if long_prompt:
+                report.long_prompt_usage += usage
+        report.long_prompt_requests += long_prompt
 
     async def _generate(self, state: _RunState, plan: _Plan, i: int, *, priority: int) -> bool:
         """Request one chunk's context with retries; True when it got one."""
@@ -674,14 +750,19 @@ class ContextGenerator:
                 continue  # the run stopped (budget, or another chunk's failure) while this one waited
             response, error, decision = outcome
             if response is not None:
-                report.usage += response.usage
+                self._count_usage(state, response.usage)
                 self._note_cache_use(state, plan, response.usage)
+                if response.stop_reason == "max_tokens" and request.max_tokens == self.request_max_tokens:
+                    # Cut off (by thinking, or a long preamble): never stored; asked once more with room.
+                    report.retries += 1
+                    request = dataclasses.replace(request, max_tokens=request.max_tokens * _MAX_TOKENS_RETRY_FACTOR)
+                    continue
+                problem = _answer_problem(response, self.max_context_tokens, self.count_tokens)
+                if problem is not None:
+                    self._fail(state, plan, i, problem[0], problem[1], response.usage)
+                    return False
                 context = clean_context(response.text, max_tokens=self.max_context_tokens,
                                         count_tokens=self.count_tokens)
-                if not context:
-                    self._fail(state, plan, i, "empty_response", "the model answered with no context text",
-                               response.usage)
-                    return False
                 cache = self.cache
                 if cache is not None:
                     cache.put(key, CachedContext(response.text, self.provider.name, self.provider.model,
@@ -784,9 +865,11 @@ class ContextGenerator:
         model = self.provider.model
         if model not in self._warned_uncacheable:
             self._warned_uncacheable.add(model)
+            minimum = self._min_cacheable()
+            stated = f"{minimum:,} tokens" if minimum is not None else "not documented"
             message = (
                 f"prompt caching did nothing for document {plan.document.id!r}: its cacheable part is below "
-                f"{model}'s minimum cacheable length ({self._min_cacheable():,} tokens), so each of its chunks "
+                f"{model}'s minimum cacheable length ({stated}), so each of its chunks "
                 "pays the whole document (report.uncacheable_documents lists all such documents)")
             logger.warning(message)
             state.report.warnings.append(message)
@@ -811,8 +894,10 @@ class ContextGenerator:
                     report.skipped.append(FailedChunk(plan.document, chunk, plan.chunks, "not_attempted",
                                                       "the run stopped before this chunk"))
         info = self.provider.model_info
-        report.cost_usd = (cost_usd(report.usage, info, cache_ttl=self.provider.cache_ttl)
-                           + cost_usd(report.batch_usage, info, cache_ttl=self.provider.cache_ttl, batch=True)
+        ttl = self.provider.cache_ttl
+        report.cost_usd = (cost_usd(report.usage, info, cache_ttl=ttl, long_prompt_usage=report.long_prompt_usage)
+                           + cost_usd(report.batch_usage, info, cache_ttl=ttl, batch=True,
+                                      long_prompt_usage=report.long_prompt_batch_usage)
                            if info else None)
         report.wall_time_s = time.perf_counter() - started
         self.last_report = report
@@ -834,3 +919,23 @@ class ContextGenerator:
                 "cached: call retry_failed(error.report), or pass on_error='skip' to finish runs past failures",
                 report=report)
         return run
+
+
+def _model_token_estimate(info: ModelInfo | None) -> TokenCounter:
+    """The offline token estimate scaled by the model's tokenizer ratio (newer tokenizers count ~30% more)."""
+    ratio = info.tokenizer_ratio if info is not None else 1.0
+    if ratio == 1.0:
+        return estimate_tokens
+    return lambda text: round(estimate_tokens(text) * ratio)
+
+
+def _answer_problem(response: ProviderResponse, max_context_tokens: int,
+                    count_tokens: TokenCounter) -> tuple[str, str] | None:
+    """Why an answer is not a context (``(kind, message)``), or None when it is one."""
+    if response.stop_reason == "refusal":
+        return "refusal", "the model declined to write a context (stop_reason refusal)"
+    if response.stop_reason == "max_tokens":
+        return "max_tokens", "the answer was cut off at max_tokens, also with a larger budget"
+    if not clean_context(response.text, max_tokens=max_context_tokens, count_tokens=count_tokens):
+        return "empty_response", "the model answered with no context text"
+    return None

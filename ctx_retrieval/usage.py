@@ -7,10 +7,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from .models import ModelInfo
+    from .models import ModelInfo, Prices
     from .types import Chunk, SourceDocument
 
-__all__ = ["FailedChunk", "RunReport", "TokenUsage", "cost_usd"]
+__all__ = ["FailedChunk", "RunReport", "TokenUsage", "cost_usd", "request_cost_usd"]
 
 
 @dataclass(frozen=True)
@@ -32,6 +32,14 @@ class TokenUsage:
             self.output_tokens + other.output_tokens,
             self.cache_creation_input_tokens + other.cache_creation_input_tokens,
             self.cache_read_input_tokens + other.cache_read_input_tokens,
+        )
+
+    def __sub__(self, other: TokenUsage) -> TokenUsage:
+        return TokenUsage(
+            self.input_tokens - other.input_tokens,
+            self.output_tokens - other.output_tokens,
+            self.cache_creation_input_tokens - other.cache_creation_input_tokens,
+            self.cache_read_input_tokens - other.cache_read_input_tokens,
         )
 
     @property
@@ -57,16 +65,34 @@ class TokenUsage:
         )
 
 
-def cost_usd(usage: TokenUsage, model: ModelInfo, *, cache_ttl: str = "5m", batch: bool = False) -> float:
-    """Dollars for ``usage`` at ``model``'s list prices (cache writes priced for ``cache_ttl``)."""
-    write_price = model.cache_write_1h_per_mtok if cache_ttl == "1h" else model.cache_write_5m_per_mtok
-    dollars = (
-        usage.input_tokens * model.input_per_mtok
-        + usage.output_tokens * model.output_per_mtok
+def _dollars(usage: TokenUsage, prices: Prices, cache_ttl: str) -> float:
+    write_price = prices.cache_write_1h_per_mtok if cache_ttl == "1h" else prices.cache_write_5m_per_mtok
+    return (
+        usage.input_tokens * prices.input_per_mtok
+        + usage.output_tokens * prices.output_per_mtok
         + usage.cache_creation_input_tokens * write_price
-        + usage.cache_read_input_tokens * model.cache_read_per_mtok
+        + usage.cache_read_input_tokens * prices.cache_read_per_mtok
     ) / 1_000_000
+
+
+def cost_usd(usage: TokenUsage, model: ModelInfo, *, cache_ttl: str = "5m", batch: bool = False,
+             long_prompt_usage: TokenUsage | None = None) -> float:
+    """Dollars for ``usage`` at ``model``'s list prices (cache writes priced for ``cache_ttl``).
+
+    ``usage`` is summed over requests; ``long_prompt_usage`` is the part of it from requests whose prompt fell
+    into the model's dearer prompt-length tier (billed whole at that tier). Message Batches bill 50%.
+    """
+    long_part = long_prompt_usage or TokenUsage()
+    dollars = _dollars(usage - long_part, model.base_prices, cache_ttl)
+    if long_part.prompt_tokens or long_part.output_tokens:
+        dollars += _dollars(long_part, model.long_prompt_prices or model.base_prices, cache_ttl)
     return dollars * (0.5 if batch else 1.0)
+
+
+def request_cost_usd(usage: TokenUsage, model: ModelInfo, *, cache_ttl: str = "5m", batch: bool = False) -> float:
+    """Dollars for one request's ``usage``: its prompt length picks the price tier."""
+    prices = model.prices_for(usage.prompt_tokens)
+    return _dollars(usage, prices, cache_ttl) * (0.5 if batch else 1.0)
 
 
 @dataclass(frozen=True)
@@ -106,6 +132,9 @@ class RunReport:
     usage: TokenUsage = field(default_factory=TokenUsage)
     batch_usage: TokenUsage = field(default_factory=TokenUsage)  # billed at the Message Batches API's 50%
     batch_requests: int = 0
+    long_prompt_usage: TokenUsage = field(default_factory=TokenUsage)  # ordinary requests in the dearer tier
+    long_prompt_batch_usage: TokenUsage = field(default_factory=TokenUsage)
+    long_prompt_requests: int = 0  # requests (ordinary and batch) whose prompt fell into the dearer price tier
     cost_usd: float | None = None
     document_tokens: int = 0
     windowed_documents: int = 0
@@ -161,6 +190,7 @@ class RunReport:
             "usage": self.usage.to_dict(),
             "batch_usage": self.batch_usage.to_dict(),
             "batch_requests": self.batch_requests,
+            "long_prompt_requests": self.long_prompt_requests,
             "cost_usd": self.cost_usd,
             "cost_per_million_document_tokens": self.cost_per_million_document_tokens,
             "cache_read_share": self.cache_read_share,
@@ -199,6 +229,8 @@ class RunReport:
         ]
         if self.windowed_documents:
             lines.append(f"windowed documents (too large for max_document_tokens): {self.windowed_documents}")
+        if self.long_prompt_requests:
+            lines.append(f"requests billed at the model's dearer long-prompt tier: {self.long_prompt_requests}")
         if self.uncacheable_documents:
             lines.append(
                 f"documents below the model's minimum cacheable length (no prompt caching): "

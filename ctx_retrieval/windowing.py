@@ -20,13 +20,21 @@ from .types import Chunk, SourceDocument
 __all__ = ["DocumentView", "WindowConfig", "document_view"]
 
 
+# Share of a price-tier threshold a document may fill: the rest is room for the chunk, the prompt's own text and
+# the error of a token estimate (the API counts exactly; planning estimates).
+PRICE_TIER_FILL = 0.9
+
+
 @dataclass(frozen=True)
 class WindowConfig:
-    """Windowing settings. ``max_document_tokens=None`` sizes the limit from the model's context window."""
+    """Windowing settings. ``max_document_tokens=None`` sizes the limit from the model: 3/4 of its context
+    window and, with ``stay_in_price_tier`` (default), within its cheaper prompt-length price tier (Claude Haiku
+    5.5 bills a prompt over 100k tokens at 5x, output included), so a large document is windowed instead."""
 
     max_document_tokens: int | None = None
     num_start_chunks: int = 2
     num_prev_chunks: int = 2
+    stay_in_price_tier: bool = True
 
     def __post_init__(self) -> None:
         if self.max_document_tokens is not None and self.max_document_tokens < 1:
@@ -36,9 +44,15 @@ class WindowConfig:
             raise ConfigurationError("num_start_chunks and num_prev_chunks must be >= 0",
                                      setting="num_start_chunks" if self.num_start_chunks < 0 else "num_prev_chunks")
 
-    def resolved_limit(self, context_window: int) -> int:
-        """The document-token limit: the setting, or 3/4 of the context window (room for chunk and answer)."""
-        return self.max_document_tokens if self.max_document_tokens is not None else (context_window * 3) // 4
+    def resolved_limit(self, context_window: int, price_tier_threshold: int | None = None) -> int:
+        """The document-token limit: the setting, or 3/4 of the context window (room for chunk and answer),
+        kept to ``PRICE_TIER_FILL`` of the cheaper price tier's threshold when ``stay_in_price_tier``."""
+        if self.max_document_tokens is not None:
+            return self.max_document_tokens
+        limit = (context_window * 3) // 4
+        if self.stay_in_price_tier and price_tier_threshold is not None:
+            limit = min(limit, int(price_tier_threshold * PRICE_TIER_FILL))
+        return limit
 
     def cache_key_part(self, limit: int) -> str:
         return f"window:{limit}:{self.num_start_chunks}:{self.num_prev_chunks}"

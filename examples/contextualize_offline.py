@@ -25,7 +25,7 @@ def main() -> None:
     chunks = split_into_chunks(document, paragraphs)
 
     with tempfile.TemporaryDirectory() as tmp, FakeAnthropicServer(latency_s=0.05) as server:
-        provider = AnthropicProvider("claude-3-haiku-20240307", api_key="sk-ant-example-000000000000",
+        provider = AnthropicProvider("claude-haiku-5-5", api_key="sk-ant-example-000000000000",
                                      base_url=server.base_url)
         generator = ContextGenerator(provider, cache=Path(tmp) / "contexts.sqlite", max_concurrency=8)
         print(generator.estimate([(document, chunks)]).format())

@@ -33,8 +33,8 @@ def main() -> None:
 
     server = None
     if os.environ.get("ANTHROPIC_API_KEY"):
-        provider = AnthropicProvider("claude-3-haiku-20240307")
-        print("contextualizer: Claude (claude-3-haiku-20240307)")
+        provider = AnthropicProvider("claude-haiku-5-5")
+        print("contextualizer: Claude (claude-haiku-5-5)")
     else:
         server = FakeAnthropicServer(latency_s=0.05).start()
         provider = AnthropicProvider(api_key="sk-ant-example-0000000000", base_url=server.base_url)

@@ -25,7 +25,7 @@ class ClaudeRerankCompressor(BaseDocumentCompressor):
     Instantiate:
         .. code-block:: python
 
-            compressor = ClaudeRerankCompressor.from_provider(AnthropicProvider("claude-3-haiku-20240307"))
+            compressor = ClaudeRerankCompressor.from_provider(AnthropicProvider("claude-haiku-5-5"))
             retriever = ContextualHybridRetriever(..., compressor=compressor)
 
     Returns all documents, the ``candidates`` first ones reordered; the retriever cuts to its ``k``.

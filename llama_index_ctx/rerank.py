@@ -21,7 +21,7 @@ class ClaudeRerankPostprocessor(BaseNodePostprocessor):
     Instantiate:
         .. code-block:: python
 
-            rerank = ClaudeRerankPostprocessor.from_provider(AnthropicProvider("claude-3-haiku-20240307"))
+            rerank = ClaudeRerankPostprocessor.from_provider(AnthropicProvider("claude-haiku-5-5"))
     """
 
     candidates: int = 40

@@ -4,11 +4,19 @@ Setup:
     pip install "ctx-retrieval[anthropic]" and set ``ANTHROPIC_API_KEY`` (or pass ``api_key=``).
 
 Key init args:
-    model: a Claude model id (default ``claude-3-haiku-20240307``, the cookbook's model).
+    model: a Claude model id (default ``claude-haiku-5-5``, the current Haiku; the cookbook's
+        ``claude-3-haiku-20240307`` was retired on 2026-04-20 and raises ``RetiredModelError``).
     cache_ttl: ``"5m"`` (default) or ``"1h"`` for the document block's cache entry.
     base_url: another endpoint (a proxy, or ``ctx_retrieval.testing.FakeAnthropicServer`` in tests).
-    extra_body: extra Messages API fields sent with every request (e.g. ``{"temperature": 0}`` for models
-        that accept it); they are part of the context-cache key.
+    extra_body: extra Messages API fields sent with every request (e.g. ``{"output_config": {"effort": "low"}}``);
+        they are part of the context-cache key. A field the model table says the model rejects (sampling
+        parameters on Claude 4.7 and later, ``thinking`` it cannot honour) raises ``UnsupportedSettingError``.
+
+What each request carries follows the model's documented rules (``ctx_retrieval.models``): thinking is switched
+off where the model allows it (Claude Haiku 5.5 thinks by default, and thinking counts against ``max_tokens``);
+where thinking cannot be switched off the request asks for low effort and leaves room for it in ``max_tokens``;
+no sampling parameters are sent. A ``refusal`` or ``max_tokens`` stop reason is reported to the generator, which
+never stores such an answer as a context.
 
 The SDK's own retries are switched off (``max_retries=0``): the generator owns retries, so a request waiting
 to retry does not hold a concurrency slot. Errors are classified by exception type and status code, never by
@@ -25,10 +33,16 @@ import os
 from typing import TYPE_CHECKING, Any, Literal
 
 from .._optional import require
-from ..errors import ProviderAuthenticationError, UnknownModelError
-from ..models import ModelInfo, lookup_model_info
+from ..errors import (
+    ProviderAuthenticationError,
+    ProviderBillingError,
+    ProviderPermissionError,
+    UnknownModelError,
+    UnsupportedSettingError,
+)
+from ..models import ModelInfo, check_not_retired, lookup_model_info
 from ..usage import TokenUsage
-from .base import ContextRequest, ErrorDecision, ProviderBase, ProviderResponse
+from .base import ContextRequest, ErrorDecision, ProviderBase, ProviderResponse, ServerLimits
 from .generic import classify_exception, decision_for_status, server_limits
 
 if TYPE_CHECKING:
@@ -38,8 +52,12 @@ __all__ = ["DEFAULT_ANTHROPIC_MODEL", "AnthropicProvider"]
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_ANTHROPIC_MODEL = "claude-3-haiku-20240307"
+DEFAULT_ANTHROPIC_MODEL = "claude-haiku-5-5"
 DEFAULT_TIMEOUT_S = 60.0
+# Room for thinking on models that always think (asked for low effort): thinking counts against max_tokens.
+THINKING_HEADROOM_TOKENS = 4096
+_SAMPLING_PARAMS = ("temperature", "top_p", "top_k")
+_warned_unknown_models: set[str] = set()
 _API_KEY_ENV = "ANTHROPIC_API_KEY"
 _AUTH_TOKEN_ENV = "ANTHROPIC_AUTH_TOKEN"
 _MIN_KEY_LENGTH = 16
@@ -52,7 +70,7 @@ class AnthropicProvider(ProviderBase):
         .. code-block:: python
 
             from ctx_retrieval import AnthropicProvider, ContextGenerator
-            generator = ContextGenerator(AnthropicProvider("claude-3-haiku-20240307"))
+            generator = ContextGenerator(AnthropicProvider("claude-haiku-5-5"))
 
     The API key is held privately: it is not in ``repr``, pickles, cache keys or logs.
     """
@@ -76,6 +94,7 @@ class AnthropicProvider(ProviderBase):
             from ..errors import ConfigurationError
 
             raise ConfigurationError("cache_ttl must be '5m' or '1h'", setting="cache_ttl")
+        check_not_retired(model)  # before any client exists: a retired id never reaches the network
         self._model = model
         self._api_key = api_key
         self.base_url = base_url
@@ -86,12 +105,14 @@ class AnthropicProvider(ProviderBase):
         self._user_client = client
         self._client: anthropic_sdk.AsyncAnthropic | None = None
         self._client_loop: asyncio.AbstractEventLoop | None = None
-        if self._model_info is None:
+        if self._model_info is None and model not in _warned_unknown_models:
+            _warned_unknown_models.add(model)
             logger.warning(
-                "no limits or prices known for model %r: costs will be reported as unknown; pass "
-                "model_info=ModelInfo(...) to set them",
+                "model %r is not in ctx_retrieval's model table: it is used as given, but its cost figures are "
+                "unknown and its request rules are not checked; pass model_info=ModelInfo(...) to set them",
                 model,
             )
+        _check_extra_body(model, self._model_info, self.extra_body)
 
     def __repr__(self) -> str:
         key_state = "set" if self._resolved_key() else "unset"
@@ -164,12 +185,24 @@ class AnthropicProvider(ProviderBase):
         content.append({"type": "text", "text": request.chunk_block})
         return content
 
-    def _params(self, request: ContextRequest) -> dict[str, Any]:
-        params: dict[str, Any] = {"model": self._model, "max_tokens": request.max_tokens,
-                                  "messages": [{"role": "user", "content": self.build_message_content(request)}]}
+    def _model_fields(self, request: ContextRequest) -> dict[str, Any]:
+        """The fields the model's rules call for (thinking, effort, the ``max_tokens`` that leaves room for
+        thinking), then the user's ``extra_body``, which wins."""
+        info = self._model_info
+        fields: dict[str, Any] = {"max_tokens": request.max_tokens}
+        extra = self.extra_body or {}
+        if info is not None and info.thinking == "on_can_disable" and _effort(extra) not in ("xhigh", "max"):
+            fields["thinking"] = {"type": "disabled"}  # a context needs no thinking; it would eat max_tokens
+        elif info is not None and info.thinking == "always_on":
+            fields["output_config"] = {"effort": "low"}
+            fields["max_tokens"] = request.max_tokens + THINKING_HEADROOM_TOKENS
         if self.extra_body:
-            params.update(self.extra_body)
-        return params
+            fields.update(self.extra_body)
+        return fields
+
+    def _params(self, request: ContextRequest) -> dict[str, Any]:
+        return {"model": self._model, "messages": [{"role": "user", "content": self.build_message_content(request)}],
+                **self._model_fields(request)}
 
     @staticmethod
     def _usage(u: Any) -> TokenUsage:
@@ -187,6 +220,10 @@ class AnthropicProvider(ProviderBase):
         batch = await self._get_client().messages.batches.create(requests=requests)
         return str(batch.id)
 
+    def batch_request_bytes(self, custom_id: str, request: ContextRequest) -> int:
+        """Serialized size of one batch entry, for splitting batches under the API's 256 MB limit."""
+        return len(json.dumps({"custom_id": custom_id, "params": self._params(request)}).encode())
+
     async def abatch_ended(self, batch_id: str) -> bool:
         batch = await self._get_client().messages.batches.retrieve(batch_id)
         return bool(batch.processing_status == "ended")
@@ -198,9 +235,7 @@ class AnthropicProvider(ProviderBase):
         async for entry in await self._get_client().messages.batches.results(batch_id):
             result = entry.result
             if result.type == "succeeded":
-                message = result.message
-                text = "".join(getattr(b, "text", "") for b in message.content if b.type == "text")
-                out.append((entry.custom_id, ProviderResponse(text=text, usage=self._usage(message.usage)), None))
+                out.append((entry.custom_id, self._response(result.message), None))
             elif result.type == "errored":
                 error = getattr(getattr(result.error, "error", None), "type", "error")
                 out.append((entry.custom_id, None, f"errored:{error}"))
@@ -208,26 +243,36 @@ class AnthropicProvider(ProviderBase):
                 out.append((entry.custom_id, None, str(result.type)))
         return out
 
+    def _response(self, message: Any, limits: ServerLimits | None = None) -> ProviderResponse:
+        # Select text blocks by type: thinking blocks (and any other kind) are not the answer.
+        text = "".join(getattr(block, "text", "") or "" for block in message.content if block.type == "text")
+        return ProviderResponse(text=text, usage=self._usage(message.usage), limits=limits,
+                                stop_reason=getattr(message, "stop_reason", None))
+
     async def agenerate(self, request: ContextRequest) -> ProviderResponse:
         client = self._get_client()
+        fields = self._model_fields(request)
+        max_tokens = fields.pop("max_tokens")
         messages: Any = [{"role": "user", "content": self.build_message_content(request)}]
         # The raw response carries the anthropic-ratelimit-* headers the generator paces the run by.
         raw = await client.messages.with_raw_response.create(
-            model=self._model,
-            max_tokens=request.max_tokens,
-            messages=messages,
-            extra_body=self.extra_body,
+            model=self._model, max_tokens=max_tokens, messages=messages, extra_body=fields or None,
         )
         parsed: Any = raw.parse()
         message = await parsed if inspect.isawaitable(parsed) else parsed  # SDKs < 1 parse synchronously
-        text = "".join(getattr(block, "text", "") for block in message.content if block.type == "text")
-        return ProviderResponse(text=text, usage=self._usage(message.usage), limits=server_limits(raw.headers))
+        return self._response(message, server_limits(raw.headers))
+
+    async def acount_tokens(self, text: str) -> int:
+        """The API's exact count of ``text`` as one user message (``messages.count_tokens``, free of charge)."""
+        result = await self._get_client().messages.count_tokens(
+            model=self._model, messages=[{"role": "user", "content": text}])
+        return int(result.input_tokens)
 
     def classify_error(self, exc: BaseException) -> ErrorDecision | None:
         import anthropic
 
         if isinstance(exc, anthropic.APIStatusError):
-            return decision_for_status(exc.status_code, exc.response.headers)
+            return decision_for_status(exc.status_code, exc.response.headers, getattr(exc, "body", None))
         if isinstance(exc, (anthropic.APIResponseValidationError, json.JSONDecodeError)):
             return ErrorDecision("retry", "invalid_response")  # e.g. a truncated body that still said 200
         return classify_exception(exc)  # timeouts and dropped connections, by the SDK's transport error types
@@ -242,6 +287,17 @@ class AnthropicProvider(ProviderBase):
                 "api_key=, and that the key's workspace may use this model",
                 provider=self.name, status_code=decision.status_code,
             )
+        if decision.kind == "permission":
+            return ProviderPermissionError(
+                f"Anthropic refused the request (HTTP 403 permission_error): the key's workspace may not use model "
+                f"{self._model!r}; allow it in the console or pass another model", provider=self.name,
+                status_code=decision.status_code)
+        if decision.kind in ("billing", "spend_limit"):
+            what = ("the organization reached its monthly spend limit (429 enforced_spend_limit_reached): raise "
+                    "the limit or move to a higher usage tier" if decision.kind == "spend_limit" else
+                    "the account cannot be billed (HTTP 402 billing_error): check the console's billing settings")
+            return ProviderBillingError(f"Anthropic stopped the run: {what}; finished contexts are cached",
+                                        provider=self.name, status_code=decision.status_code)
         if decision.kind == "not_found":
             return UnknownModelError(
                 f"Anthropic does not know model {self._model!r} (HTTP 404): pass a valid model id to "
@@ -255,3 +311,36 @@ class AnthropicProvider(ProviderBase):
         client, self._client, self._client_loop = self._client, None, None
         if client is not None:
             await client.close()
+
+
+def _check_extra_body(model: str, info: ModelInfo | None, extra_body: dict[str, Any] | None) -> None:
+    """Refuse, before any request, an ``extra_body`` field the model table says this model answers with 400."""
+    if not extra_body or info is None:
+        return
+    if info.rejects_sampling_params:
+        for name in _SAMPLING_PARAMS:
+            if name in extra_body:
+                raise UnsupportedSettingError(
+                    f"model {model!r} rejects sampling parameters (HTTP 400): remove {name!r} from extra_body",
+                    setting=f"extra_body[{name!r}]", model=model)
+    thinking = extra_body.get("thinking")
+    kind = thinking.get("type") if isinstance(thinking, dict) else None
+    effort = _effort(extra_body)
+    if kind == "disabled" and info.thinking == "always_on":
+        raise UnsupportedSettingError(
+            f"model {model!r} always thinks: thinking cannot be disabled; remove 'thinking' from extra_body",
+            setting="extra_body['thinking']", model=model)
+    if kind == "disabled" and effort in ("xhigh", "max"):
+        raise UnsupportedSettingError(
+            f"thinking can be disabled only at effort low, medium or high, not {effort!r}: lower "
+            "extra_body['output_config']['effort'] or remove 'thinking'",
+            setting="extra_body['output_config']", model=model)
+    if kind == "enabled" and info.thinking != "off":
+        raise UnsupportedSettingError(
+            f"model {model!r} takes thinking {{'type': 'adaptive'}} (or 'disabled'), not a fixed budget: change "
+            "extra_body['thinking']", setting="extra_body['thinking']", model=model)
+
+
+def _effort(fields: dict[str, Any]) -> Any:
+    config = fields.get("output_config")
+    return config.get("effort") if isinstance(config, dict) else None

@@ -57,9 +57,13 @@ class ServerLimits:
 
 @dataclass(frozen=True)
 class ProviderResponse:
+    """One answer: its text blocks joined (thinking blocks are never part of it), usage, and why it stopped
+    (``"end_turn"``, ``"max_tokens"``, ``"refusal"``, ...; None where the provider does not say)."""
+
     text: str
     usage: TokenUsage
     limits: ServerLimits | None = None  # set by providers whose API reports its rate-limit state
+    stop_reason: str | None = None
 
 
 ErrorAction = Literal["retry", "fail_chunk", "fail_run"]
@@ -70,7 +74,8 @@ class ErrorDecision:
     """What the generator does with an exception: retry it, fail this chunk, or stop the run.
 
     ``kind`` is a short stable name for reports ("rate_limited", "overloaded", "server_error", "timeout",
-    "connection", "invalid_response", "bad_request", "authentication", "not_found").
+    "connection", "invalid_response", "bad_request", "request_too_large", "authentication", "permission",
+    "billing", "spend_limit", "not_found").
     """
 
     action: ErrorAction

@@ -17,7 +17,7 @@ from typing import Any
 
 from .base import ErrorDecision, ServerLimit, ServerLimits
 
-__all__ = ["classify_exception", "decision_for_status", "retry_after_s", "server_limits"]
+__all__ = ["classify_exception", "decision_for_status", "retry_after_s", "server_limits", "spend_limit_reached"]
 
 _MAX_PLAUSIBLE_RESET_S = 600.0  # a reset further away than this means a skewed clock: ignore it
 
@@ -81,16 +81,41 @@ def server_limits(headers: Any) -> ServerLimits | None:
     return ServerLimits(requests, tokens) if requests or tokens else None
 
 
-def decision_for_status(status: int, headers: Any = None) -> ErrorDecision:
-    """The decision for an HTTP error status (the SDKs' error classes map one to one onto these statuses)."""
+def spend_limit_reached(body: Any) -> bool:
+    """Whether an error body is Anthropic's monthly spend limit: a 429 ``rate_limit_error`` whose
+    ``error.details.error_code`` is ``enforced_spend_limit_reached`` (no retry-after; retrying cannot help)."""
+    error = body.get("error") if isinstance(body, dict) else None
+    if isinstance(error, dict) and "details" not in error and isinstance(error.get("error"), dict):
+        error = error["error"]  # some SDKs hand over the whole response body
+    details = error.get("details") if isinstance(error, dict) else None
+    return isinstance(details, dict) and details.get("error_code") == "enforced_spend_limit_reached"
+
+
+def decision_for_status(status: int, headers: Any = None, body: Any = None) -> ErrorDecision:
+    """The decision for an HTTP error status (the SDKs' error classes map one to one onto these statuses).
+
+    Statuses and types from Anthropic's errors page (https://platform.claude.com/docs/en/api/errors): 402
+    ``billing_error``, 403 ``permission_error``, 413 ``request_too_large``, 429 ``rate_limit_error`` (the
+    spend-limit variant stops the run), 504 ``timeout_error``, 529 ``overloaded_error``.
+    """
     if status == 429:
+        if spend_limit_reached(body):
+            return ErrorDecision("fail_run", "spend_limit", status_code=status)
         return ErrorDecision("retry", "rate_limited", retry_after_s(headers), status)
-    if status in (401, 403):
+    if status == 401:
         return ErrorDecision("fail_run", "authentication", status_code=status)
+    if status == 402:
+        return ErrorDecision("fail_run", "billing", status_code=status)
+    if status == 403:
+        return ErrorDecision("fail_run", "permission", status_code=status)
     if status == 404:
         return ErrorDecision("fail_run", "not_found", status_code=status)
+    if status == 413:
+        return ErrorDecision("fail_chunk", "request_too_large", status_code=status)
     if status == 529:
         return ErrorDecision("retry", "overloaded", retry_after_s(headers), status)
+    if status == 504:
+        return ErrorDecision("retry", "timeout", retry_after_s(headers), status)
     if status >= 500 or status in (408, 409):
         return ErrorDecision("retry", "server_error", retry_after_s(headers), status)
     return ErrorDecision("fail_chunk", "bad_request", status_code=status)
@@ -108,7 +133,7 @@ def classify_exception(exc: BaseException) -> ErrorDecision | None:
     """The generator's decision for an exception from any wrapped model, or None to let it propagate."""
     status, headers = _status(exc)
     if status is not None and status >= 400:
-        return decision_for_status(status, headers)
+        return decision_for_status(status, headers, getattr(exc, "body", None))
     for module_name, *kinds in _TRANSPORT_ERRORS:
         module = sys.modules.get(module_name)
         for class_name, kind in kinds:

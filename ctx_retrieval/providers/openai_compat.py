@@ -133,7 +133,7 @@ class OpenAICompatibleProvider(ProviderBase):
         return classify_exception(exc)
 
     def run_error(self, decision: ErrorDecision, exc: BaseException) -> Exception:
-        if decision.kind == "authentication":
+        if decision.kind in ("authentication", "permission"):
             return ProviderAuthenticationError(
                 f"the server at {self.base_url} rejected the API key (HTTP {decision.status_code}): check "
                 f"{_API_KEY_ENV} or api_key=", provider=self.name, status_code=decision.status_code)

@@ -61,7 +61,7 @@ class WrappedModelProvider(ProviderBase):
         return classify_exception(exc)
 
     def run_error(self, decision: ErrorDecision, exc: BaseException) -> Exception:
-        if decision.kind == "authentication":
+        if decision.kind in ("authentication", "permission"):
             return ProviderAuthenticationError(
                 f"the wrapped model's service rejected its credentials (HTTP {decision.status_code}): check the "
                 "key it was configured with", provider=self.name, status_code=decision.status_code)

@@ -1,10 +1,18 @@
-"""A fake Anthropic Messages API on 127.0.0.1 for tests and benchmarks, reached by the real SDK via base_url.
+"""A twin of the Anthropic Messages API on 127.0.0.1 for tests and benchmarks, reached by the real SDK via base_url.
 
-It answers like the real API (message JSON with ``usage``), bills prompt caching like it (an entry per prefix
-ending at a ``cache_control`` block, written when at least the model's minimum length, usable only once the
-writing request has finished, read within the TTL), injects scripted or random faults (429 with retry-after,
-529 overloaded, 500, slow answers, dropped connections, truncated bodies), adds latency, optionally enforces
-server-side rate limits, and records every request.
+Its rules are its own copy of Anthropic's documentation (``anthropic_rules``, each rule with its page), never the
+package's model table: retired and unknown model ids answer 404; invalid requests answer 400 (sampling parameters
+on models that reject them, more than 4 cache breakpoints, a 1h TTL after a 5m one, thinking settings a model
+cannot honour, assistant prefill on current models); thinking models answer with a thinking block first unless
+thinking is disabled, and thinking counts against ``max_tokens``. Prompt caching is billed like the API (an entry
+per prefix ending at a ``cache_control`` block, written when at least the model's minimum length counted with the
+model's own tokenizer, readable once the writing response has begun, TTL counted from the writing request's
+start, usage with the ``cache_creation`` 5m/1h split). It counts tokens (``/v1/messages/count_tokens``), runs
+Message Batches (``twin_batches``), optionally enforces rate limits on requests, input and output tokens with
+the ``anthropic-ratelimit-*`` headers (``twin_limits``), injects scripted or random faults (429 with
+retry-after, the spend-limit 429, 402, 403, 413, 500, 504, 529, refusals, answers cut at ``max_tokens``, slow
+answers, dropped connections, truncated bodies; every error body carries a ``request_id``), adds latency, and
+records every request.
 
     with FakeAnthropicServer(latency_s=0.05) as server:
         provider = AnthropicProvider(api_key="sk-ant-test-0000000000", base_url=server.base_url)
@@ -12,28 +20,37 @@ server-side rate limits, and records every request.
 
 from __future__ import annotations
 
-import datetime
-import hashlib
 import itertools
 import json
 import random
 import socket
 import threading
 import time
-from collections import Counter, deque
+from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from ..models import lookup_model_info
-from ..tokens import estimate_tokens
+from . import anthropic_rules as rules
+from .anthropic_rules import count_tokens
+from .twin_batches import BatchStore
+from .twin_cache import PromptCache
+from .twin_limits import RateBuckets
 
 __all__ = ["FAULT_KINDS", "FakeAnthropicServer", "RecordedRequest", "default_responder"]
 
-FAULT_KINDS = ("rate_limit", "overloaded", "server_error", "slow", "drop", "truncated")
-_MESSAGE_OVERHEAD_TOKENS = 7
-_DEFAULT_MIN_CACHEABLE = 1024
+FAULT_KINDS = ("rate_limit", "overloaded", "server_error", "slow", "drop", "truncated", "refusal", "max_tokens",
+               "billing", "permission", "too_large", "gateway_timeout", "spend_limit")
+# Faults answered with an error status: (status, error type, message, headers).
+_ERROR_FAULTS: dict[str, tuple[int, str, str]] = {
+    "overloaded": (529, "overloaded_error", "Overloaded"),
+    "server_error": (500, "api_error", "Internal server error"),
+    "billing": (402, "billing_error", "Your credit balance is too low to access the Anthropic API."),
+    "permission": (403, "permission_error", "Your API key does not have permission to use the specified resource."),
+    "too_large": (413, "request_too_large", "Request exceeds the maximum allowed number of bytes."),
+    "gateway_timeout": (504, "timeout_error", "Request timed out"),
+}
 
 
 @dataclass
@@ -79,10 +96,6 @@ def default_responder(body: dict[str, Any]) -> str:
     return f"This chunk is from the document that begins '{title[:80]}' and covers: {' '.join(words)}."
 
 
-def _count(text: str) -> int:
-    return estimate_tokens(text)
-
-
 class _FaultPlan:
     def __init__(self, seed: int) -> None:
         self.script: deque[str | None] = deque()
@@ -113,18 +126,22 @@ class FakeAnthropicServer:
     """A threaded HTTP server speaking enough of the Messages API for the SDK.
 
     Args:
-        latency_s: base latency of each successful answer.
+        latency_s: time to the first token of each successful answer (cache entries it writes become readable
+            then).
         latency_per_output_token_s: extra latency per output token.
         responder: ``body -> text`` writing the "context" (``default_responder``).
         api_key: when set, requests must carry exactly this key, as ``x-api-key`` or a bearer token (else 401).
-        known_models: models accepted (others answer 404 like an unknown model id); None accepts the
-            models in ``ctx_retrieval.models`` and any id starting with ``claude-``.
-        rate_limit_rpm / rate_limit_itpm: server-side limits answered with 429 + retry-after.
-        cache_ttl_scale: multiply TTLs (e.g. 0.01 to test expiry quickly).
-        batch_delay_s: how long a Message Batch stays ``in_progress`` before its results are ready.
+        known_models: models accepted (others answer 404); None: the models the twin's rules list.
+        rate_limit_rpm / rate_limit_itpm / rate_limit_otpm: server-side limits answered with 429 + retry-after.
         rate_window_s: the period the rate limits are per (60: per minute; less compresses benchmarks in time).
+        rate_burst_s: enforce the limits over this shorter interval (buckets hold this many seconds' worth).
         rate_limit_headers: send ``anthropic-ratelimit-*`` headers with each answer while limits are set (as
             the real API does); False hides them, like a proxy that strips them.
+        cache_ttl_scale: multiply TTLs (e.g. 0.01 to test expiry quickly).
+        thinking_tokens: length of the thinking block a thinking model writes before its answer.
+        batch_delay_s: how long a Message Batch stays ``in_progress`` before its results are ready.
+        batch_cache_hit_rate: the share of batch requests that may read the prompt cache (best effort).
+        max_batch_requests / max_batch_bytes: the batch limits (the API's: 100,000 requests, 256 MB).
     """
 
     def __init__(
@@ -137,40 +154,40 @@ class FakeAnthropicServer:
         known_models: Iterable[str] | None = None,
         rate_limit_rpm: float | None = None,
         rate_limit_itpm: float | None = None,
+        rate_limit_otpm: float | None = None,
         retry_after_s: float = 1.0,
         slow_s: float = 5.0,
         cache_ttl_scale: float = 1.0,
         seed: int = 0,
         batch_delay_s: float = 0.2,
         rate_window_s: float = 60.0,
+        rate_burst_s: float | None = None,
         rate_limit_headers: bool = True,
+        thinking_tokens: int = 200,
+        batch_cache_hit_rate: float = 1.0,
+        max_batch_requests: int = rules.MAX_BATCH_REQUESTS,
+        max_batch_bytes: int = rules.MAX_BATCH_BYTES,
     ) -> None:
         self.latency_s = latency_s
         self.latency_per_output_token_s = latency_per_output_token_s
         self.responder = responder
         self.api_key = api_key
         self.known_models = set(known_models) if known_models is not None else None
-        self.rate_limit_rpm = rate_limit_rpm
-        self.rate_limit_itpm = rate_limit_itpm
         self.retry_after_s = retry_after_s
         self.slow_s = slow_s
-        self.cache_ttl_scale = cache_ttl_scale
+        self.thinking_tokens = thinking_tokens
+        self.max_batch_bytes = max_batch_bytes
         self.requests: list[RecordedRequest] = []
         self._faults = _FaultPlan(seed)
         self._lock = threading.Lock()
-        self._cache: dict[str, float] = {}  # prefix hash -> expiry (monotonic)
-        self._writes_by_key: Counter[str] = Counter()  # prefix hash -> times written
-        self._requests_left = float(rate_limit_rpm or 0)
-        self._tokens_left = float(rate_limit_itpm or 0)
-        self._bucket_stamp = time.monotonic()
+        self.cache = PromptCache(cache_ttl_scale)
+        self._limit_settings = {"rpm": rate_limit_rpm, "itpm": rate_limit_itpm, "otpm": rate_limit_otpm,
+                                "window_s": rate_window_s, "burst_s": rate_burst_s, "headers": rate_limit_headers}
+        self.limits = RateBuckets(**self._limit_settings)  # type: ignore[arg-type]
+        self.batch_store = BatchStore(delay_s=batch_delay_s, seed=seed, cache_hit_rate=batch_cache_hit_rate,
+                                      max_requests=max_batch_requests)
         self._ids = itertools.count(1)
         self._httpd: ThreadingHTTPServer | None = None
-        self.batch_delay_s = batch_delay_s
-        self.rate_window_s = rate_window_s
-        self.rate_limit_headers = rate_limit_headers
-        self.batches: dict[str, dict[str, Any]] = {}
-        self._batch_faults: list[tuple[Callable[[dict[str, Any]], bool], str]] = []
-        self._batch_lock = threading.Lock()  # one thread processes an ended batch, exactly once
         self._thread: threading.Thread | None = None
 
     # -- lifecycle -------------------------------------------------------------------------------------
@@ -205,27 +222,34 @@ class FakeAnthropicServer:
         host, port = self._httpd.server_address[:2]
         return f"http://{host!s}:{port}"
 
+    @property
+    def batches(self) -> dict[str, dict[str, Any]]:
+        return self.batch_store.batches
+
     # -- faults ----------------------------------------------------------------------------------------
+
+    @staticmethod
+    def _check_kind(kind: str) -> None:
+        if kind not in FAULT_KINDS:
+            raise ValueError(f"unknown fault {kind!r}; one of {FAULT_KINDS}")
 
     def script_faults(self, kinds: Iterable[str | None]) -> None:
         """Answer the next requests with these faults in order (None = answer normally)."""
         for kind in kinds:
-            if kind is not None and kind not in FAULT_KINDS:
-                raise ValueError(f"unknown fault {kind!r}; one of {FAULT_KINDS}")
+            if kind is not None:
+                self._check_kind(kind)
             self._faults.script.append(kind)
 
     def set_fault_rate(self, rate: float, mix: dict[str, float] | None = None) -> None:
         """Fail a share ``rate`` of requests at random, kinds drawn from ``mix`` (weights)."""
         mix = mix or {k: 1.0 for k in FAULT_KINDS}
         for kind in mix:
-            if kind not in FAULT_KINDS:
-                raise ValueError(f"unknown fault {kind!r}; one of {FAULT_KINDS}")
+            self._check_kind(kind)
         self._faults.rate, self._faults.mix = rate, dict(mix)
 
     def fail_when(self, predicate: Callable[[RecordedRequest], bool], kind: str, times: int = -1) -> None:
         """Answer requests matching ``predicate`` with ``kind``, ``times`` times (-1: always)."""
-        if kind not in FAULT_KINDS:
-            raise ValueError(f"unknown fault {kind!r}; one of {FAULT_KINDS}")
+        self._check_kind(kind)
         self._faults.rules.append([predicate, kind, times])
 
     def fail_chunk(self, chunk_text: str, kind: str = "server_error", times: int = -1) -> None:
@@ -238,6 +262,10 @@ class FakeAnthropicServer:
         self._faults.until = time.monotonic() + seconds
         self._faults.until_kind = kind
 
+    def fail_in_batches(self, predicate: Callable[[dict[str, Any]], bool], kind: str = "errored") -> None:
+        """Batch requests whose params match ``predicate`` end ``"errored"`` (overloaded) or ``"expired"``."""
+        self.batch_store.faults.append((predicate, kind))
+
     # -- statistics ------------------------------------------------------------------------------------
 
     def successful(self) -> list[RecordedRequest]:
@@ -249,7 +277,7 @@ class FakeAnthropicServer:
         one entry was written (1 = every cached prefix written exactly once)."""
         with self._lock:
             records = list(self.requests)
-            writes_by_key = dict(self._writes_by_key)
+        writes_by_key = dict(self.cache.writes_by_key)
         ok = [r for r in records if r.status == 200 and r.fault is None and r.usage]
         totals = {"requests": len(records), "ok": len(ok), "faults": sum(r.fault is not None for r in records),
                   "rate_limited": sum(r.status == 429 for r in records),
@@ -260,13 +288,15 @@ class FakeAnthropicServer:
             totals[name] = sum(r.usage[name] for r in ok if r.usage)
         return totals
 
+    def batch_requests(self) -> int:
+        """Requests submitted in batches so far."""
+        return self.batch_store.requests_submitted()
+
     def reset(self) -> None:
         with self._lock:
             self.requests.clear()
-            self._cache.clear()
-            self._writes_by_key.clear()
-            self._requests_left = float(self.rate_limit_rpm or 0)
-            self._tokens_left = float(self.rate_limit_itpm or 0)
+        self.cache.reset()
+        self.limits.reset()
         self._faults.script.clear()
         self._faults.rules.clear()
         self._faults.rate = 0.0
@@ -274,195 +304,85 @@ class FakeAnthropicServer:
 
     # -- the API ---------------------------------------------------------------------------------------
 
-    def _min_cacheable(self, model: str) -> int:
-        info = lookup_model_info(model)
-        return info.min_cacheable_tokens if info else _DEFAULT_MIN_CACHEABLE
-
-    def _model_known(self, model: str) -> bool:
+    def model_rules(self, model: str) -> rules.TwinModel | None:
+        """The twin's rules for a model id it serves; None answers 404 (retired or unknown ids)."""
         if self.known_models is not None:
-            return model in self.known_models
-        return lookup_model_info(model) is not None or model.startswith("claude-")
+            # Models a test declares served: the documented rules where the twin has them, else generic ones.
+            return (rules.lookup(model) or rules.GENERIC_MODEL) if model in self.known_models else None
+        if rules.retired(model):
+            return None
+        return rules.lookup(model)
 
-    def _blocks(self, body: dict[str, Any]) -> list[dict[str, Any]]:
-        blocks: list[dict[str, Any]] = []
-        system = body.get("system")
-        if isinstance(system, str):
-            blocks.append({"type": "text", "text": system})
-        elif isinstance(system, list):
-            blocks.extend(system)
-        for message in body.get("messages", []):
-            content = message.get("content")
-            if isinstance(content, str):
-                blocks.append({"type": "text", "text": content})
-            else:
-                blocks.extend(content)
-        return blocks
-
-    def _bill(self, body: dict[str, Any]) -> tuple[dict[str, int], list[tuple[str, float]]]:
-        """Usage for a request, and the cache entries it writes when it finishes."""
-        model = body["model"]
-        blocks = self._blocks(body)
-        tokens = [_count(b.get("text", "")) for b in blocks]
-        total = sum(tokens) + _MESSAGE_OVERHEAD_TOKENS
-        minimum = self._min_cacheable(model)
-        prefix = hashlib.sha256(model.encode())
-        breakpoints: list[tuple[str, int, float]] = []  # (prefix hash, prefix tokens, ttl)
-        running = 0
-        for block, n in zip(blocks, tokens, strict=True):
-            prefix.update(json.dumps(block.get("text", ""), ensure_ascii=False).encode())
-            running += n
-            control = block.get("cache_control")
-            if control:
-                ttl = 3600.0 if control.get("ttl") == "1h" else 300.0
-                breakpoints.append((prefix.hexdigest(), running, ttl * self.cache_ttl_scale))
-        now = time.monotonic()
-        read = 0
-        writes: list[tuple[str, float]] = []
-        write_tokens = 0
-        with self._lock:
-            hit_index = -1
-            for index in range(len(breakpoints) - 1, -1, -1):
-                key, n, ttl = breakpoints[index]
-                if self._cache.get(key, 0.0) > now:
-                    read, hit_index = n, index
-                    self._cache[key] = now + ttl  # a hit refreshes the TTL
-                    break
-            for key, n, ttl in breakpoints[hit_index + 1 :]:
-                if n >= minimum:
-                    writes.append((key, ttl))
-                    write_tokens = n - read
-        usage = {
-            "input_tokens": total - read - write_tokens,
-            "output_tokens": 0,
-            "cache_creation_input_tokens": write_tokens,
-            "cache_read_input_tokens": read,
-        }
-        return usage, writes
-
-    def _rate_limited(self, input_tokens: int) -> tuple[float, dict[str, str]]:
-        """Token buckets, as Anthropic documents its limits: capacity one minute's worth, refilled continuously.
-        Uncached input tokens count (input + cache writes); cache reads do not. Returns the retry-after (0 when
-        admitted) and the ``anthropic-ratelimit-*`` headers describing the buckets after this request."""
-        if self.rate_limit_rpm is None and self.rate_limit_itpm is None:
-            return 0.0, {}
-        now = time.monotonic()
-        with self._lock:
-            refill = (now - self._bucket_stamp) / self.rate_window_s  # windows elapsed since the last request
-            self._bucket_stamp = now
-            if self.rate_limit_rpm is not None:
-                self._requests_left = min(self.rate_limit_rpm, self._requests_left + refill * self.rate_limit_rpm)
-            if self.rate_limit_itpm is not None:
-                self._tokens_left = min(self.rate_limit_itpm, self._tokens_left + refill * self.rate_limit_itpm)
-            wait = 0.0  # seconds until both buckets could serve this request: the retry-after
-            if self.rate_limit_rpm is not None and self._requests_left < 1:
-                wait = (1 - self._requests_left) * self.rate_window_s / self.rate_limit_rpm
-            need = min(input_tokens, self.rate_limit_itpm or 0)
-            if self.rate_limit_itpm is not None and self._tokens_left < need:
-                wait = max(wait, (need - self._tokens_left) * self.rate_window_s / self.rate_limit_itpm)
-            if wait <= 0:
-                self._requests_left -= 1
-                self._tokens_left -= input_tokens
-            headers = self._rate_limit_headers()
-        return wait, headers
-
-    def _rate_limit_headers(self) -> dict[str, str]:
-        """Anthropic's ``anthropic-ratelimit-{requests,input-tokens}-{limit,remaining,reset}``: reset is the RFC
-        3339 time at which the bucket is full again (millisecond precision here)."""
-        headers: dict[str, str] = {}
-        utc_now = datetime.datetime.now(datetime.timezone.utc)
-        for name, limit, left in (("requests", self.rate_limit_rpm, self._requests_left),
-                                  ("input-tokens", self.rate_limit_itpm, self._tokens_left)):
-            if limit is None or not self.rate_limit_headers:
-                continue
-            full_in = max(0.0, limit - left) * self.rate_window_s / limit
-            reset = utc_now + datetime.timedelta(seconds=full_in)
-            headers[f"anthropic-ratelimit-{name}-limit"] = f"{limit:.0f}"
-            # Like the API: requests exactly, tokens rounded to the nearest thousand.
-            shown = max(0, int(left)) if name == "requests" else max(0, round(left / 1000) * 1000)
-            headers[f"anthropic-ratelimit-{name}-remaining"] = f"{shown}"
-            headers[f"anthropic-ratelimit-{name}-reset"] = reset.isoformat(timespec="milliseconds").replace(
-                "+00:00", "Z")
-        return headers
+    def answer(self, body: dict[str, Any], model_rules: rules.TwinModel, usage: dict[str, Any],
+               fault: str | None) -> tuple[list[dict[str, Any]], str]:
+        """Content blocks and stop reason: a thinking block first when the model thinks (it counts against
+        ``max_tokens``), then the responder's text, cut where ``max_tokens`` runs out."""
+        model = str(body["model"])
+        budget = int(body.get("max_tokens") or 1)
+        content: list[dict[str, Any]] = []
+        output = 0
+        if rules.thinks(body, model_rules):
+            spent = min(budget, self.thinking_tokens)
+            content.append({"type": "thinking", "thinking": "", "signature": f"sig_fake_{next(self._ids)}"})
+            output += spent
+            budget -= spent
+            if budget <= 0:
+                usage["output_tokens"] = output
+                return content, "max_tokens"
+        if fault == "refusal":
+            usage["output_tokens"] = output + 1
+            return content, "refusal"
+        text = self.responder(body)
+        stop_reason = "end_turn"
+        words = text.split(" ")
+        if fault == "max_tokens":
+            words, stop_reason = words[: max(1, len(words) // 2)], "max_tokens"
+        while count_tokens(" ".join(words), model) > budget and len(words) > 1:
+            words.pop()
+            stop_reason = "max_tokens"
+        text = " ".join(words)
+        content.append({"type": "text", "text": text})
+        usage["output_tokens"] = output + count_tokens(text, model)
+        return content, stop_reason
 
     def record(self, record: RecordedRequest) -> None:
         with self._lock:
             self.requests.append(record)
 
-    def finish_writes(self, writes: list[tuple[str, float]]) -> None:
-        now = time.monotonic()
-        with self._lock:
-            for key, ttl in writes:
-                self._cache[key] = now + ttl
-                self._writes_by_key[key] += 1
-
     def next_id(self) -> str:
         return f"msg_fake_{next(self._ids):08d}"
 
-    # -- Message Batches ---------------------------------------------------------------------------------
-
-    def fail_in_batches(self, predicate: Callable[[dict[str, Any]], bool], kind: str = "errored") -> None:
-        """Batch requests whose params match ``predicate`` end ``"errored"`` (overloaded) or ``"expired"``."""
-        self._batch_faults.append((predicate, kind))
-
-    def batch_requests(self) -> int:
-        """Requests submitted in batches so far."""
-        with self._batch_lock:
-            return sum(len(b["requests"]) for b in self.batches.values())
-
-    def create_batch(self, requests: list[dict[str, Any]]) -> dict[str, Any]:
-        batch_id = f"msgbatch_fake_{next(self._ids):08d}"
-        with self._batch_lock:
-            self.batches[batch_id] = {"id": batch_id, "requests": requests, "created": time.time(),
-                                      "started": time.monotonic(), "results": None}
-        return self.batch_object(batch_id)
-
-    def _process_batch(self, batch: dict[str, Any]) -> None:
-        """Bill and answer every request of an ended batch once, at the moment it ends (cache rules apply)."""
-        results = []
-        for item in batch["requests"]:
-            params = item["params"]
-            kind = next((k for predicate, k in self._batch_faults if predicate(params)), None)
-            if kind == "expired":
-                results.append({"custom_id": item["custom_id"], "result": {"type": "expired"}})
-                continue
-            if kind == "errored":
-                results.append({"custom_id": item["custom_id"], "result": {"type": "errored", "error": {
-                    "type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}}})
-                continue
-            usage, writes = self._bill(params)
-            text = self.responder(params)
-            usage["output_tokens"] = estimate_tokens(text)
-            self.finish_writes(writes)
-            self.record(RecordedRequest(path="/v1/messages/batches", body=params, status=200, fault=None,
-                                        usage=usage, api_key_present=True, started=time.monotonic(),
-                                        finished=time.monotonic(), response_text=text))
-            results.append({"custom_id": item["custom_id"], "result": {"type": "succeeded", "message": {
-                "id": self.next_id(), "type": "message", "role": "assistant", "model": params["model"],
-                "content": [{"type": "text", "text": text}], "stop_reason": "end_turn", "stop_sequence": None,
-                "usage": usage}}})
-        batch["results"] = results
-
-    def batch_object(self, batch_id: str, base_url: str = "") -> dict[str, Any]:
-        with self._batch_lock:
-            batch = self.batches[batch_id]
-            ended = time.monotonic() - batch["started"] >= self.batch_delay_s
-            if ended and batch["results"] is None:
-                self._process_batch(batch)
-            counts = {"processing": 0, "succeeded": 0, "errored": 0, "canceled": 0, "expired": 0}
-            if ended:
-                for result in batch["results"]:
-                    counts[result["result"]["type"]] += 1
-            else:
-                counts["processing"] = len(batch["requests"])
-        created = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(batch["created"]))
-        return {"id": batch_id, "type": "message_batch", "processing_status": "ended" if ended else "in_progress",
-                "request_counts": counts, "created_at": created, "expires_at": created,
-                "ended_at": created if ended else None, "archived_at": None, "cancel_initiated_at": None,
-                "results_url": f"{base_url}/v1/messages/batches/{batch_id}/results" if ended else None}
+    def answer_batch_request(self, params: dict[str, Any], allow_cache_read: bool) -> dict[str, Any]:
+        """One batch request's result: errored when invalid (it is never retried by the API), else billed
+        at the moment the batch ends with the cache rules (reads only where ``allow_cache_read``)."""
+        model = str(params.get("model", ""))
+        model_rules = self.model_rules(model)
+        problem = "model: " + model if model_rules is None else rules.validate_request(params, model_rules)
+        if model_rules is None or problem is not None:
+            kind = "not_found_error" if model_rules is None else "invalid_request_error"
+            return {"type": "errored", "error": {"type": "error", "error": {"type": kind, "message": problem}}}
+        now = time.monotonic()
+        usage, writes = self.cache.bill(params, now, allow_read=allow_cache_read)
+        content, stop_reason = self.answer(params, model_rules, usage, None)
+        self.cache.publish(writes, now)
+        text = "".join(b.get("text", "") for b in content if b["type"] == "text")
+        self.record(RecordedRequest(path="/v1/messages/batches", body=params, status=200, fault=None,
+                                    usage=usage, api_key_present=True, started=now, finished=time.monotonic(),
+                                    response_text=text))
+        return {"type": "succeeded", "message": {
+            "id": self.next_id(), "type": "message", "role": "assistant", "model": model, "content": content,
+            "stop_reason": stop_reason, "stop_sequence": None, "usage": usage}}
 
 
-def _error_body(kind: str, message: str) -> bytes:
-    return json.dumps({"type": "error", "error": {"type": kind, "message": message}}).encode()
+def _request_id() -> str:
+    return f"req_fake_{time.monotonic_ns()}"
+
+
+def _error_body(kind: str, message: str, request_id: str | None = None, details: dict[str, Any] | None = None) -> bytes:
+    error: dict[str, Any] = {"type": kind, "message": message}
+    if details:
+        error["details"] = details
+    return json.dumps({"type": "error", "error": error, "request_id": request_id or _request_id()}).encode()
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -478,15 +398,23 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - silence the default stderr log
         return
 
-    def _send(self, status: int, payload: bytes, headers: dict[str, str] | None = None) -> None:
+    def _send(self, status: int, payload: bytes, headers: dict[str, str] | None = None,
+              request_id: str | None = None, content_type: str = "application/json") -> None:
         self.send_response(status)
-        self.send_header("content-type", "application/json")
+        self.send_header("content-type", content_type)
         self.send_header("content-length", str(len(payload)))
-        self.send_header("request-id", f"req_fake_{time.monotonic_ns()}")
+        self.send_header("request-id", request_id or _request_id())
         for name, value in (headers or {}).items():
             self.send_header(name, value)
         self.end_headers()
         self.wfile.write(payload)
+
+    def _error(self, record: RecordedRequest, status: int, kind: str, message: str,
+               headers: dict[str, str] | None = None, details: dict[str, Any] | None = None) -> None:
+        record.status = status
+        self.fake.record(record)
+        request_id = _request_id()
+        self._send(status, _error_body(kind, message, request_id, details), headers, request_id)
 
     def do_GET(self) -> None:  # Message Batches: retrieve and results
         fake = self.fake
@@ -495,20 +423,37 @@ class _Handler(BaseHTTPRequestHandler):
             self._send(404, _error_body("not_found_error", f"no route {self.path}"))
             return
         host = self.headers.get("host", "127.0.0.1")
-        batch = fake.batch_object(parts[3], base_url=f"http://{host}")
+        batch = fake.batch_store.view(parts[3], fake.answer_batch_request, base_url=f"http://{host}")
         if len(parts) == 4:
             self._send(200, json.dumps(batch).encode())
             return
-        if batch["processing_status"] != "ended":
+        results = fake.batch_store.results(parts[3])
+        if batch["processing_status"] != "ended" or results is None:
             self._send(404, _error_body("not_found_error", "results are not ready"))
             return
-        lines = "\n".join(json.dumps(r) for r in fake.batches[parts[3]]["results"]) + "\n"
-        payload = lines.encode()
-        self.send_response(200)
-        self.send_header("content-type", "application/binary")
-        self.send_header("content-length", str(len(payload)))
-        self.end_headers()
-        self.wfile.write(payload)
+        lines = "\n".join(json.dumps(r) for r in results) + "\n"
+        self._send(200, lines.encode(), content_type="application/binary")
+
+    def _post_batches(self, record: RecordedRequest, raw: bytes, body: dict[str, Any]) -> None:
+        fake = self.fake
+        route = self.path.split("?")[0].strip("/").split("/")
+        if len(route) == 5 and route[4] == "cancel" and route[3] in fake.batches:
+            fake.batch_store.cancel(route[3])
+            record.status = 200
+            fake.record(record)
+            self._send(200, json.dumps(fake.batch_store.view(route[3], fake.answer_batch_request)).encode())
+            return
+        requests = body.get("requests") or []
+        if len(raw) > fake.max_batch_bytes or len(requests) > fake.batch_store.max_requests:
+            self._error(record, 413, "request_too_large",
+                        f"a batch may hold at most {fake.batch_store.max_requests:,} requests and "
+                        f"{fake.max_batch_bytes:,} bytes")
+            return
+        record.status = 200
+        fake.record(record)
+        batch_id = f"msgbatch_fake_{next(fake._ids):08d}"
+        fake.batch_store.create(batch_id, requests)
+        self._send(200, json.dumps(fake.batch_store.view(batch_id, fake.answer_batch_request)).encode())
 
     def do_POST(self) -> None:
         fake = self.fake
@@ -524,79 +469,76 @@ class _Handler(BaseHTTPRequestHandler):
             body = json.loads(raw)
         except json.JSONDecodeError:
             body = {}
+        if not isinstance(body, dict):
+            body = {}
         record = RecordedRequest(path=self.path, body=body, status=0, fault=None, usage=None,
                                  api_key_present=bool(key), started=started, headers=headers)
-        if self.path.split("?")[0] == "/v1/messages/batches":
+        route = self.path.split("?")[0]
+        if fake.api_key is not None and key != fake.api_key:
+            self._error(record, 401, "authentication_error", "invalid x-api-key")
+            return
+        if route.startswith("/v1/messages/batches"):
+            self._post_batches(record, raw, body)
+            return
+        if route not in ("/v1/messages", "/v1/messages/count_tokens"):
+            self._error(record, 404, "not_found_error", f"no route {self.path}")
+            return
+        if len(raw) > rules.MAX_REQUEST_BYTES:
+            self._error(record, 413, "request_too_large", "Request exceeds the maximum allowed number of bytes.")
+            return
+        model = str(body.get("model", ""))
+        model_rules = fake.model_rules(model)
+        if model_rules is None:
+            self._error(record, 404, "not_found_error", f"model: {model}")
+            return
+        if route == "/v1/messages/count_tokens":
             record.status = 200
             fake.record(record)
-            self._send(200, json.dumps(fake.create_batch(body.get("requests", []))).encode())
+            self._send(200, json.dumps({"input_tokens": fake.cache.prompt_tokens(body)}).encode())
             return
-        if self.path.split("?")[0] != "/v1/messages":
-            record.status = 404
-            fake.record(record)
-            self._send(404, _error_body("not_found_error", f"no route {self.path}"))
-            return
-        if fake.api_key is not None and key != fake.api_key:
-            record.status = 401
-            fake.record(record)
-            self._send(401, _error_body("authentication_error", "invalid x-api-key"))
-            return
-        model = body.get("model", "")
-        if not fake._model_known(model):
-            record.status = 404
-            fake.record(record)
-            self._send(404, _error_body("not_found_error", f"model: {model}"))
+        problem = rules.validate_request(body, model_rules)
+        if problem is not None:
+            self._error(record, 400, "invalid_request_error", problem)
             return
         fault = fake._faults.next(record)
         record.fault = fault
         if fault == "rate_limit":
-            record.status = 429
-            fake.record(record)
-            self._send(429, _error_body("rate_limit_error", "rate limited"),
-                       {"retry-after": f"{fake.retry_after_s:g}"})
+            self._error(record, 429, "rate_limit_error", "rate limited", {"retry-after": f"{fake.retry_after_s:g}"})
             return
-        if fault == "overloaded":
-            record.status = 529
-            fake.record(record)
-            self._send(529, _error_body("overloaded_error", "Overloaded"))
+        if fault == "spend_limit":  # no retry-after: access resumes next month
+            self._error(record, 429, "rate_limit_error", "You have reached your specified API usage limits.",
+                        details={"error_code": "enforced_spend_limit_reached"})
             return
-        if fault == "server_error":
-            record.status = 500
-            fake.record(record)
-            self._send(500, _error_body("api_error", "Internal server error"))
+        if fault in _ERROR_FAULTS:
+            status, kind, message = _ERROR_FAULTS[fault]
+            self._error(record, status, kind, message)
             return
         if fault == "drop":
             record.status = -1
             fake.record(record)
             self.close_connection = True
             return
-        usage, writes = fake._bill(body)
-        wait, limit_headers = fake._rate_limited(usage["input_tokens"] + usage["cache_creation_input_tokens"])
+        usage, writes = fake.cache.bill(body, started)
+        max_tokens = int(body["max_tokens"])
+        wait, limit_headers = fake.limits.admit(usage["input_tokens"] + usage["cache_creation_input_tokens"],
+                                                max_tokens)
         if wait:
-            record.status = 429
             record.fault = "server_rate_limit"
-            fake.record(record)
-            self._send(429, _error_body("rate_limit_error", "rate limit exceeded"),
-                       {"retry-after": f"{max(wait, 0.01):.2f}", **limit_headers})
+            self._error(record, 429, "rate_limit_error", "rate limit exceeded",
+                        {"retry-after": f"{max(wait, 0.01):.2f}", **limit_headers})
             return
-        text = fake.responder(body)
-        max_tokens = int(body.get("max_tokens") or 1)
-        stop_reason = "end_turn"
-        words = text.split(" ")
-        while estimate_tokens(" ".join(words)) > max_tokens and len(words) > 1:
-            words.pop()
-            stop_reason = "max_tokens"
-        text = " ".join(words)
-        usage["output_tokens"] = estimate_tokens(text)
-        delay = fake.latency_s + fake.latency_per_output_token_s * usage["output_tokens"]
-        if fault == "slow":
-            delay += fake.slow_s
+        content, stop_reason = fake.answer(body, model_rules, usage, fault)
+        fake.limits.settle_output(max_tokens, usage["output_tokens"])
+        if fake.latency_s:
+            time.sleep(fake.latency_s)
+        fake.cache.publish(writes, started)  # the response has begun: the entry is readable from now on
+        delay = fake.latency_per_output_token_s * usage["output_tokens"] + (fake.slow_s if fault == "slow" else 0.0)
         if delay:
             time.sleep(delay)
+        text = "".join(b.get("text", "") for b in content if b["type"] == "text")
         payload = json.dumps({
-            "id": fake.next_id(), "type": "message", "role": "assistant", "model": model,
-            "content": [{"type": "text", "text": text}], "stop_reason": stop_reason, "stop_sequence": None,
-            "usage": usage,
+            "id": fake.next_id(), "type": "message", "role": "assistant", "model": model, "content": content,
+            "stop_reason": stop_reason, "stop_sequence": None, "usage": usage,
         }).encode()
         if fault == "truncated":
             record.status = 200
@@ -611,12 +553,11 @@ class _Handler(BaseHTTPRequestHandler):
             return
         try:
             self._send(200, payload, limit_headers)
-        except OSError:  # the client gave up (timeout): nothing was delivered, nothing is written
+        except OSError:  # the client gave up (timeout): nothing was delivered
             record.status = -2
             record.finished = time.monotonic()
             fake.record(record)
             return
-        fake.finish_writes(writes)
         record.status = 200
         record.usage = usage
         record.response_text = text

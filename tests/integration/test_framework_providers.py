@@ -36,7 +36,7 @@ def test_langchain_chat_model_writes_contexts_with_retries_and_usage() -> None:
     class RecordingChat(BaseChatModel):
         calls: list[Any] = Field(default_factory=list)
         failures: list[int] = Field(default_factory=list)
-        model: str = "claude-3-haiku-20240307"
+        model: str = "claude-haiku-5-5"
 
         @property
         def _llm_type(self) -> str:

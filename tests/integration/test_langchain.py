@@ -90,7 +90,7 @@ def test_transformer_adds_contexts_without_mutating_inputs(tmp_path: Path) -> No
     assert revenue.page_content == revenue.metadata["context"] + "\n\n" + revenue.metadata["original_text"]
     assert revenue.metadata["context"] == "From ACME Corp's 10-Q filing for Q2 2023, on revenue growth."
     assert revenue.metadata["source"] == "acme.txt" and revenue.metadata["start_index"] > 0
-    assert revenue.metadata["context_model"] == "claude-3-haiku-20240307"
+    assert revenue.metadata["context_model"] == "claude-haiku-5-5"
     assert revenue.id == revenue.metadata["chunk_id"]
     again = ContextualDocumentTransformer(HeuristicContextualizer()).transform_documents(chunks)
     assert [d.metadata["chunk_id"] for d in again] == [d.metadata["chunk_id"] for d in out]  # stable ids

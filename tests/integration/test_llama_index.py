@@ -64,8 +64,8 @@ def test_pipeline_step_writes_contexts_where_embedding_and_bm25_see_them(tmp_pat
     assert revenue.metadata["context"] == "From ACME Corp's 10-Q filing for Q2 2023, on revenue growth."
     assert revenue.metadata["context"] in revenue.get_content(metadata_mode=MetadataMode.EMBED)
     assert revenue.metadata["context"] not in revenue.get_content(metadata_mode=MetadataMode.LLM)
-    assert "claude-3-haiku" not in revenue.get_content(metadata_mode=MetadataMode.EMBED)  # provenance hidden
-    assert revenue.metadata["context_model"] == "claude-3-haiku-20240307"
+    assert "claude-haiku-5-5" not in revenue.get_content(metadata_mode=MetadataMode.EMBED)  # provenance hidden
+    assert revenue.metadata["context_model"] == "claude-haiku-5-5"
     # The document was rebuilt from the nodes' offsets: the prompt carried the source text.
     assert any(ACME.split("\n\n")[2] in text for text in sent)
     assert transform.last_report is not None and transform.last_report.generated == len(nodes)

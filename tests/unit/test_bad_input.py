@@ -126,11 +126,12 @@ def test_missing_or_malformed_api_key(fake_server: Any) -> None:
 
 def test_unknown_model_name(make_generator: Any, caplog: pytest.LogCaptureFixture) -> None:
     document, chunks = make_document("m", paragraphs=3)
-    with FakeAnthropicServer(known_models=["claude-3-haiku-20240307"]) as server, pytest.raises(
+    with FakeAnthropicServer(known_models=["claude-haiku-5-5"]) as server, pytest.raises(
             UnknownModelError, match="valid model id"):
         make_generator(server=server, provider_kwargs={"model": "claude-nonexistent"}).contextualize(
             document, chunks)
-    with FakeAnthropicServer() as server:  # known to the API but not priced here: cost is "unknown", said once
+    # Served by the API (the twin is told so) but not in the package's table: cost is "unknown", said once.
+    with FakeAnthropicServer(known_models=["claude-future-9"]) as server:
         run = make_generator(server=server, provider_kwargs={"model": "claude-future-9"}).contextualize(
             document, chunks)
         assert run.report.cost_usd is None and "unknown" in run.report.format()

@@ -31,7 +31,7 @@ def test_batch_mode_warms_each_cache_then_batches_the_rest_at_half_price(tmp_pat
     assert len(ordinary) == 3 and len(batched) == total - 3 and run.report.batch_requests == total - 3
     assert totals["cache_writes"] == 3  # the warm-ups wrote; every batch request read
     assert all(r.usage and r.usage["cache_read_input_tokens"] for r in batched)
-    haiku = MODELS["claude-3-haiku-20240307"]
+    haiku = MODELS["claude-haiku-5-5"]
     expected = cost_usd(run.report.usage, haiku, cache_ttl="1h") + cost_usd(run.report.batch_usage, haiku,
                                                                              cache_ttl="1h", batch=True)
     assert run.report.cost_usd == pytest.approx(expected)

@@ -11,7 +11,7 @@ from ctx_retrieval.cache import CachedContext, context_cache_key
 
 
 def entry(text: str) -> CachedContext:
-    return CachedContext(text, "anthropic", "claude-3-haiku-20240307", "ctx-v1", TokenUsage(10, 5, 100, 0))
+    return CachedContext(text, "anthropic", "claude-haiku-5-5", "ctx-v1", TokenUsage(10, 5, 100, 0))
 
 
 def test_entries_persist_across_reopen(tmp_path: Path) -> None:

@@ -41,7 +41,7 @@ def test_request_shape_document_block_first_and_cached(fake_server: Any, make_ge
     body = request.body
     assert request.path == "/v1/messages"
     assert request.api_key_present and "anthropic-version" in request.headers
-    assert body["model"] == "claude-3-haiku-20240307"
+    assert body["model"] == "claude-haiku-5-5"
     assert body["max_tokens"] == 150
     (message,) = body["messages"]
     assert message["role"] == "user"
@@ -124,7 +124,7 @@ def test_racing_requests_without_warm_up_would_write_more_than_once() -> None:
         block = {"type": "text", "text": document.text, "cache_control": {"type": "ephemeral"}}
 
         def send(chunk: Chunk) -> None:
-            client.messages.create(model="claude-3-haiku-20240307", max_tokens=50, messages=[
+            client.messages.create(model="claude-haiku-5-5", max_tokens=50, messages=[
                 {"role": "user", "content": [block, {"type": "text", "text": chunk.text}]}])
 
         with concurrent.futures.ThreadPoolExecutor(8) as pool:
@@ -160,7 +160,7 @@ def test_cache_key_changes_with_each_part(change: str, fake_server: Any, make_ge
     requests_before = len(fake_server.requests)
     kwargs: dict[str, Any] = {}
     if change == "model":
-        kwargs["provider_kwargs"] = {"model": "claude-3-5-haiku-20241022"}
+        kwargs["provider_kwargs"] = {"model": "claude-haiku-4-5"}
     elif change == "prompt_version":
         kwargs["prompt"] = replace(DEFAULT_PROMPT, version="ctx-v1-test")
     elif change == "window":
@@ -345,7 +345,7 @@ def test_rejected_key_stops_the_run_with_one_request(make_generator: Any) -> Non
 
 def test_unknown_model_stops_the_run(make_generator: Any) -> None:
     document, chunks = make_document("model", paragraphs=4)
-    with FakeAnthropicServer(known_models=["claude-3-haiku-20240307"]) as server:
+    with FakeAnthropicServer(known_models=["claude-haiku-5-5"]) as server:
         with pytest.raises(UnknownModelError, match="claude-9-imaginary"):
             make_generator(server=server, provider_kwargs={"model": "claude-9-imaginary"}).contextualize(
                 document, chunks)
@@ -428,12 +428,13 @@ def test_bad_input_raises_typed_errors_before_any_request(fake_server: Any, make
 
 
 def test_windowed_document_shares_one_cached_prefix(fake_server: Any, make_generator: Any) -> None:
-    # Chunks of ~1,100 tokens: the first two (the stable prefix) pass the 2,048-token minimum.
+    # Chunks of ~1,400 tokens (claude-haiku-5-5's tokenizer): the first two (the stable prefix) pass its 512-token
+    # minimum; five chunks (two first, two previous, the target) fit the 8,000-token limit, the whole does not.
     paragraphs = [f"Section {i}. " + " ".join(f"word{i}x{j}" for j in range(700)) for i in range(8)]
     text = "\n\n".join(paragraphs)
     document = SourceDocument("big", text)
     chunks = split_into_chunks(document, paragraphs)
-    run = make_generator(window=WindowConfig(max_document_tokens=6000)).contextualize(document, chunks)
+    run = make_generator(window=WindowConfig(max_document_tokens=8000)).contextualize(document, chunks)
     assert all(r.windowed and r.context for r in run)
     prefixes = {r.body["messages"][0]["content"][0]["text"] for r in fake_server.successful()}
     assert len(prefixes) == 1
@@ -482,12 +483,11 @@ def test_progress_bar_counts_every_chunk(
 
 
 def _near_empty_request_bucket(make_generator: Any, *, headers: bool) -> tuple[Any, list[Any]]:
-    import time
 
     documents = corpus(2, paragraphs=6)
     with FakeAnthropicServer(rate_limit_rpm=300, rate_limit_itpm=None, rate_limit_headers=headers) as server:
         generator = make_generator(server=server, max_concurrency=4)
-        server._requests_left, server._bucket_stamp = 2, time.monotonic()  # a nearly empty bucket, 5/s refill
+        server.limits.set_left("requests", 2)  # a nearly empty bucket, 5/s refill
         run = generator.contextualize_many(documents)
         return run, [r for r in server.requests if r.status == 429]
 
