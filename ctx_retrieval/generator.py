@@ -30,7 +30,7 @@ from .errors import (
 )
 from .models import ModelInfo
 from .prompts import DEFAULT_PROMPT, PromptTemplate, clean_context
-from .providers.base import ContextRequest, ErrorDecision, Provider, ProviderResponse
+from .providers.base import ContextRequest, ErrorDecision, Provider, ProviderResponse, TokenCountingProvider
 from .scheduling import Limiter, PrioritySlots, RateLimit, RetryPolicy
 from .tokens import TokenCounter, estimate_tokens
 from .types import Chunk, ContextResult, ResultStatus, SourceDocument
@@ -52,6 +52,11 @@ _WARM_UP_THRESHOLD = 0.5
 _FALLBACK_MIN_CACHEABLE_TOKENS = 1024
 # An answer cut off at max_tokens is never stored; it is asked once more with this many times the budget.
 _MAX_TOKENS_RETRY_FACTOR = 4
+# A document is counted exactly by the API when its estimate lies within these factors of a decision boundary:
+# the minimum cacheable length (caching and the warm-up request) and the windowing limit (which keeps prompts in
+# the model's cheaper price tier). Elsewhere the estimate's error (~20%) cannot change a decision.
+_EXACT_NEAR_MINIMUM = (0.4, 2.5)
+_EXACT_NEAR_LIMIT = (0.7, 1.3)
 
 
 def _waves(items: DocumentItems, size: int) -> Iterator[list[tuple[SourceDocument, Sequence[Chunk]]]]:
@@ -184,6 +189,12 @@ class ContextGenerator:
         on_error: ``"raise"`` (default) stops at the first chunk that fails after retries and raises
             ``ContextGenerationError``; ``"skip"`` finishes the run and records failures per chunk.
         budget_usd: stop cleanly (``BudgetExceededError``) before spending more than this.
+        count_tokens: the planning token counter (default: the offline estimate scaled by the model's tokenizer
+            ratio from the model table).
+        exact_token_counts: ``None`` (default) counts a document with the provider's token-counting endpoint
+            (Anthropic's free ``messages.count_tokens``) when a key is set and its estimate is near a decision
+            boundary (the minimum cacheable length, the windowing limit); ``True`` counts every document;
+            ``False`` never asks.
 
     Use:
         .. code-block:: python
@@ -209,6 +220,7 @@ class ContextGenerator:
         check_chunks_in_document: bool = True,
         progress: bool = False,
         count_tokens: TokenCounter | None = None,
+        exact_token_counts: bool | None = None,
         seed: int | None = None,
     ) -> None:
         if provider is None:
@@ -236,6 +248,8 @@ class ContextGenerator:
         self.check_chunks_in_document = check_chunks_in_document
         self.progress = progress
         self.count_tokens: TokenCounter = count_tokens or _model_token_estimate(provider.model_info)
+        self.exact_token_counts = exact_token_counts
+        self._exact_counts: dict[tuple[str, str], int] = {}  # (model, text digest) -> the API's count
         self._seed = seed
         self._cache_setting = cache
         self._cache: ContextCache | None = None
@@ -342,7 +356,10 @@ class ContextGenerator:
         return await self._arun(list(items.values()))
 
     def estimate(self, items: DocumentItems) -> CostEstimate:
-        """What a run over ``items`` would request and cost, without any request (a dry run)."""
+        """What a run over ``items`` would request and cost, without any context request (a dry run). Documents
+        near a decision boundary are counted with the API's free token counter when a key is set."""
+        items = list(items)
+        run_sync(self._acount_exact(items, close=True))
         plans = self._plan(items)
         info = self.provider.model_info
         limit = self._limit()
@@ -457,8 +474,9 @@ class ContextGenerator:
                     f"document id {document.id!r} appears twice in one run; give each document a unique id",
                     document_id=document.id)
             ids.add(document.id)
-            tokens = self.count_tokens(document.text)
             digest = text_digest(document.text)
+            exact = self._exact_counts.get((self.provider.model, digest))
+            tokens = exact if exact is not None else self.count_tokens(document.text)
             plan = _Plan(document=document, chunks=chunks, offset=offset, tokens=tokens, digest=digest,
                          windowed=tokens > limit, keys=[], prefix_tokens=0)
             for i, chunk in enumerate(chunks):
@@ -473,7 +491,9 @@ class ContextGenerator:
                     provider=self.provider.cache_namespace, model=self.provider.model,
                     prompt_fingerprint=self.prompt.fingerprint, window=window_part, document_digest=digest,
                     chunk_text=chunk.text, extra=extra))
-            if chunks:
+            if chunks and exact is not None and not plan.windowed:  # the whole document, plus the prompt's tags
+                plan.prefix_tokens = exact + self.count_tokens(self.prompt.document_open + self.prompt.document_close)
+            elif chunks:
                 plan.prefix_tokens = self.count_tokens(self._view(plan, len(chunks) - 1, limit).prefix)
             plans.append(plan)
             offset += len(chunks)
@@ -487,6 +507,57 @@ class ContextGenerator:
 
     # -- the run ---------------------------------------------------------------------------------------
 
+    def _near_boundary(self, tokens: int) -> bool:
+        minimum = self._min_cacheable()
+        limit = self._limit()
+        return ((minimum is not None and _EXACT_NEAR_MINIMUM[0] * minimum <= tokens <= _EXACT_NEAR_MINIMUM[1] * minimum)
+                or _EXACT_NEAR_LIMIT[0] * limit <= tokens <= _EXACT_NEAR_LIMIT[1] * limit)
+
+    async def _acount_exact(self, items: list[tuple[SourceDocument, Sequence[Chunk]]], *, close: bool = False) -> None:
+        """Count, with the API, the documents whose estimate is near a decision boundary (once per model and
+        text; paced with the run's client-side limit). A failed count leaves the estimate in place."""
+        provider = self.provider
+        if self.exact_token_counts is False or not isinstance(provider, TokenCountingProvider) or not (
+                provider.can_count_tokens):
+            return
+        model = provider.model
+        wanted: dict[tuple[str, str], str] = {}
+        for item in items:
+            document = item[0] if isinstance(item, tuple) and item else None
+            if not isinstance(document, SourceDocument):
+                continue  # _plan reports malformed items
+            key = (model, text_digest(document.text))
+            if key not in self._exact_counts and (self.exact_token_counts or self._near_boundary(
+                    self.count_tokens(document.text))):
+                wanted[key] = document.text
+        if not wanted:
+            return
+        limiter = Limiter(self.rate_limit)
+        slots = asyncio.Semaphore(self.max_concurrency)
+
+        async def count(key: tuple[str, str], text: str) -> None:
+            async with slots:
+                probe = await limiter.acquire(0)
+                limiter.sent(0)
+                rate_limited = False
+                try:
+                    self._exact_counts[key] = await provider.acount_tokens(text)
+                except Exception as exc:
+                    decision = self.provider.classify_error(exc)
+                    if decision is None:
+                        raise
+                    rate_limited = decision.kind == "rate_limited"
+                    logger.info("token count failed (%s): planning with the estimate", decision.kind)
+                finally:
+                    if probe:
+                        limiter.answered(rate_limited=rate_limited)
+
+        try:
+            await asyncio.gather(*(count(key, text) for key, text in wanted.items()))
+        finally:
+            if close:
+                await self.provider.aclose()
+
     async def _arun(self, items: DocumentItems, batch: _BatchOptions | None = None) -> ContextRun:
         started = time.perf_counter()
         self.provider.check_ready()
@@ -495,6 +566,8 @@ class ContextGenerator:
             raise ConfigurationError(
                 f"budget_usd needs prices, and none are known for model {self.provider.model!r}: pass "
                 "model_info=ModelInfo(...) to the provider", setting="budget_usd")
+        items = list(items)
+        await self._acount_exact(items)
         plans = self._plan(items)
         report = RunReport(provider=self.provider.name, model=self.provider.model,
                            prompt_version=self.prompt.version, documents=len(plans),

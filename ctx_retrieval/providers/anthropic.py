@@ -262,6 +262,10 @@ class AnthropicProvider(ProviderBase):
         message = await parsed if inspect.isawaitable(parsed) else parsed  # SDKs < 1 parse synchronously
         return self._response(message, server_limits(raw.headers))
 
+    @property
+    def can_count_tokens(self) -> bool:
+        return self._user_client is not None or bool(self._resolved_key()) or bool(os.environ.get(_AUTH_TOKEN_ENV))
+
     async def acount_tokens(self, text: str) -> int:
         """The API's exact count of ``text`` as one user message (``messages.count_tokens``, free of charge)."""
         result = await self._get_client().messages.count_tokens(

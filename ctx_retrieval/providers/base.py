@@ -13,7 +13,7 @@ from ..models import ModelInfo
 from ..usage import TokenUsage
 
 __all__ = ["ContextRequest", "ErrorDecision", "Provider", "ProviderBase", "ProviderResponse", "ServerLimit",
-           "ServerLimits"]
+           "ServerLimits", "TokenCountingProvider"]
 
 
 @dataclass(frozen=True)
@@ -127,6 +127,18 @@ class Provider(Protocol):
     async def aclose(self) -> None:
         """Release clients opened for the current event loop."""
         ...
+
+
+@runtime_checkable
+class TokenCountingProvider(Protocol):
+    """A provider whose API counts tokens exactly (Anthropic's free ``messages.count_tokens``)."""
+
+    @property
+    def can_count_tokens(self) -> bool:
+        """Whether counting is possible now (a key or client is set)."""
+        ...
+
+    async def acount_tokens(self, text: str) -> int: ...
 
 
 class ProviderBase:

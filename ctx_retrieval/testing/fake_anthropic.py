@@ -263,7 +263,8 @@ class FakeAnthropicServer:
         self._faults.until_kind = kind
 
     def fail_in_batches(self, predicate: Callable[[dict[str, Any]], bool], kind: str = "errored") -> None:
-        """Batch requests whose params match ``predicate`` end ``"errored"`` (overloaded) or ``"expired"``."""
+        """Batch requests whose params match ``predicate`` end ``"errored"`` (overloaded), ``"invalid"`` (errored
+        with ``invalid_request_error``) or ``"expired"``."""
         self.batch_store.faults.append((predicate, kind))
 
     # -- statistics ------------------------------------------------------------------------------------

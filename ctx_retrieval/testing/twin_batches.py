@@ -61,9 +61,11 @@ class BatchStore:
                 result: dict[str, Any] = {"type": "canceled"}
             elif kind == "expired":
                 result = {"type": "expired"}
-            elif kind == "errored":
+            elif kind in ("errored", "invalid"):
+                error = ("overloaded_error", "Overloaded") if kind == "errored" else (
+                    "invalid_request_error", "the request is invalid")
                 result = {"type": "errored", "error": {"type": "error", "error": {
-                    "type": "overloaded_error", "message": "Overloaded"}}}
+                    "type": error[0], "message": error[1]}}}
             else:
                 result = answer(params, self._rng.random() < self.cache_hit_rate)
             results.append({"custom_id": custom_id, "result": result})

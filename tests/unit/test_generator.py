@@ -483,7 +483,6 @@ def test_progress_bar_counts_every_chunk(
 
 
 def _near_empty_request_bucket(make_generator: Any, *, headers: bool) -> tuple[Any, list[Any]]:
-
     documents = corpus(2, paragraphs=6)
     with FakeAnthropicServer(rate_limit_rpm=300, rate_limit_itpm=None, rate_limit_headers=headers) as server:
         generator = make_generator(server=server, max_concurrency=4)

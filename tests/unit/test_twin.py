@@ -1,0 +1,204 @@
+"""The Anthropic API twin, spoken to with the real SDK: the documented rules it holds the package to."""
+
+from __future__ import annotations
+
+import datetime
+from collections.abc import Iterator
+from typing import Any
+
+import anthropic
+import pytest
+
+from ctx_retrieval.testing import FakeAnthropicServer
+from ctx_retrieval.tokens import estimate_tokens
+
+KEY = "sk-ant-test-0000000000000000"
+DOCUMENT = "Quarterly report of ACME Corp. Revenue grew 3% over the previous quarter. " * 60
+
+
+@pytest.fixture
+def twin() -> Iterator[FakeAnthropicServer]:
+    with FakeAnthropicServer() as server:
+        yield server
+
+
+def client(server: FakeAnthropicServer) -> anthropic.Anthropic:
+    return anthropic.Anthropic(api_key=KEY, base_url=server.base_url, max_retries=0)
+
+
+def user(text: str, **control: Any) -> list[dict[str, Any]]:
+    block: dict[str, Any] = {"type": "text", "text": text}
+    if control:
+        block["cache_control"] = control
+    return [{"role": "user", "content": [block]}]
+
+
+def test_retired_and_unknown_ids_answer_404_with_a_request_id(twin: FakeAnthropicServer) -> None:
+    for model in ("claude-3-haiku-20240307", "claude-3-5-haiku-20241022", "claude-does-not-exist"):
+        with pytest.raises(anthropic.NotFoundError) as caught:
+            client(twin).messages.create(model=model, max_tokens=50, messages=user("hi"))
+        assert caught.value.body["error"]["type"] == "not_found_error"  # type: ignore[index]
+        assert str(caught.value.body["request_id"]).startswith("req_")  # type: ignore[index]
+    answer = client(twin).messages.create(model="claude-haiku-5-5", max_tokens=50, messages=user("hi"),
+                                          thinking={"type": "disabled"})
+    assert answer.stop_reason == "end_turn"
+
+
+def test_thinking_models_think_unless_disabled_and_thinking_counts_in_max_tokens() -> None:
+    with FakeAnthropicServer(thinking_tokens=40) as twin:
+        sdk = client(twin)
+        thinking = sdk.messages.create(model="claude-haiku-5-5", max_tokens=400, messages=user(DOCUMENT))
+        assert [b.type for b in thinking.content] == ["thinking", "text"]
+        off = sdk.messages.create(model="claude-haiku-5-5", max_tokens=400, messages=user(DOCUMENT),
+                                  thinking={"type": "disabled"})
+        assert [b.type for b in off.content] == ["text"]
+        assert thinking.usage.output_tokens == off.usage.output_tokens + 40
+        starved = sdk.messages.create(model="claude-haiku-5-5", max_tokens=30, messages=user(DOCUMENT))
+        assert [b.type for b in starved.content] == ["thinking"] and starved.stop_reason == "max_tokens"
+        older = sdk.messages.create(model="claude-haiku-4-5", max_tokens=400, messages=user(DOCUMENT))
+        assert [b.type for b in older.content] == ["text"]  # Claude Haiku 4.5 does not think unless asked
+
+
+@pytest.mark.parametrize(("model", "extra", "message"), [
+    ("claude-haiku-5-5", {"temperature": 0.0}, "sampling parameters"),
+    ("claude-haiku-5-5", {"top_p": 0.9}, "sampling parameters"),
+    ("claude-haiku-4-5", {"temperature": 0.5, "top_p": 0.9}, "cannot both"),
+    ("claude-opus-5-5", {"thinking": {"type": "disabled"}}, "always thinks"),
+    ("claude-haiku-5-5", {"thinking": {"type": "disabled"}, "output_config": {"effort": "max"}}, "low, medium or high"),
+    ("claude-haiku-5-5", {"thinking": {"type": "enabled", "budget_tokens": 1024}}, "adaptive"),
+])
+def test_settings_a_model_rejects_answer_400(twin: FakeAnthropicServer, model: str, extra: dict[str, Any],
+                                             message: str) -> None:
+    with pytest.raises(anthropic.BadRequestError, match=message):
+        client(twin).messages.create(model=model, max_tokens=50, messages=user("hi"), extra_body=extra)
+    client(twin).messages.create(model="claude-haiku-4-5", max_tokens=50, messages=user("hi"),
+                                 extra_body={"temperature": 0.0})  # one sampling parameter is fine there
+
+
+def test_cache_breakpoints_at_most_four_and_ttls_in_order(twin: FakeAnthropicServer) -> None:
+    blocks = [{"type": "text", "text": f"part {i} " * 50, "cache_control": {"type": "ephemeral"}} for i in range(5)]
+    with pytest.raises(anthropic.BadRequestError, match="maximum of 4"):
+        client(twin).messages.create(model="claude-haiku-4-5", max_tokens=50,
+                                     messages=[{"role": "user", "content": blocks}])
+    mixed = [{"type": "text", "text": "a " * 50, "cache_control": {"type": "ephemeral"}},
+             {"type": "text", "text": "b " * 50, "cache_control": {"type": "ephemeral", "ttl": "1h"}}]
+    with pytest.raises(anthropic.BadRequestError, match="1h TTL"):
+        client(twin).messages.create(model="claude-haiku-4-5", max_tokens=50,
+                                     messages=[{"role": "user", "content": mixed}])
+
+
+def test_cache_minimum_counted_with_the_models_tokenizer_and_usage_split_by_ttl(twin: FakeAnthropicServer) -> None:
+    sdk = client(twin)
+    # ~1,500 base tokens: under Claude Haiku 4.5's 4,096 minimum, over Claude Haiku 5.5's 512.
+    text = DOCUMENT[:6000]
+    for model, extra, cached in (("claude-haiku-4-5", {}, False),
+                                 ("claude-haiku-5-5", {"thinking": {"type": "disabled"}}, True)):
+        first = sdk.messages.create(model=model, max_tokens=50, messages=user(text, type="ephemeral", ttl="1h"),
+                                    extra_body=extra)
+        second = sdk.messages.create(model=model, max_tokens=50, messages=user(text, type="ephemeral", ttl="1h"),
+                                     extra_body=extra)
+        assert bool(first.usage.cache_creation_input_tokens) is cached
+        assert bool(second.usage.cache_read_input_tokens) is cached
+        if cached:
+            split = first.usage.cache_creation
+            assert split is not None and split.ephemeral_1h_input_tokens == first.usage.cache_creation_input_tokens
+            assert split.ephemeral_5m_input_tokens == 0
+
+
+def test_count_tokens_is_the_twins_tokenizer_not_the_packages_estimate(twin: FakeAnthropicServer) -> None:
+    sdk = client(twin)
+    old = sdk.messages.count_tokens(model="claude-haiku-4-5", messages=user(DOCUMENT)).input_tokens
+    new = sdk.messages.count_tokens(model="claude-haiku-5-5", messages=user(DOCUMENT)).input_tokens
+    assert new == pytest.approx(1.3 * old, rel=0.02)  # the newer tokenizer: ~30% more tokens
+    assert abs(old - estimate_tokens(DOCUMENT)) > 0.05 * old  # the package's estimate is only an estimate
+    with pytest.raises(anthropic.NotFoundError):
+        sdk.messages.count_tokens(model="claude-3-haiku-20240307", messages=user("hi"))
+
+
+def test_error_faults_carry_their_documented_status_type_and_request_id(twin: FakeAnthropicServer) -> None:
+    expected = {"billing": (402, "billing_error"), "permission": (403, "permission_error"),
+                "too_large": (413, "request_too_large"), "gateway_timeout": (504, "timeout_error"),
+                "overloaded": (529, "overloaded_error"), "spend_limit": (429, "rate_limit_error")}
+    twin.script_faults(expected)
+    for kind, (status, error_type) in expected.items():
+        with pytest.raises(anthropic.APIStatusError) as caught:
+            client(twin).messages.create(model="claude-haiku-5-5", max_tokens=50, messages=user("hi"))
+        body: Any = caught.value.body
+        assert caught.value.status_code == status and body["error"]["type"] == error_type, kind
+        assert body["request_id"].startswith("req_")
+        if kind == "spend_limit":
+            assert body["error"]["details"]["error_code"] == "enforced_spend_limit_reached"
+            assert caught.value.response.headers.get("retry-after") is None
+
+
+def test_output_tokens_are_limited_from_max_tokens_and_reported_in_headers() -> None:
+    with FakeAnthropicServer(rate_limit_otpm=1000) as twin:
+        raw = client(twin).messages.with_raw_response.create(
+            model="claude-haiku-5-5", max_tokens=600, messages=user("hi"), thinking={"type": "disabled"})
+        assert raw.headers["anthropic-ratelimit-output-tokens-limit"] == "1000"
+        # 600 reserved at the start, the unused part given back at the end: another 600 fits at once...
+        client(twin).messages.create(model="claude-haiku-5-5", max_tokens=600, messages=user("hi"),
+                                     thinking={"type": "disabled"})
+        twin.limits.set_left("output-tokens", 100)
+        # ...but not when the bucket holds less than the request's max_tokens.
+        with pytest.raises(anthropic.RateLimitError) as caught:
+            client(twin).messages.create(model="claude-haiku-5-5", max_tokens=600, messages=user("hi"),
+                                         thinking={"type": "disabled"})
+        assert float(caught.value.response.headers["retry-after"]) > 0
+
+
+def _batch_request(custom_id: str, **params: Any) -> dict[str, Any]:
+    return {"custom_id": custom_id, "params": {"model": "claude-haiku-5-5", "max_tokens": 50,
+                                               "thinking": {"type": "disabled"}, "messages": user(custom_id),
+                                               **params}}
+
+
+def test_batches_limits_expiry_shuffled_results_and_errored_invalid_requests() -> None:
+    with FakeAnthropicServer(batch_delay_s=0.05, max_batch_requests=40) as twin:
+        sdk = client(twin)
+        with pytest.raises(anthropic.APIStatusError) as caught:
+            sdk.messages.batches.create(requests=[_batch_request(f"r{i}") for i in range(41)])  # type: ignore[misc]
+        assert caught.value.status_code == 413
+        requests = [_batch_request(f"r{i}") for i in range(30)]
+        requests.append(_batch_request("bad", temperature=0.2))
+        batch = sdk.messages.batches.create(requests=requests)  # type: ignore[arg-type]
+        assert batch.expires_at - batch.created_at == datetime.timedelta(hours=24)
+        assert batch.processing_status == "in_progress"
+        import time
+
+        time.sleep(0.1)
+        ended = sdk.messages.batches.retrieve(batch.id)
+        assert ended.processing_status == "ended" and ended.ended_at is not None
+        results = list(sdk.messages.batches.results(batch.id))
+        ids = [r.custom_id for r in results]
+        assert sorted(ids) == sorted(r["custom_id"] for r in requests) and ids != [r["custom_id"] for r in requests]
+        bad = next(r for r in results if r.custom_id == "bad")
+        assert bad.result.type == "errored" and bad.result.error.error.type == "invalid_request_error"
+
+
+def test_a_canceled_batch_goes_through_canceling_and_ends_canceled() -> None:
+    with FakeAnthropicServer(batch_delay_s=30.0) as twin:
+        sdk = client(twin)
+        batch = sdk.messages.batches.create(requests=[_batch_request("a")])  # type: ignore[list-item]
+        canceling = sdk.messages.batches.cancel(batch.id)
+        assert canceling.processing_status == "canceling" and canceling.cancel_initiated_at is not None
+        import time
+
+        time.sleep(0.1)
+        assert sdk.messages.batches.retrieve(batch.id).processing_status == "ended"
+        assert [r.result.type for r in sdk.messages.batches.results(batch.id)] == ["canceled"]
+
+
+def test_batch_cache_hits_are_best_effort() -> None:
+    document = DOCUMENT[:4000]
+    params = {"messages": user(document, type="ephemeral")}
+    with FakeAnthropicServer(batch_delay_s=0.0, batch_cache_hit_rate=0.5, seed=3) as twin:
+        sdk = client(twin)
+        sdk.messages.create(model="claude-haiku-5-5", max_tokens=50, thinking={"type": "disabled"}, **params)
+        batch = sdk.messages.batches.create(  # type: ignore[misc]
+            requests=[{**_batch_request(f"r{i}"), "params": {**_batch_request(f"r{i}")["params"], **params}}
+                      for i in range(40)])
+        sdk.messages.batches.retrieve(batch.id)
+        hits = sum(bool(r.result.message.usage.cache_read_input_tokens)  # type: ignore[union-attr]
+                   for r in sdk.messages.batches.results(batch.id))
+    assert 8 < hits < 32  # about half read the cache; the others paid the document again
