@@ -42,10 +42,13 @@ def _guarded_connect_ex(self: socket.socket, address: Any) -> int:
 
 
 @pytest.fixture(autouse=True)
-def _loopback_only_and_isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+def _loopback_only_and_isolated(monkeypatch: pytest.MonkeyPatch, tmp_path: Path,
+                                request: pytest.FixtureRequest) -> None:
+    monkeypatch.setenv("CTX_RETRIEVAL_CACHE_DIR", str(tmp_path / "default-cache"))
+    if request.node.get_closest_marker("live") is not None:
+        return  # opt-in tests against the real API (tests/live): the key and the network stay
     monkeypatch.setattr(socket.socket, "connect", _guarded_connect)
     monkeypatch.setattr(socket.socket, "connect_ex", _guarded_connect_ex)
-    monkeypatch.setenv("CTX_RETRIEVAL_CACHE_DIR", str(tmp_path / "default-cache"))
     for name in ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN", "ANTHROPIC_BASE_URL"):
         monkeypatch.delenv(name, raising=False)
 
