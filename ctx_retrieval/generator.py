@@ -885,14 +885,14 @@ class ContextGenerator:
         rate_limited = probe = reserved = False
         tokens = variable if plan.cache_warm else variable + plan.prefix_tokens
         try:
-            probe = await state.limiter.acquire(tokens)
+            probe = await state.limiter.acquire(tokens, request.max_tokens)
             reserved = True
             if state.stop:
                 return None
             await state.slots.acquire(priority)
             try:
                 state.report.requests += 1
-                sent_at, reserved = state.limiter.sent(tokens), False
+                sent_at, reserved = state.limiter.sent(tokens, request.max_tokens), False
                 response = await self.provider.agenerate(request)
                 if response.limits is not None:
                     state.limiter.observe(response.limits, sent_at)
@@ -914,7 +914,7 @@ class ContextGenerator:
         finally:
             state.inflight_cost -= estimate
             if reserved:  # passed the limiter but never sent (the run stopped, or cancelled)
-                state.limiter.unsent(tokens)
+                state.limiter.unsent(tokens, request.max_tokens)
             if probe:
                 state.limiter.answered(rate_limited=rate_limited)
 

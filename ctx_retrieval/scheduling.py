@@ -132,10 +132,12 @@ class Limiter:
         self._tokens = _Bucket(limit.input_tokens_per_minute) if limit and limit.input_tokens_per_minute else None
         self._server_requests: _Bucket | None = None
         self._server_tokens: _Bucket | None = None
-        # (monotonic time, input tokens) of recent sends; only those after the oldest request still in flight are
-        # ever needed, so a bound far above any concurrency keeps memory flat on long runs.
-        self._sent: deque[tuple[float, float]] = deque(maxlen=_SENDS_KEPT)
+        self._server_output: _Bucket | None = None
+        # (monotonic time, input tokens, output tokens reserved) of recent sends; only those after the oldest
+        # request still in flight are ever needed, so a bound far above any concurrency keeps memory flat.
+        self._sent: deque[tuple[float, float, float]] = deque(maxlen=_SENDS_KEPT)
         self._reserved_requests, self._reserved_tokens = 0, 0.0  # passed acquire, not sent yet
+        self._reserved_output = 0.0
         self._paused_until = 0.0
         self._lock = asyncio.Lock()
         self._probing = False  # set by a pause: the next request is a probe
@@ -154,31 +156,35 @@ class Limiter:
             event, self._probe_answered = self._probe_answered, None
             event.set()
 
-    def sent(self, input_tokens: int) -> float:
+    def sent(self, input_tokens: int, output_tokens: int = 0) -> float:
         """Record that a request ``acquire`` let through is being sent now; the monotonic send time."""
         now = time.monotonic()
         self._reserved_requests -= 1
         self._reserved_tokens -= input_tokens
-        self._sent.append((now, float(input_tokens)))
+        self._reserved_output -= output_tokens
+        self._sent.append((now, float(input_tokens), float(output_tokens)))
         while self._sent[0][0] < now - _SENDS_KEPT_S:
             self._sent.popleft()
         return now
 
-    def unsent(self, input_tokens: int) -> None:
+    def unsent(self, input_tokens: int, output_tokens: int = 0) -> None:
         """A request ``acquire`` let through will not be sent after all."""
         self._reserved_requests -= 1
         self._reserved_tokens -= input_tokens
+        self._reserved_output -= output_tokens
 
     def observe(self, limits: ServerLimits, sent_at: float) -> None:
         """Mirror the server's buckets as reported by the answer to a request sent at ``sent_at`` (monotonic):
         what it had left then, refilled since, less what we sent after it or have let through unsent."""
         now = time.monotonic()
         later_requests, later_tokens = self._reserved_requests, self._reserved_tokens
-        for stamp, tokens in reversed(self._sent):  # sends the report cannot include yet
+        later_output = self._reserved_output
+        for stamp, tokens, output in reversed(self._sent):  # sends the report cannot include yet
             if stamp <= sent_at:
                 break
             later_requests += 1
             later_tokens += tokens
+            later_output += output
         elapsed = max(0.0, now - sent_at)
         if limits.requests is not None:
             self._server_requests = self._server_requests or _Bucket(limits.requests.limit)
@@ -186,14 +192,22 @@ class Limiter:
         if limits.input_tokens is not None:
             self._server_tokens = self._server_tokens or _Bucket(limits.input_tokens.limit)
             self._server_tokens.sync(limits.input_tokens, elapsed, later_tokens, now, rounding=_TOKEN_ROUNDING)
+        if limits.output_tokens is not None:
+            # The server reserves a request's max_tokens when it starts and gives back the unused part when it
+            # ends: our later sends count at their max_tokens, as the server counts them.
+            self._server_output = self._server_output or _Bucket(limits.output_tokens.limit)
+            self._server_output.sync(limits.output_tokens, elapsed, later_output, now, rounding=_TOKEN_ROUNDING)
 
-    def _buckets(self) -> list[tuple[_Bucket, bool]]:
-        """(bucket, counts tokens) for every bucket in force."""
-        out = [(b, False) for b in (self._requests, self._server_requests) if b is not None]
-        return out + [(b, True) for b in (self._tokens, self._server_tokens) if b is not None]
+    def _buckets(self) -> list[tuple[_Bucket, str]]:
+        """(bucket, what it counts: "requests", "input" or "output") for every bucket in force."""
+        out = [(b, "requests") for b in (self._requests, self._server_requests) if b is not None]
+        out += [(b, "input") for b in (self._tokens, self._server_tokens) if b is not None]
+        return out + [(b, "output") for b in (self._server_output,) if b is not None]
 
-    async def acquire(self, input_tokens: int) -> bool:
-        """Wait until a request may be sent; True when it is the probe after a pause."""
+    async def acquire(self, input_tokens: int, output_tokens: int = 0) -> bool:
+        """Wait until a request may be sent (``output_tokens``: its ``max_tokens``, which the server reserves
+        at the start); True when it is the probe after a pause."""
+        need = {"requests": 1.0, "input": float(input_tokens), "output": float(output_tokens)}
         async with self._lock:  # FIFO: waiters are served in arrival order
             while True:
                 if self._probe_answered is not None:
@@ -202,13 +216,14 @@ class Limiter:
                 now = time.monotonic()
                 wait = max(0.0, self._paused_until - now)
                 buckets = self._buckets()
-                for bucket, tokens in buckets:
-                    wait = max(wait, bucket.wait_time(input_tokens if tokens else 1, now))
+                for bucket, kind in buckets:
+                    wait = max(wait, bucket.wait_time(need[kind], now))
                 if wait <= 0:
-                    for bucket, tokens in buckets:
-                        bucket.take(input_tokens if tokens else 1)
+                    for bucket, kind in buckets:
+                        bucket.take(need[kind])
                     self._reserved_requests += 1
                     self._reserved_tokens += input_tokens
+                    self._reserved_output += output_tokens
                     if self._probing:
                         self._probe_answered = asyncio.Event()
                         return True

@@ -53,6 +53,7 @@ class ServerLimits:
 
     requests: ServerLimit | None = None
     input_tokens: ServerLimit | None = None
+    output_tokens: ServerLimit | None = None
 
 
 @dataclass(frozen=True)

@@ -73,12 +73,14 @@ def _server_limit(headers: Any, name: str) -> ServerLimit | None:
 
 
 def server_limits(headers: Any) -> ServerLimits | None:
-    """The ``anthropic-ratelimit-{requests,input-tokens}-{limit,remaining,reset}`` headers of an answer, or None
+    """The ``anthropic-ratelimit-{requests,input-tokens,output-tokens}-{limit,remaining,reset}`` headers of an
+    answer, or None
     when it has none (malformed values are ignored, never guessed)."""
     if headers is None:
         return None
     requests, tokens = _server_limit(headers, "requests"), _server_limit(headers, "input-tokens")
-    return ServerLimits(requests, tokens) if requests or tokens else None
+    output = _server_limit(headers, "output-tokens")
+    return ServerLimits(requests, tokens, output) if requests or tokens or output else None
 
 
 def spend_limit_reached(body: Any) -> bool:

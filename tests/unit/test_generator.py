@@ -525,6 +525,24 @@ def test_rate_limit_headers_pace_an_input_token_limit(make_generator: Any) -> No
     assert bounced > 10 * max(1, limited)
 
 
+def test_rate_limit_headers_pace_an_output_token_limit(make_generator: Any) -> None:
+    # The server reserves each request's max_tokens (150) from a nearly empty output-token bucket (600 of 60,000
+    # a minute, 1,000/s refill) when the request starts and refunds the unused part at its end. With the
+    # anthropic-ratelimit-output-tokens-* headers the run waits on our side; without them it bounces off.
+    def run(headers: bool) -> tuple[Any, int]:
+        with FakeAnthropicServer(rate_limit_otpm=60_000, latency_s=0.02, rate_limit_headers=headers) as server:
+            generator = make_generator(server=server, max_concurrency=8, cache=False)
+            server.limits.set_left("output-tokens", 600)
+            result = generator.contextualize_many(corpus(3, paragraphs=6))
+            return result, server.totals()["rate_limited"]
+
+    paced, limited = run(headers=True)
+    assert paced.report.failed == 0 and all(r.context for r in paced)
+    assert limited <= 1
+    _, bounced = run(headers=False)
+    assert bounced > 5 * max(1, limited)
+
+
 def test_iter_contextualize_streams_in_waves_with_the_same_results() -> None:
     from ctx_retrieval.testing.faults import synthetic_corpus
     from ctx_retrieval.testing.instant import InstantProvider
