@@ -40,6 +40,16 @@ CREATE TABLE IF NOT EXISTS batch_items (
     created_at REAL NOT NULL
 )
 """
+# Exact token counts from the provider's counting endpoint (free, but a request): kept so a rerun asks again for
+# nothing. Keyed by model and text digest (the endpoint identity is in ``model`` when it is not the default).
+_COUNT_SCHEMA = """
+CREATE TABLE IF NOT EXISTS token_counts (
+    model TEXT NOT NULL,
+    digest TEXT NOT NULL,
+    tokens INTEGER NOT NULL,
+    PRIMARY KEY (model, digest)
+)
+"""
 _SQLITE_MAX_VARIABLES = 500
 
 
@@ -111,7 +121,8 @@ class ContextCache:
         # Switching a new file to WAL takes an exclusive lock and SQLite answers SQLITE_BUSY at once, without
         # the busy handler, when another process is doing the same: retry until the timeout.
         deadline = time.monotonic() + timeout_s
-        for statement in ("PRAGMA journal_mode = WAL", "PRAGMA synchronous = NORMAL", _SCHEMA, _BATCH_SCHEMA):
+        for statement in ("PRAGMA journal_mode = WAL", "PRAGMA synchronous = NORMAL", _SCHEMA, _BATCH_SCHEMA,
+                          _COUNT_SCHEMA):
             while True:
                 try:
                     self._conn.execute(statement)
@@ -156,6 +167,26 @@ class ContextCache:
                 (key, entry.raw_text, entry.provider, entry.model, entry.prompt_version,
                  json.dumps(entry.usage.to_dict()), time.time()),
             )
+
+    # -- exact token counts ------------------------------------------------------------------------------
+
+    def get_token_counts(self, model: str, digests: Iterable[str]) -> dict[str, int]:
+        unique = list(dict.fromkeys(digests))
+        found: dict[str, int] = {}
+        with self._lock:
+            for i in range(0, len(unique), _SQLITE_MAX_VARIABLES):
+                batch = unique[i : i + _SQLITE_MAX_VARIABLES]
+                marks = ",".join("?" * len(batch))
+                rows = self._conn.execute(
+                    f"SELECT digest, tokens FROM token_counts WHERE model = ? AND digest IN ({marks})",
+                    [model, *batch]).fetchall()
+                found.update({digest: int(tokens) for digest, tokens in rows})
+        return found
+
+    def put_token_count(self, model: str, digest: str, tokens: int) -> None:
+        with self._lock:
+            self._conn.execute("INSERT OR IGNORE INTO token_counts (model, digest, tokens) VALUES (?, ?, ?)",
+                               (model, digest, tokens))
 
     # -- Message Batches in flight: recorded as soon as submitted, so a restart collects, never resubmits --
 

@@ -26,6 +26,7 @@ from .errors import (
     ChunkTooLargeError,
     ConfigurationError,
     ContextGenerationError,
+    CtxRetrievalError,
     InvalidInputError,
 )
 from .models import ModelInfo
@@ -139,6 +140,7 @@ class _BatchOptions:
     poll_interval_s: float
     max_batch_requests: int
     max_batch_bytes: int = MAX_BATCH_BYTES
+    warm_up: Literal["batch", "ordinary"] = "batch"
 
 
 @dataclass
@@ -296,23 +298,30 @@ class ContextGenerator:
 
     def contextualize_many_batched(self, items: DocumentItems, *, poll_interval_s: float = 30.0,
                                    max_batch_requests: int = 10_000,
-                                   max_batch_bytes: int = MAX_BATCH_BYTES) -> ContextRun:
-        """Like ``contextualize_many``, at the Message Batches API's half price: each document's first chunk
-        goes as an ordinary request (it writes the prompt cache), the rest in batches, polled until they end
-        (Anthropic answers within 24 hours). Submitted batch ids are stored in the context cache at once, so a
-        run that crashes while waiting collects them on restart instead of paying again (a crash in the instant
-        between the API accepting a batch and its id being stored cannot be covered: the API takes no
-        idempotency key). Requests that end errored or expired are retried as ordinary requests. Use
-        ``cache_ttl="1h"`` on the provider so the cache written by the first request lasts while the batch
-        waits. Batches are split at ``max_batch_requests`` requests or ``max_batch_bytes`` serialized bytes,
-        whichever comes first (the API's limits: 100,000 requests, 256 MB)."""
+                                   max_batch_bytes: int = MAX_BATCH_BYTES,
+                                   warm_up: Literal["batch", "ordinary"] = "batch") -> ContextRun:
+        """Like ``contextualize_many``, at the Message Batches API's half price.
+
+        Each cacheable document's first chunk writes the prompt cache (``warm_up="batch"``, the default: a first
+        batch of those requests, also at half price; ``"ordinary"``: ordinary requests, quicker to start, at full
+        price); then the rest go in batches that read it, polled until they end (Anthropic answers within 24
+        hours). Submitted batch ids are stored in the context cache at once, so a run that crashes while waiting
+        collects them on restart instead of paying again (a crash in the instant between the API accepting a
+        batch and its id being stored cannot be covered: the API takes no idempotency key). Requests that end
+        errored or expired are retried as ordinary requests; those the API rejected as invalid fail. Use
+        ``cache_ttl="1h"`` on the provider so the cache written first lasts while the batches wait. Batches are
+        split at ``max_batch_requests`` requests or ``max_batch_bytes`` serialized bytes, whichever comes first
+        (the API's limits: 100,000 requests, 256 MB)."""
         return run_sync(self.acontextualize_many_batched(items, poll_interval_s=poll_interval_s,
                                                          max_batch_requests=max_batch_requests,
-                                                         max_batch_bytes=max_batch_bytes))
+                                                         max_batch_bytes=max_batch_bytes, warm_up=warm_up))
 
     async def acontextualize_many_batched(self, items: DocumentItems, *, poll_interval_s: float = 30.0,
                                           max_batch_requests: int = 10_000,
-                                          max_batch_bytes: int = MAX_BATCH_BYTES) -> ContextRun:
+                                          max_batch_bytes: int = MAX_BATCH_BYTES,
+                                          warm_up: Literal["batch", "ordinary"] = "batch") -> ContextRun:
+        if warm_up not in ("batch", "ordinary"):
+            raise ConfigurationError("warm_up must be 'batch' or 'ordinary'", setting="warm_up")
         if not 1 <= max_batch_requests <= MAX_BATCH_REQUESTS:
             raise ConfigurationError(f"max_batch_requests must be 1..{MAX_BATCH_REQUESTS:,} (the API's limit)",
                                      setting="max_batch_requests")
@@ -329,7 +338,7 @@ class ContextGenerator:
         if self.budget_usd is not None:
             raise ConfigurationError("budget_usd is not supported in batch mode yet: run contextualize_many, or "
                                      "check estimate() first", setting="budget_usd")
-        return await self._arun(items, _BatchOptions(poll_interval_s, max_batch_requests, max_batch_bytes))
+        return await self._arun(items, _BatchOptions(poll_interval_s, max_batch_requests, max_batch_bytes, warm_up))
 
     def iter_contextualize(self, items: DocumentItems, *, documents_per_wave: int = 64) -> Iterator[ContextRun]:
         """Contextualize a stream of documents in waves of ``documents_per_wave``, yielding each wave's results
@@ -359,8 +368,9 @@ class ContextGenerator:
         """What a run over ``items`` would request and cost, without any context request (a dry run). Documents
         near a decision boundary are counted with the API's free token counter when a key is set."""
         items = list(items)
-        run_sync(self._acount_exact(items, close=True))
-        plans = self._plan(items)
+        plans = self._plan(items)  # validates before any request
+        if run_sync(self._acount_exact(items, close=True)):
+            plans = self._plan(items)
         info = self.provider.model_info
         limit = self._limit()
         cached = self._lookup(plans)
@@ -513,14 +523,17 @@ class ContextGenerator:
         return ((minimum is not None and _EXACT_NEAR_MINIMUM[0] * minimum <= tokens <= _EXACT_NEAR_MINIMUM[1] * minimum)
                 or _EXACT_NEAR_LIMIT[0] * limit <= tokens <= _EXACT_NEAR_LIMIT[1] * limit)
 
-    async def _acount_exact(self, items: list[tuple[SourceDocument, Sequence[Chunk]]], *, close: bool = False) -> None:
+    async def _acount_exact(self, items: list[tuple[SourceDocument, Sequence[Chunk]]], *, close: bool = False) -> bool:
         """Count, with the API, the documents whose estimate is near a decision boundary (once per model and
-        text; paced with the run's client-side limit). A failed count leaves the estimate in place."""
+        text, kept in the context cache; paced with the run's client-side limit). True when a count is new.
+        A count that fails transiently leaves the estimate in place; one that shows the run cannot succeed (a
+        rejected key, an unknown model, billing) raises the run's typed error at once."""
         provider = self.provider
         if self.exact_token_counts is False or not isinstance(provider, TokenCountingProvider) or not (
                 provider.can_count_tokens):
-            return
+            return False
         model = provider.model
+        store = f"{model}@{self.provider.cache_namespace}"  # counts are per model and endpoint
         wanted: dict[tuple[str, str], str] = {}
         for item in items:
             document = item[0] if isinstance(item, tuple) and item else None
@@ -530,8 +543,17 @@ class ContextGenerator:
             if key not in self._exact_counts and (self.exact_token_counts or self._near_boundary(
                     self.count_tokens(document.text))):
                 wanted[key] = document.text
+        cache = self.cache
+        if cache is not None and wanted:  # counted by an earlier run: no request
+            stored = cache.get_token_counts(store, (d for _, d in wanted))
+            for digest, tokens in stored.items():
+                self._exact_counts[(model, digest)] = tokens
+                wanted.pop((model, digest), None)
+            learned = bool(stored)
+        else:
+            learned = False
         if not wanted:
-            return
+            return learned
         limiter = Limiter(self.rate_limit)
         slots = asyncio.Semaphore(self.max_concurrency)
 
@@ -541,11 +563,15 @@ class ContextGenerator:
                 limiter.sent(0)
                 rate_limited = False
                 try:
-                    self._exact_counts[key] = await provider.acount_tokens(text)
+                    self._exact_counts[key] = tokens = await provider.acount_tokens(text)
+                    if cache is not None:
+                        cache.put_token_count(store, key[1], tokens)
                 except Exception as exc:
                     decision = self.provider.classify_error(exc)
                     if decision is None:
                         raise
+                    if decision.action == "fail_run":
+                        raise self.provider.run_error(decision, exc) from exc
                     rate_limited = decision.kind == "rate_limited"
                     logger.info("token count failed (%s): planning with the estimate", decision.kind)
                 finally:
@@ -557,6 +583,7 @@ class ContextGenerator:
         finally:
             if close:
                 await self.provider.aclose()
+        return True
 
     async def _arun(self, items: DocumentItems, batch: _BatchOptions | None = None) -> ContextRun:
         started = time.perf_counter()
@@ -567,8 +594,13 @@ class ContextGenerator:
                 f"budget_usd needs prices, and none are known for model {self.provider.model!r}: pass "
                 "model_info=ModelInfo(...) to the provider", setting="budget_usd")
         items = list(items)
-        await self._acount_exact(items)
-        plans = self._plan(items)
+        plans = self._plan(items)  # validates before any request
+        fatal: Exception | None = None
+        try:
+            if await self._acount_exact(items):
+                plans = self._plan(items)
+        except CtxRetrievalError as exc:  # the count showed the run cannot succeed: stop it before it starts
+            fatal = exc
         report = RunReport(provider=self.provider.name, model=self.provider.model,
                            prompt_version=self.prompt.version, documents=len(plans),
                            chunks=sum(len(p.chunks) for p in plans),
@@ -579,7 +611,7 @@ class ContextGenerator:
         state = _RunState(report=report, results=results, plans=plans, limiter=Limiter(self.rate_limit),
                           slots=PrioritySlots(self.max_concurrency),
                           doc_slots=asyncio.Semaphore(self.max_documents_in_flight),
-                          rng=random.Random(self._seed), progress=progress)
+                          rng=random.Random(self._seed), progress=progress, fatal=fatal, stop=fatal is not None)
         cached = self._lookup(plans)
         owners: dict[str, tuple[_Plan, int]] = {}
         followers: list[tuple[_Plan, int, _Plan, int]] = []
@@ -663,10 +695,11 @@ class ContextGenerator:
             await asyncio.gather(*(self._generate(state, plan, i, priority=0) for i in rest))
 
     async def _run_batched(self, state: _RunState, work: list[tuple[_Plan, list[int]]], options: _BatchOptions) -> None:
-        """Warm-ups as ordinary requests, the rest as Message Batches; collect, retry what did not succeed."""
+        """Each cacheable document's first chunk writes its cache (a warm-up batch by default, else ordinary
+        requests); once those are answered the rest go as Message Batches and read it. Collected as they end;
+        what did not succeed is retried as ordinary requests."""
         cache = self.cache
         assert cache is not None
-        provider: Any = self.provider
         wanted = {str(plan.keys[i]): (plan, i) for plan, pending in work for i in pending}
         in_flight = cache.batches_in_flight()  # earlier runs' batches: paid for, collected, never resubmitted
         waiting = {key for keys in in_flight.values() for key in keys}
@@ -674,23 +707,42 @@ class ContextGenerator:
         to_batch: list[tuple[_Plan, int]] = []
         for plan, pending in work:
             fresh = [i for i in pending if plan.keys[i] not in waiting]
-            if len(fresh) > 1 and self._cacheable(plan):
+            warming = len(fresh) < len(pending)  # an earlier run's batch holds some of its requests already
+            if len(fresh) > 1 and self._cacheable(plan) and not warming:
                 warm_ups.append((plan, fresh[0]))
                 fresh = fresh[1:]
             to_batch.extend((plan, i) for i in fresh)
-        await asyncio.gather(*(self._generate(state, plan, i, priority=1) for plan, i in warm_ups))
+        if options.warm_up == "batch":
+            # Half price for the cache writes too; the other requests wait for these answers, not for a racing
+            # write inside one batch (hits within a batch are best effort).
+            retry = await self._batch_phase(state, warm_ups, options, wanted, in_flight)
+            in_flight = {}
+        else:
+            retry = warm_ups
+        await asyncio.gather(*(self._generate(state, plan, i, priority=1) for plan, i in retry))
         if state.stop:
             for plan, i in to_batch:
                 self._set(state, plan, i, None, "not_attempted", TokenUsage())
             return
-        for group in self._batch_groups(to_batch, options):
+        retry = await self._batch_phase(state, to_batch, options, wanted, in_flight)
+        await asyncio.gather(*(self._generate(state, plan, i, priority=0) for plan, i in retry))
+
+    async def _batch_phase(self, state: _RunState, items: list[tuple[_Plan, int]], options: _BatchOptions,
+                           wanted: dict[str, tuple[_Plan, int]],
+                           in_flight: dict[str, list[str]]) -> list[tuple[_Plan, int]]:
+        """Submit ``items`` as batches (with ``in_flight``, earlier runs' batches), wait for all of them to end and
+        collect the answers; the items to retry as ordinary requests."""
+        cache = self.cache
+        assert cache is not None
+        provider: Any = self.provider
+        pending_batches = dict(in_flight)
+        for group in self._batch_groups(items, options):
             keys = [key for key, _ in group]
             batch_id = await provider.asubmit_batch(group)
             cache.record_batch(batch_id, keys)  # at once: a crash from here on collects, never resubmits
-            in_flight[batch_id] = keys
+            pending_batches[batch_id] = keys
             state.report.batch_requests += len(keys)
         retry: list[tuple[_Plan, int]] = []
-        pending_batches = dict(in_flight)
         while pending_batches:
             for batch_id in list(pending_batches):
                 if not await provider.abatch_ended(batch_id):
@@ -729,7 +781,7 @@ class ContextGenerator:
                 del pending_batches[batch_id]
             if pending_batches:
                 await asyncio.sleep(options.poll_interval_s)
-        await asyncio.gather(*(self._generate(state, plan, i, priority=0) for plan, i in retry))
+        return retry
 
     def _batch_groups(self, items: list[tuple[_Plan, int]],
                       options: _BatchOptions) -> Iterator[list[tuple[str, ContextRequest]]]:

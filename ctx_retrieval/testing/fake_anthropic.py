@@ -42,6 +42,7 @@ __all__ = ["FAULT_KINDS", "FakeAnthropicServer", "RecordedRequest", "default_res
 
 FAULT_KINDS = ("rate_limit", "overloaded", "server_error", "slow", "drop", "truncated", "refusal", "max_tokens",
                "billing", "permission", "too_large", "gateway_timeout", "spend_limit")
+COUNT_PATH = "/v1/messages/count_tokens"
 # Faults answered with an error status: (status, error type, message, headers).
 _ERROR_FAULTS: dict[str, tuple[int, str, str]] = {
     "overloaded": (529, "overloaded_error", "Overloaded"),
@@ -92,7 +93,7 @@ def default_responder(body: dict[str, Any]) -> str:
     chunk = texts[-1]
     if "<chunk>" in chunk and "</chunk>" in chunk:
         chunk = chunk.split("<chunk>", 1)[1].split("</chunk>", 1)[0]
-    words = chunk.split()[:12]
+    words = [word[:24] for word in chunk.split()[:12]]  # short, like a real context: never near max_tokens
     return f"This chunk is from the document that begins '{title[:80]}' and covers: {' '.join(words)}."
 
 
@@ -270,8 +271,20 @@ class FakeAnthropicServer:
     # -- statistics ------------------------------------------------------------------------------------
 
     def successful(self) -> list[RecordedRequest]:
+        """Messages answered normally (ordinary and batch; token counts are not messages)."""
         with self._lock:
-            return [r for r in self.requests if r.status == 200 and r.fault is None]
+            return [r for r in self.requests if r.status == 200 and r.fault is None and r.path != COUNT_PATH]
+
+    @property
+    def messages(self) -> list[RecordedRequest]:
+        """Every request for a message, whatever its answer (token counts excluded)."""
+        with self._lock:
+            return [r for r in self.requests if r.path != COUNT_PATH]
+
+    def token_counts(self) -> list[RecordedRequest]:
+        """Requests to the token-counting endpoint."""
+        with self._lock:
+            return [r for r in self.requests if r.path == COUNT_PATH]
 
     def totals(self) -> dict[str, int]:
         """Requests, faults and summed usage of successful answers; cache entries written and the most times
@@ -481,7 +494,7 @@ class _Handler(BaseHTTPRequestHandler):
         if route.startswith("/v1/messages/batches"):
             self._post_batches(record, raw, body)
             return
-        if route not in ("/v1/messages", "/v1/messages/count_tokens"):
+        if route not in ("/v1/messages", COUNT_PATH):
             self._error(record, 404, "not_found_error", f"no route {self.path}")
             return
         if len(raw) > rules.MAX_REQUEST_BYTES:
@@ -492,7 +505,7 @@ class _Handler(BaseHTTPRequestHandler):
         if model_rules is None:
             self._error(record, 404, "not_found_error", f"model: {model}")
             return
-        if route == "/v1/messages/count_tokens":
+        if route == COUNT_PATH:
             record.status = 200
             fake.record(record)
             self._send(200, json.dumps({"input_tokens": fake.cache.prompt_tokens(body)}).encode())

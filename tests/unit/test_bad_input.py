@@ -41,7 +41,7 @@ def test_empty_or_whitespace_chunk(fake_server: Any, make_generator: Any) -> Non
     document, chunks = make_document("ws", paragraphs=2)
     run = make_generator().contextualize(document, [Chunk("e", "", 0), Chunk("w", " \n\t", 1), chunks[1]])
     assert [r.status for r in run] == ["empty", "empty", "generated"]
-    assert run[0].context is None and run.report.empty == 2 and len(fake_server.requests) == 1
+    assert run[0].context is None and run.report.empty == 2 and len(fake_server.messages) == 1
 
 
 def test_chunk_not_in_its_document(fake_server: Any, make_generator: Any) -> None:
@@ -53,8 +53,8 @@ def test_chunk_not_in_its_document(fake_server: Any, make_generator: Any) -> Non
     # A splitter that normalizes whitespace is accepted (the text is found once whitespace is folded).
     reflowed = Chunk("r", " ".join(document.text.split("\n\n")[1].split()[:8]), 0)
     assert make_generator().contextualize(document, [reflowed])[0].context
-    assert fake_server.requests and all(other.id not in r.body["messages"][0]["content"][0]["text"][:60]
-                                        for r in fake_server.requests)
+    assert fake_server.messages and all(other.id not in r.body["messages"][0]["content"][0]["text"][:60]
+                                        for r in fake_server.messages)
 
 
 def test_duplicate_chunks(fake_server: Any, make_generator: Any) -> None:
@@ -62,7 +62,7 @@ def test_duplicate_chunks(fake_server: Any, make_generator: Any) -> None:
     with pytest.raises(DuplicateChunkIdError, match="unique id"):
         make_generator().contextualize(document, [chunks[0], Chunk(chunks[0].id, chunks[1].text, 1)])
     run = make_generator().contextualize(document, [chunks[1], Chunk("copy", chunks[1].text, 1)])
-    assert run[0].context == run[1].context and len(fake_server.requests) == 1
+    assert run[0].context == run[1].context and len(fake_server.messages) == 1
 
 
 def test_document_far_beyond_the_context_window(fake_server: Any, make_generator: Any) -> None:

@@ -157,7 +157,7 @@ def test_cache_key_changes_with_each_part(change: str, fake_server: Any, make_ge
     document, chunks = make_document("key")
     chunks = chunks[:3]
     make_generator().contextualize(document, chunks)
-    requests_before = len(fake_server.requests)
+    requests_before = len(fake_server.messages)
     kwargs: dict[str, Any] = {}
     if change == "model":
         kwargs["provider_kwargs"] = {"model": "claude-haiku-4-5"}
@@ -176,10 +176,10 @@ def test_cache_key_changes_with_each_part(change: str, fake_server: Any, make_ge
     if change == "endpoint":
         with FakeAnthropicServer() as other:
             run = make_generator(server=other).contextualize(document, chunks)
-            assert len(other.requests) == expected
+            assert len(other.messages) == expected
     else:
         run = make_generator(**kwargs).contextualize(document, chunks)
-        assert len(fake_server.requests) - requests_before == expected
+        assert len(fake_server.messages) - requests_before == expected
     assert run.report.generated == expected and run.report.cached == 3 - expected
 
 
@@ -289,7 +289,7 @@ def test_retry_after_is_honoured_run_wide(make_generator: Any) -> None:
     with FakeAnthropicServer(retry_after_s=0.4) as server:
         server.script_faults(["rate_limit"])
         make_generator(server=server, max_concurrency=4).contextualize(document, chunks)
-        records = sorted(server.requests, key=lambda r: r.started)
+        records = sorted(server.messages, key=lambda r: r.started)
     limited = records[0]
     assert limited.status == 429
     later = [r for r in records[1:]]
@@ -338,9 +338,10 @@ def test_rejected_key_stops_the_run_with_one_request(make_generator: Any) -> Non
     with FakeAnthropicServer(api_key="sk-ant-the-right-key-000") as server:
         with pytest.raises(ProviderAuthenticationError) as info:
             make_generator(server=server).contextualize(document, chunks)
-        assert len(server.requests) == 1
+        assert len(server.requests) == 1  # the document's token count (or its first message) found it
     assert TEST_KEY not in str(info.value)
-    assert info.value.report is not None and info.value.report.not_attempted == len(chunks) - 1
+    report = info.value.report
+    assert report is not None and report.failed + report.not_attempted == len(chunks) and report.generated == 0
 
 
 def test_unknown_model_stops_the_run(make_generator: Any) -> None:
@@ -400,14 +401,14 @@ def test_empty_chunks_get_no_request_and_no_context(fake_server: Any, make_gener
     run = make_generator().contextualize(document, with_empty)
     assert [r.status for r in run] == ["generated", "empty", "generated", "empty"]
     assert run[1].context is None and run[3].context is None
-    assert len(fake_server.requests) == 2 and run.report.empty == 2
+    assert len(fake_server.messages) == 2 and run.report.empty == 2
 
 
 def test_duplicate_chunk_texts_share_one_request(fake_server: Any, make_generator: Any) -> None:
     document, chunks = make_document("dups", paragraphs=3)
     twice = [chunks[0], chunks[1], Chunk("again", chunks[1].text, 2)]
     run = make_generator().contextualize(document, twice)
-    assert len(fake_server.requests) == 2
+    assert len(fake_server.messages) == 2
     assert run[2].context == run[1].context and run[2].status == "cached"
 
 

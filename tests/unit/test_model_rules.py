@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -128,7 +129,8 @@ def test_billing_permission_and_spend_limit_stop_the_run(fault: str, error: type
         server.script_faults([fault])
         with pytest.raises(error) as caught:
             ContextGenerator(provider(server), cache=False, on_error="skip").contextualize_many(documents)
-        assert len(server.requests) == 1  # one request, then the run stopped: retrying cannot help
+        messages = [r for r in server.requests if r.path == "/v1/messages"]
+        assert len(messages) == 1  # one request, then the run stopped: retrying cannot help
     assert caught.value.status_code == status  # type: ignore[attr-defined]
     report = caught.value.report  # type: ignore[attr-defined]
     assert report.failed == 1 and report.not_attempted == sum(len(c) for _, c in documents) - 1
@@ -173,11 +175,13 @@ def test_batches_split_by_size_and_invalid_requests_are_failed_not_retried(tmp_p
         run = generator.contextualize_many_batched(documents, poll_interval_s=0.02, max_batch_bytes=30_000)
         sizes = [len(b["requests"]) for b in server.batches.values()]
         ordinary = [r for r in server.successful() if r.path == "/v1/messages"]
-    assert len(sizes) > 1 and sum(sizes) == sum(len(c) for _, c in documents) - 2
+    # The warm-up batch (one per document), then the other 10 requests split under the 30,000-byte cap.
+    assert sizes[0] == 2 and len(sizes) > 2 and sum(sizes) == sum(len(c) for _, c in documents)
+    assert all(sum(len(json.dumps(item)) for item in b["requests"]) <= 30_000 for b in server.batches.values())
     failed = [r for r in run if r.status == "failed"]
     assert [r.chunk_id for r in failed] == [documents[0][1][3].id] and failed[0].error
     assert failed[0].error.startswith("bad_request")
-    assert len(ordinary) == 2  # the two warm-ups; the invalid request was not sent again
+    assert ordinary == []  # the invalid request was not sent again
     with pytest.raises(ConfigurationError, match="max_batch_requests"):
         generator.contextualize_many_batched([], max_batch_requests=0)
 
@@ -190,7 +194,7 @@ def test_documents_near_a_decision_boundary_are_counted_by_the_api(monkeypatch: 
     with FakeAnthropicServer() as server:
         generator = ContextGenerator(provider(server), cache=False)
         first = generator.estimate(items)
-        counted = [r for r in server.requests if r.path == "/v1/messages/count_tokens"]
+        counted = server.token_counts()
         assert len(counted) == 1 and near.text in counted[0].body["messages"][0]["content"]
         assert not [r for r in server.requests if r.path == "/v1/messages"]  # a dry run writes no context
         generator.estimate(items)
@@ -202,8 +206,19 @@ def test_documents_near_a_decision_boundary_are_counted_by_the_api(monkeypatch: 
         ContextGenerator(provider(server), cache=False, exact_token_counts=False).estimate(items)
         assert server.requests == []
         ContextGenerator(provider(server), cache=False, exact_token_counts=True).estimate(items)
-        assert len([r for r in server.requests if r.path == "/v1/messages/count_tokens"]) == 2
+        assert len(server.token_counts()) == 2
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     monkeypatch.delenv("ANTHROPIC_AUTH_TOKEN", raising=False)
     offline = ContextGenerator(AnthropicProvider("claude-haiku-5-5", base_url="http://127.0.0.1:9"), cache=False)
     assert offline.estimate(items).documents == 2  # no key: the estimate alone (port 9 would refuse a count)
+
+
+def test_exact_counts_are_kept_in_the_context_cache_for_the_next_run(tmp_path: Path) -> None:
+    near, _ = make_document("near", paragraphs=6, words=40)
+    items = [(near, split_into_chunks(near, near.text.split("\n\n")))]
+    with FakeAnthropicServer() as server:
+        ContextGenerator(provider(server), cache=tmp_path / "c.sqlite").contextualize_many(items)
+        assert len(server.token_counts()) == 1
+        server.reset()
+        ContextGenerator(provider(server), cache=tmp_path / "c.sqlite").contextualize_many(items)
+        assert server.requests == []  # contexts and the count both come from the cache
