@@ -199,7 +199,7 @@ def main() -> int:
     # slower, nor faster than its requests' latency at 16 in flight.
     tokens_bound = max(0.0, ours["uncached"] - args.itpm) / args.itpm * args.window
     requests_bound = max(0.0, ours["ok"] - args.rpm) / args.rpm * args.window
-    mean_latency = args.latency + args.per_token_latency * 60
+    mean_latency = args.latency + args.per_token_latency * ours["usage"].output_tokens / max(1, ours["ok"])
     latency_bound = ours["ok"] * mean_latency / 16
     bound = max(tokens_bound, requests_bound, latency_bound)
     print(f"ours: {ours['entries'].split()[0]} cache writes for {ours['entries'].split()[1].strip('()')} cached "

@@ -14,7 +14,7 @@ import dataclasses
 import logging
 import random
 import time
-from collections.abc import AsyncIterator, Iterable, Iterator, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from os import PathLike
 from typing import Any, Literal, overload
@@ -369,7 +369,7 @@ class ContextGenerator:
         near a decision boundary are counted with the API's free token counter when a key is set."""
         items = list(items)
         plans = self._plan(items)  # validates before any request
-        if run_sync(self._acount_exact(items, close=True)):
+        if run_sync(self._acount_exact(items, near=self._near_boundary, close=True)):
             plans = self._plan(items)
         info = self.provider.model_info
         limit = self._limit()
@@ -517,44 +517,42 @@ class ContextGenerator:
 
     # -- the run ---------------------------------------------------------------------------------------
 
-    def _near_boundary(self, tokens: int) -> bool:
+    def _near_minimum(self, tokens: int) -> bool:
         minimum = self._min_cacheable()
-        limit = self._limit()
-        return ((minimum is not None and _EXACT_NEAR_MINIMUM[0] * minimum <= tokens <= _EXACT_NEAR_MINIMUM[1] * minimum)
-                or _EXACT_NEAR_LIMIT[0] * limit <= tokens <= _EXACT_NEAR_LIMIT[1] * limit)
+        return minimum is not None and _EXACT_NEAR_MINIMUM[0] * minimum <= tokens <= _EXACT_NEAR_MINIMUM[1] * minimum
 
-    async def _acount_exact(self, items: list[tuple[SourceDocument, Sequence[Chunk]]], *, close: bool = False) -> bool:
-        """Count, with the API, the documents whose estimate is near a decision boundary (once per model and
-        text, kept in the context cache; paced with the run's client-side limit). True when a count is new.
-        A count that fails transiently leaves the estimate in place; one that shows the run cannot succeed (a
-        rejected key, an unknown model, billing) raises the run's typed error at once."""
+    def _near_limit(self, tokens: int) -> bool:
+        limit = self._limit()
+        return _EXACT_NEAR_LIMIT[0] * limit <= tokens <= _EXACT_NEAR_LIMIT[1] * limit
+
+    def _near_boundary(self, tokens: int) -> bool:
+        return self._near_minimum(tokens) or self._near_limit(tokens)
+
+    def _token_counter(self) -> TokenCountingProvider | None:
+        """The provider, when exact counts are wanted and it can give them now."""
         provider = self.provider
         if self.exact_token_counts is False or not isinstance(provider, TokenCountingProvider) or not (
                 provider.can_count_tokens):
+            return None
+        return provider
+
+    async def _count_texts(self, wanted: dict[tuple[str, str], str], limiter: Limiter) -> bool:
+        """Exact counts for ``wanted`` ((model, digest) -> text): from the context cache where an earlier run
+        stored them, else from the API (paced by ``limiter``). True when any count is new to this generator.
+        A count that fails transiently leaves the estimate in place; one that shows the run cannot succeed (a
+        rejected key, an unknown model, billing) raises the run's typed error."""
+        provider = self._token_counter()
+        wanted = {k: t for k, t in wanted.items() if k not in self._exact_counts}
+        if provider is None or not wanted:
             return False
-        model = provider.model
-        store = f"{model}@{self.provider.cache_namespace}"  # counts are per model and endpoint
-        wanted: dict[tuple[str, str], str] = {}
-        for item in items:
-            document = item[0] if isinstance(item, tuple) and item else None
-            if not isinstance(document, SourceDocument):
-                continue  # _plan reports malformed items
-            key = (model, text_digest(document.text))
-            if key not in self._exact_counts and (self.exact_token_counts or self._near_boundary(
-                    self.count_tokens(document.text))):
-                wanted[key] = document.text
+        store = f"{provider.model}@{self.provider.cache_namespace}"  # counts are per model and endpoint
         cache = self.cache
-        if cache is not None and wanted:  # counted by an earlier run: no request
-            stored = cache.get_token_counts(store, (d for _, d in wanted))
-            for digest, tokens in stored.items():
-                self._exact_counts[(model, digest)] = tokens
-                wanted.pop((model, digest), None)
-            learned = bool(stored)
-        else:
-            learned = False
-        if not wanted:
-            return learned
-        limiter = Limiter(self.rate_limit)
+        learned = False
+        if cache is not None:  # counted by an earlier run: no request
+            for digest, tokens in cache.get_token_counts(store, (d for _, d in wanted)).items():
+                self._exact_counts[(provider.model, digest)] = tokens
+                wanted.pop((provider.model, digest), None)
+                learned = True
         slots = asyncio.Semaphore(self.max_concurrency)
 
         async def count(key: tuple[str, str], text: str) -> None:
@@ -578,12 +576,47 @@ class ContextGenerator:
                     if probe:
                         limiter.answered(rate_limited=rate_limited)
 
+        await asyncio.gather(*(count(key, text) for key, text in wanted.items()))
+        return learned or bool(wanted)
+
+    async def _acount_exact(self, items: list[tuple[SourceDocument, Sequence[Chunk]]], *,
+                            near: Callable[[int], bool], close: bool = False) -> bool:
+        """Count, with the API, the documents whose estimate satisfies ``near`` (every document with
+        ``exact_token_counts=True``); True when a count is new."""
+        provider = self._token_counter()
+        if provider is None:
+            return False
+        wanted: dict[tuple[str, str], str] = {}
+        for item in items:
+            document = item[0] if isinstance(item, tuple) and item else None
+            if isinstance(document, SourceDocument) and (self.exact_token_counts or near(
+                    self.count_tokens(document.text))):
+                wanted[(provider.model, text_digest(document.text))] = document.text
         try:
-            await asyncio.gather(*(count(key, text) for key, text in wanted.items()))
+            return await self._count_texts(wanted, Limiter(self.rate_limit))
         finally:
             if close:
                 await self.provider.aclose()
-        return True
+
+    async def _count_prefixes(self, state: _RunState, plans: list[_Plan]) -> None:
+        """Exact counts for whole documents whose estimated size is near the model's minimum cacheable length,
+        just before their warm-up decision (in the run, so other documents' requests go on meanwhile)."""
+        provider = self._token_counter()
+        if provider is None:
+            return
+        near = [p for p in plans if not p.windowed and (self.exact_token_counts or self._near_minimum(p.prefix_tokens))]
+        try:
+            await self._count_texts({(provider.model, p.digest): p.document.text for p in near}, state.limiter)
+        except CtxRetrievalError as exc:
+            if state.fatal is None:
+                state.fatal = exc
+            state.stop = True
+            return
+        tags = self.count_tokens(self.prompt.document_open + self.prompt.document_close)
+        for plan in near:
+            exact = self._exact_counts.get((provider.model, plan.digest))
+            if exact is not None:
+                plan.prefix_tokens = exact + tags
 
     async def _arun(self, items: DocumentItems, batch: _BatchOptions | None = None) -> ContextRun:
         started = time.perf_counter()
@@ -596,8 +629,8 @@ class ContextGenerator:
         items = list(items)
         plans = self._plan(items)  # validates before any request
         fatal: Exception | None = None
-        try:
-            if await self._acount_exact(items):
+        try:  # counts that may change a document's windowing (and so its cache keys) come first
+            if await self._acount_exact(items, near=self._near_limit):
                 plans = self._plan(items)
         except CtxRetrievalError as exc:  # the count showed the run cannot succeed: stop it before it starts
             fatal = exc
@@ -686,6 +719,8 @@ class ContextGenerator:
 
     async def _run_document(self, state: _RunState, plan: _Plan, pending: list[int]) -> None:
         async with state.doc_slots:
+            if len(pending) > 1:
+                await self._count_prefixes(state, [plan])
             rest = list(pending)
             if len(rest) > 1 and self._cacheable(plan):
                 # One request first: it writes the document's prompt cache, which the others then read.
@@ -703,6 +738,7 @@ class ContextGenerator:
         wanted = {str(plan.keys[i]): (plan, i) for plan, pending in work for i in pending}
         in_flight = cache.batches_in_flight()  # earlier runs' batches: paid for, collected, never resubmitted
         waiting = {key for keys in in_flight.values() for key in keys}
+        await self._count_prefixes(state, [plan for plan, pending in work if len(pending) > 1])
         warm_ups: list[tuple[_Plan, int]] = []
         to_batch: list[tuple[_Plan, int]] = []
         for plan, pending in work:

@@ -135,6 +135,9 @@ class TokenCountingProvider(Protocol):
     """A provider whose API counts tokens exactly (Anthropic's free ``messages.count_tokens``)."""
 
     @property
+    def model(self) -> str: ...
+
+    @property
     def can_count_tokens(self) -> bool:
         """Whether counting is possible now (a key or client is set)."""
         ...

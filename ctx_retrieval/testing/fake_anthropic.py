@@ -287,13 +287,16 @@ class FakeAnthropicServer:
             return [r for r in self.requests if r.path == COUNT_PATH]
 
     def totals(self) -> dict[str, int]:
-        """Requests, faults and summed usage of successful answers; cache entries written and the most times
-        one entry was written (1 = every cached prefix written exactly once)."""
+        """Message requests (token counts apart), faults and summed usage of successful answers; cache entries
+        written and the most times one entry was written (1 = every cached prefix written exactly once)."""
         with self._lock:
             records = list(self.requests)
         writes_by_key = dict(self.cache.writes_by_key)
+        counts = sum(r.path == COUNT_PATH for r in records)
+        records = [r for r in records if r.path != COUNT_PATH]
         ok = [r for r in records if r.status == 200 and r.fault is None and r.usage]
-        totals = {"requests": len(records), "ok": len(ok), "faults": sum(r.fault is not None for r in records),
+        totals = {"requests": len(records), "token_counts": counts, "ok": len(ok),
+                  "faults": sum(r.fault is not None for r in records),
                   "rate_limited": sum(r.status == 429 for r in records),
                   "cache_writes": sum(1 for r in ok if r.usage and r.usage["cache_creation_input_tokens"]),
                   "cache_entries_written": len(writes_by_key),
