@@ -4,7 +4,8 @@
 
 The twin applies each model's documented rules (its own copy: minimum cacheable length counted with the model's
 tokenizer, 5-minute TTL, thinking unless disabled) and every run is priced at the model's list prices. Per model:
-- requests, and a second run over the same corpus (0 requests: everything comes from the context cache);
+- requests (and the free token-count requests made for documents near a decision boundary), and a second run
+  over the same corpus (0 requests of either kind: contexts and counts come from the context cache);
 - cache writes per cacheable document (1.00 = each cacheable document's cache written exactly once);
 - cache-read share of prompt tokens beside its limit for this corpus (perfect caching);
 - dollars per million document tokens beside the floor: perfect caching at the model's prices for the same
@@ -48,7 +49,8 @@ def measure(model: str, items: list[Any], *, concurrency: int, latency: float, b
         totals = server.totals()
         floor = caching_floor(server.successful(), model, info)
         second = ContextGenerator(provider, cache=Path(tmp) / "contexts.sqlite").contextualize_many(items)
-        second_requests = len(server.requests) - totals["requests"]
+        after = server.totals()  # message requests and token counts of both runs
+        second_requests = after["requests"] + after["token_counts"] - totals["requests"] - totals["token_counts"]
     usage = run.report.usage
     figures: dict[str, Any] = {
         "model": model, "chunks": sum(len(c) for _, c in items), "documents": len(items),
@@ -61,6 +63,7 @@ def measure(model: str, items: list[Any], *, concurrency: int, latency: float, b
         "cost_usd": run.report.cost_usd, "floor_usd": floor.usd,
         "usd_per_m": (run.report.cost_usd or 0.0) / doc_tokens * 1e6, "floor_usd_per_m": floor.usd / doc_tokens * 1e6,
         "long_prompt_requests": run.report.long_prompt_requests, "wall_time_s": round(wall, 2),
+        "token_count_requests": totals["token_counts"],
         "second_run_requests": second_requests, "second_run_cached": second.report.cached,
     }
     if batch:
@@ -98,7 +101,7 @@ def main() -> int:
               f"{'read share':>10} {'limit':>6} {'$/M doc':>8} {'floor':>7} {'x floor':>7}")
     if args.batch:
         header += f" {'batch $/M':>9} {'floor':>7} {'x floor':>7}"
-    header += f" {'wall s':>6} {'rerun req':>9}"
+    header += f" {'counts':>6} {'wall s':>6} {'rerun req':>9}"
     print(header)
     for r in rows:
         line = (f"{r['model']:18} {r['document_tokens']:>10,} {r['requests']:>8} {r['cacheable_documents']:>9} "
@@ -108,7 +111,7 @@ def main() -> int:
         if args.batch:
             line += (f" {r['batch_usd_per_m']:>9.3f} {r['batch_floor_usd_per_m']:>7.3f} "
                      f"{r['batch_usd_per_m'] / r['batch_floor_usd_per_m']:>7.2f}")
-        line += f" {r['wall_time_s']:>6.1f} {r['second_run_requests']:>9}"
+        line += f" {r['token_count_requests']:>6} {r['wall_time_s']:>6.1f} {r['second_run_requests']:>9}"
         print(line)
     print("historical anchor: the cookbook's $1.02 per million document tokens (Claude 3 Haiku, retired 2026-04-20)")
     if args.json:

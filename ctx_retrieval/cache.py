@@ -17,6 +17,7 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .usage import TokenUsage
 
@@ -138,22 +139,25 @@ class ContextCache:
     def __reduce__(self) -> tuple[type[ContextCache], tuple[str]]:
         return ContextCache, (str(self.path),)  # pickles as its path; the connection reopens
 
-    def get_many(self, keys: Iterable[str]) -> dict[str, CachedContext]:
-        """The stored entries among ``keys`` (missing keys are absent from the result)."""
-        unique = list(dict.fromkeys(keys))
-        found: dict[str, CachedContext] = {}
+    def _select_in(self, select: str, column: str, values: Iterable[str], *params: object) -> list[tuple[Any, ...]]:
+        """Rows of ``select ... AND column IN (values)`` (``WHERE column IN`` when no params), in slices under
+        SQLite's variable limit."""
+        unique = list(dict.fromkeys(values))
+        rows: list[tuple[Any, ...]] = []
+        joiner = " AND " if params else " WHERE "
         with self._lock:
             for i in range(0, len(unique), _SQLITE_MAX_VARIABLES):
                 batch = unique[i : i + _SQLITE_MAX_VARIABLES]
                 marks = ",".join("?" * len(batch))
-                rows = self._conn.execute(
-                    "SELECT key, raw_text, provider, model, prompt_version, usage FROM contexts "
-                    f"WHERE key IN ({marks})",
-                    batch,
-                ).fetchall()
-                for key, raw, provider, model, version, usage in rows:
-                    found[key] = CachedContext(raw, provider, model, version, TokenUsage.from_dict(json.loads(usage)))
-        return found
+                rows += self._conn.execute(f"{select}{joiner}{column} IN ({marks})", [*params, *batch]).fetchall()
+        return rows
+
+    def get_many(self, keys: Iterable[str]) -> dict[str, CachedContext]:
+        """The stored entries among ``keys`` (missing keys are absent from the result)."""
+        rows = self._select_in("SELECT key, raw_text, provider, model, prompt_version, usage FROM contexts", "key",
+                               keys)
+        return {key: CachedContext(raw, provider, model, version, TokenUsage.from_dict(json.loads(usage)))
+                for key, raw, provider, model, version, usage in rows}
 
     def get(self, key: str) -> CachedContext | None:
         return self.get_many([key]).get(key)
@@ -171,17 +175,9 @@ class ContextCache:
     # -- exact token counts ------------------------------------------------------------------------------
 
     def get_token_counts(self, model: str, digests: Iterable[str]) -> dict[str, int]:
-        unique = list(dict.fromkeys(digests))
-        found: dict[str, int] = {}
-        with self._lock:
-            for i in range(0, len(unique), _SQLITE_MAX_VARIABLES):
-                batch = unique[i : i + _SQLITE_MAX_VARIABLES]
-                marks = ",".join("?" * len(batch))
-                rows = self._conn.execute(
-                    f"SELECT digest, tokens FROM token_counts WHERE model = ? AND digest IN ({marks})",
-                    [model, *batch]).fetchall()
-                found.update({digest: int(tokens) for digest, tokens in rows})
-        return found
+        """Stored exact counts of texts (by digest) for ``model``."""
+        rows = self._select_in("SELECT digest, tokens FROM token_counts WHERE model = ?", "digest", digests, model)
+        return {digest: int(tokens) for digest, tokens in rows}
 
     def put_token_count(self, model: str, digest: str, tokens: int) -> None:
         with self._lock:

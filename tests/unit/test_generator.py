@@ -508,40 +508,38 @@ def test_rate_limit_headers_pace_the_run_without_429s(make_generator: Any) -> No
     assert len(without_headers) > 5 * max(1, len(limited))
 
 
-def test_rate_limit_headers_pace_an_input_token_limit(make_generator: Any) -> None:
-    # A token bucket of 4,000 uncached input tokens per second against 18 requests of ~880 tokens (3 documents
-    # below the cache minimum): with the headers (tokens remaining rounded to the thousand, as the API does)
-    # the run waits on our side; without them it bounces off the limit.
+def _paced_and_bounced(make_generator: Any, *, empty_bucket: str | None = None,
+                       **limits: Any) -> tuple[Any, int, int]:
+    """The same run with and without the rate-limit headers: (the paced run, its 429s, the header-less 429s)."""
     def run(headers: bool) -> tuple[Any, int]:
-        with FakeAnthropicServer(rate_limit_rpm=None, rate_limit_itpm=4000, rate_window_s=1.0,
-                                 rate_limit_headers=headers) as server:
-            result = make_generator(server=server, max_concurrency=8, cache=False).contextualize_many(
-                corpus(3, paragraphs=6))
+        with FakeAnthropicServer(rate_limit_headers=headers, **limits) as server:
+            generator = make_generator(server=server, max_concurrency=8, cache=False)
+            if empty_bucket:
+                server.limits.set_left(empty_bucket, 600)
+            result = generator.contextualize_many(corpus(3, paragraphs=6))
             return result, server.totals()["rate_limited"]
 
     paced, limited = run(headers=True)
-    assert paced.report.failed == 0 and all(r.context for r in paced)
-    assert limited <= 1
     _, bounced = run(headers=False)
-    assert bounced > 10 * max(1, limited)
+    assert paced.report.failed == 0 and all(r.context for r in paced)
+    return paced, limited, bounced
+
+
+def test_rate_limit_headers_pace_an_input_token_limit(make_generator: Any) -> None:
+    # A token bucket of 4,000 uncached input tokens per second against 18 requests of ~880 tokens: with the
+    # headers (tokens remaining rounded to the thousand, as the API does) the run waits on our side; without
+    # them it bounces off the limit.
+    _, limited, bounced = _paced_and_bounced(make_generator, rate_limit_itpm=4000, rate_window_s=1.0)
+    assert limited <= 1 and bounced > 10 * max(1, limited)
 
 
 def test_rate_limit_headers_pace_an_output_token_limit(make_generator: Any) -> None:
     # The server reserves each request's max_tokens (150) from a nearly empty output-token bucket (600 of 60,000
     # a minute, 1,000/s refill) when the request starts and refunds the unused part at its end. With the
     # anthropic-ratelimit-output-tokens-* headers the run waits on our side; without them it bounces off.
-    def run(headers: bool) -> tuple[Any, int]:
-        with FakeAnthropicServer(rate_limit_otpm=60_000, latency_s=0.02, rate_limit_headers=headers) as server:
-            generator = make_generator(server=server, max_concurrency=8, cache=False)
-            server.limits.set_left("output-tokens", 600)
-            result = generator.contextualize_many(corpus(3, paragraphs=6))
-            return result, server.totals()["rate_limited"]
-
-    paced, limited = run(headers=True)
-    assert paced.report.failed == 0 and all(r.context for r in paced)
-    assert limited <= 1
-    _, bounced = run(headers=False)
-    assert bounced > 5 * max(1, limited)
+    _, limited, bounced = _paced_and_bounced(make_generator, empty_bucket="output-tokens", rate_limit_otpm=60_000,
+                                             latency_s=0.02)
+    assert limited <= 1 and bounced > 5 * max(1, limited)
 
 
 def test_iter_contextualize_streams_in_waves_with_the_same_results() -> None:
