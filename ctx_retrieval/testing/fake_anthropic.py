@@ -22,11 +22,9 @@ from __future__ import annotations
 
 import itertools
 import json
-import random
 import socket
 import threading
 import time
-from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -36,22 +34,12 @@ from . import anthropic_rules as rules
 from .anthropic_rules import count_tokens
 from .twin_batches import BatchStore
 from .twin_cache import PromptCache
+from .twin_faults import ERROR_FAULTS, FAULT_KINDS, FaultPlan
 from .twin_limits import RateBuckets
 
 __all__ = ["FAULT_KINDS", "FakeAnthropicServer", "RecordedRequest", "default_responder"]
 
-FAULT_KINDS = ("rate_limit", "overloaded", "server_error", "slow", "drop", "truncated", "refusal", "max_tokens",
-               "billing", "permission", "too_large", "gateway_timeout", "spend_limit")
 COUNT_PATH = "/v1/messages/count_tokens"
-# Faults answered with an error status: (status, error type, message, headers).
-_ERROR_FAULTS: dict[str, tuple[int, str, str]] = {
-    "overloaded": (529, "overloaded_error", "Overloaded"),
-    "server_error": (500, "api_error", "Internal server error"),
-    "billing": (402, "billing_error", "Your credit balance is too low to access the Anthropic API."),
-    "permission": (403, "permission_error", "Your API key does not have permission to use the specified resource."),
-    "too_large": (413, "request_too_large", "Request exceeds the maximum allowed number of bytes."),
-    "gateway_timeout": (504, "timeout_error", "Request timed out"),
-}
 
 
 @dataclass
@@ -95,32 +83,6 @@ def default_responder(body: dict[str, Any]) -> str:
         chunk = chunk.split("<chunk>", 1)[1].split("</chunk>", 1)[0]
     words = [word[:24] for word in chunk.split()[:12]]  # short, like a real context: never near max_tokens
     return f"This chunk is from the document that begins '{title[:80]}' and covers: {' '.join(words)}."
-
-
-class _FaultPlan:
-    def __init__(self, seed: int) -> None:
-        self.script: deque[str | None] = deque()
-        self.rules: list[list[Any]] = []  # [predicate, kind, remaining (-1 = forever)]
-        self.rate = 0.0
-        self.mix: dict[str, float] = {}
-        self.rng = random.Random(seed)
-        self.until = 0.0
-        self.until_kind: str | None = None
-
-    def next(self, request: RecordedRequest) -> str | None:
-        for rule in self.rules:
-            predicate, kind, remaining = rule
-            if remaining != 0 and predicate(request):
-                rule[2] = remaining - 1
-                return str(kind)
-        if self.script:
-            return self.script.popleft()
-        if self.until_kind is not None and time.monotonic() < self.until:
-            return self.until_kind
-        if self.rate and self.rng.random() < self.rate:
-            kinds = list(self.mix)
-            return self.rng.choices(kinds, [self.mix[k] for k in kinds])[0]
-        return None
 
 
 class FakeAnthropicServer:
@@ -179,7 +141,7 @@ class FakeAnthropicServer:
         self.thinking_tokens = thinking_tokens
         self.max_batch_bytes = max_batch_bytes
         self.requests: list[RecordedRequest] = []
-        self._faults = _FaultPlan(seed)
+        self._faults = FaultPlan(seed)
         self._lock = threading.Lock()
         self.cache = PromptCache(cache_ttl_scale)
         self._limit_settings = {"rpm": rate_limit_rpm, "itpm": rate_limit_itpm, "otpm": rate_limit_otpm,
@@ -526,8 +488,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._error(record, 429, "rate_limit_error", "You have reached your specified API usage limits.",
                         details={"error_code": "enforced_spend_limit_reached"})
             return
-        if fault in _ERROR_FAULTS:
-            status, kind, message = _ERROR_FAULTS[fault]
+        if fault in ERROR_FAULTS:
+            status, kind, message = ERROR_FAULTS[fault]
             self._error(record, status, kind, message)
             return
         if fault == "drop":

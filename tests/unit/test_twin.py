@@ -202,3 +202,75 @@ def test_batch_cache_hits_are_best_effort() -> None:
         hits = sum(bool(r.result.message.usage.cache_read_input_tokens)  # type: ignore[union-attr]
                    for r in sdk.messages.batches.results(batch.id))
     assert 8 < hits < 32  # about half read the cache; the others paid the document again
+
+
+def test_a_cache_entry_is_readable_once_the_writing_response_has_begun() -> None:
+    import threading
+    import time
+
+    text = DOCUMENT
+    with FakeAnthropicServer(latency_s=0.4, latency_per_output_token_s=0.01) as twin:
+        sdk = client(twin)
+        usages: dict[str, Any] = {}
+
+        def ask(name: str) -> None:
+            usages[name] = sdk.messages.create(model="claude-haiku-5-5", max_tokens=50, thinking={"type": "disabled"},
+                                               messages=user(text, type="ephemeral")).usage
+
+        writer = threading.Thread(target=ask, args=("writer",))
+        writer.start()
+        time.sleep(0.1)
+        ask("racer")  # sent while the writer's prompt is still being read: no entry to read yet
+        writer.join()
+        time.sleep(0.05)
+        ask("after")  # the writer's answer has begun (and ended): the entry is there
+    assert usages["writer"].cache_creation_input_tokens and usages["racer"].cache_creation_input_tokens
+    assert usages["after"].cache_read_input_tokens == usages["writer"].cache_creation_input_tokens
+
+
+def test_ttl_counts_from_the_writing_request_start() -> None:
+    import time
+
+    text = DOCUMENT
+    # 5 minutes scaled to 0.6 s; the writing answer takes 0.5 s: its entry has ~0.1 s left when it ends.
+    with FakeAnthropicServer(cache_ttl_scale=0.002, latency_s=0.5) as twin:
+        sdk = client(twin)
+        sdk.messages.create(model="claude-haiku-5-5", max_tokens=50, thinking={"type": "disabled"},
+                            messages=user(text, type="ephemeral"))
+        time.sleep(0.3)
+        late = sdk.messages.create(model="claude-haiku-5-5", max_tokens=50, thinking={"type": "disabled"},
+                                   messages=user(text, type="ephemeral"))
+    assert late.usage.cache_read_input_tokens == 0 and late.usage.cache_creation_input_tokens > 0
+
+
+def test_limits_can_be_enforced_over_a_shorter_interval() -> None:
+    def burst(burst_s: float | None) -> int:
+        with FakeAnthropicServer(rate_limit_rpm=600, rate_burst_s=burst_s) as twin:
+            sdk = client(twin)
+            refused = 0
+            for _ in range(20):
+                try:
+                    sdk.messages.create(model="claude-haiku-5-5", max_tokens=20, messages=user("hi"),
+                                        thinking={"type": "disabled"})
+                except anthropic.RateLimitError:
+                    refused += 1
+            return refused
+
+    assert burst(None) == 0  # a minute's worth (600) in the bucket
+    assert burst(1.0) >= 5  # 600 a minute enforced per second: at most ~10 at once
+
+
+def test_a_batch_that_outlasts_the_ttl_misses_the_cache() -> None:
+    import time
+
+    params = {"messages": user(DOCUMENT[:4000], type="ephemeral")}
+    with FakeAnthropicServer(batch_delay_s=0.3, cache_ttl_scale=0.0005) as twin:  # 5 minutes -> 0.15 s
+        sdk = client(twin)
+        sdk.messages.create(model="claude-haiku-5-5", max_tokens=50, thinking={"type": "disabled"}, **params)
+        batch = sdk.messages.batches.create(  # type: ignore[misc]
+            requests=[{**_batch_request("r"), "params": {**_batch_request("r")["params"], **params}}])
+        time.sleep(0.35)
+        sdk.messages.batches.retrieve(batch.id)
+        (result,) = list(sdk.messages.batches.results(batch.id))
+    usage = result.result.message.usage  # type: ignore[union-attr]
+    assert usage.cache_read_input_tokens == 0 and usage.cache_creation_input_tokens > 0
