@@ -501,8 +501,8 @@ class ContextGenerator:
                     provider=self.provider.cache_namespace, model=self.provider.model,
                     prompt_fingerprint=self.prompt.fingerprint, window=window_part, document_digest=digest,
                     chunk_text=chunk.text, extra=extra))
-            if chunks and exact is not None and not plan.windowed:  # the whole document, plus the prompt's tags
-                plan.prefix_tokens = exact + self.count_tokens(self.prompt.document_open + self.prompt.document_close)
+            if chunks and exact is not None and not plan.windowed:
+                plan.prefix_tokens = self._whole_document_prefix(exact)
             elif chunks:
                 plan.prefix_tokens = self.count_tokens(self._view(plan, len(chunks) - 1, limit).prefix)
             plans.append(plan)
@@ -516,6 +516,10 @@ class ContextGenerator:
         return cache.get_many(k for p in plans for k in p.keys if k is not None)
 
     # -- the run ---------------------------------------------------------------------------------------
+
+    def _whole_document_prefix(self, document_tokens: int) -> int:
+        """Tokens of the cached block of a document sent whole: the document and the prompt's tags around it."""
+        return document_tokens + self.count_tokens(self.prompt.document_open + self.prompt.document_close)
 
     def _near_minimum(self, tokens: int) -> bool:
         minimum = self._min_cacheable()
@@ -612,11 +616,10 @@ class ContextGenerator:
                 state.fatal = exc
             state.stop = True
             return
-        tags = self.count_tokens(self.prompt.document_open + self.prompt.document_close)
         for plan in near:
             exact = self._exact_counts.get((provider.model, plan.digest))
             if exact is not None:
-                plan.prefix_tokens = exact + tags
+                plan.prefix_tokens = self._whole_document_prefix(exact)
 
     async def _arun(self, items: DocumentItems, batch: _BatchOptions | None = None) -> ContextRun:
         started = time.perf_counter()

@@ -196,8 +196,7 @@ class AnthropicProvider(ProviderBase):
         elif info is not None and info.thinking == "always_on":
             fields["output_config"] = {"effort": "low"}
             fields["max_tokens"] = request.max_tokens + THINKING_HEADROOM_TOKENS
-        if self.extra_body:
-            fields.update(self.extra_body)
+        fields.update(extra)
         return fields
 
     def _params(self, request: ContextRequest) -> dict[str, Any]:
