@@ -156,7 +156,8 @@ def _make_contextualizer(args: argparse.Namespace) -> _Contextualizer:
         from .testing import FakeAnthropicServer
 
         server = FakeAnthropicServer(latency_s=0.02).start()
-        provider = AnthropicProvider(args.model, api_key="sk-ant-fake-cli-key-0000000", base_url=server.base_url)
+        provider = AnthropicProvider(args.model, api_key="sk-ant-fake-cli-key-0000000", base_url=server.base_url,
+                                     endpoint_id="ctx-retrieval-twin")  # its port changes; its answers do not
         label = "the local FAKE Anthropic API (canned contexts, real request flow)"
     elif choice == "anthropic":
         provider = AnthropicProvider(args.model)

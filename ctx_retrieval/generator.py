@@ -509,11 +509,16 @@ class ContextGenerator:
             offset += len(chunks)
         return plans
 
-    def _lookup(self, plans: list[_Plan]) -> dict[str, CachedContext]:
+    def _lookup(self, plans: list[_Plan]) -> dict[str, str]:
+        """Contexts already in the context cache for these plans, cleaned: key -> context. A stored answer that
+        cleans to nothing is no hit (the chunk is asked again)."""
         cache = self.cache
         if cache is None:
             return {}
-        return cache.get_many(k for p in plans for k in p.keys if k is not None)
+        found = cache.get_many(k for p in plans for k in p.keys if k is not None)
+        return {key: context for key, entry in found.items()
+                if (context := clean_context(entry.raw_text, max_tokens=self.max_context_tokens,
+                                             count_tokens=self.count_tokens))}
 
     # -- the run ---------------------------------------------------------------------------------------
 
@@ -648,7 +653,7 @@ class ContextGenerator:
                           slots=PrioritySlots(self.max_concurrency),
                           doc_slots=asyncio.Semaphore(self.max_documents_in_flight),
                           rng=random.Random(self._seed), progress=progress, fatal=fatal, stop=fatal is not None)
-        cached = self._lookup(plans)
+        hits = self._lookup(plans)
         owners: dict[str, tuple[_Plan, int]] = {}
         followers: list[tuple[_Plan, int, _Plan, int]] = []
         work: list[tuple[_Plan, list[int]]] = []
@@ -657,11 +662,8 @@ class ContextGenerator:
             for i, key in enumerate(plan.keys):
                 if key is None:
                     self._set(state, plan, i, None, "empty", TokenUsage())
-                elif key in cached:
-                    entry = cached[key]
-                    self._set(state, plan, i, clean_context(entry.raw_text, max_tokens=self.max_context_tokens,
-                                                           count_tokens=self.count_tokens), "cached",
-                              TokenUsage())
+                elif key in hits:
+                    self._set(state, plan, i, hits[key], "cached", TokenUsage())
                 elif key in owners:
                     owner_plan, owner_i = owners[key]
                     followers.append((plan, i, owner_plan, owner_i))
@@ -952,7 +954,9 @@ class ContextGenerator:
                         report.retries += 1
                         # _attempt paused the run already; the next acquire waits it out, holding no slot
                         continue
-                    detail += f", still rate-limited after {rate_limit_wait:.0f} s of waiting (max_rate_limit_wait_s)"
+                    detail += (f", the server asked for {delay:.0f} s more after {rate_limit_wait:.0f} s of "
+                               f"waiting, over RetryPolicy.max_rate_limit_wait_s "
+                               f"({self.retry.max_rate_limit_wait_s:.0f} s)")
                 else:
                     failures += 1
                     if failures < self.retry.max_attempts:
@@ -992,13 +996,19 @@ class ContextGenerator:
                 decision = self.provider.classify_error(exc)
                 if decision is None:
                     raise
-                rate_limited = decision.kind == "rate_limited"
+                rate_limited = decision.kind in ("rate_limited", "overloaded")
                 if rate_limited:  # pause the run before the probe's answer releases the others
+                    # A 529 storm is the whole API saying "slow down": paced run-wide like a 429 without
+                    # retry-after, by the run's count of such answers.
                     delay = decision.retry_after_s
                     if delay is None:
-                        delay = self.retry.backoff(state.report.rate_limited + 1, state.rng)
+                        seen = state.report.rate_limited + state.report.errors_by_type.get("overloaded", 0)
+                        delay = self.retry.backoff(seen + 1, state.rng)
                         decision = dataclasses.replace(decision, retry_after_s=delay)
-                    state.limiter.pause(delay)
+                    # A wait longer than the run would make for any chunk fails this chunk (in _generate) and
+                    # must not hold every other chunk: the run ends promptly with it listed for retry_failed.
+                    if delay <= self.retry.max_rate_limit_wait_s:
+                        state.limiter.pause(delay)
                 return None, exc, decision
             finally:
                 state.slots.release()

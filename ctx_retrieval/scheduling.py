@@ -26,6 +26,9 @@ DEFAULT_MAX_DELAY_S = 60.0
 DEFAULT_MAX_RATE_LIMIT_WAIT_S = 900.0
 
 
+_MAX_BACKOFF_EXPONENT = 60
+
+
 @dataclass(frozen=True)
 class RetryPolicy:
     """How failed requests are retried.
@@ -49,7 +52,9 @@ class RetryPolicy:
 
     def backoff(self, failures: int, rng: random.Random) -> float:
         """Delay before the next attempt after ``failures`` consecutive failures (jitter in [0.5x, 1x])."""
-        base = min(self.max_delay_s, self.initial_delay_s * 2.0 ** max(0, failures - 1))
+        # The exponent is capped: run-wide counts (429s without retry-after) reach the thousands, and 2.0 ** 1024
+        # overflows; 2 ** 60 times any sane initial delay is already past any max_delay_s.
+        base = min(self.max_delay_s, self.initial_delay_s * 2.0 ** min(max(0, failures - 1), _MAX_BACKOFF_EXPONENT))
         return base * rng.uniform(0.5, 1.0)
 
 

@@ -7,7 +7,11 @@ Key init args:
     model: a Claude model id (default ``claude-haiku-5-5``, the current Haiku; the cookbook's
         ``claude-3-haiku-20240307`` was retired on 2026-04-20 and raises ``RetiredModelError``).
     cache_ttl: ``"5m"`` (default) or ``"1h"`` for the document block's cache entry.
-    base_url: another endpoint (a proxy, or ``ctx_retrieval.testing.FakeAnthropicServer`` in tests).
+    base_url: another endpoint (a proxy, or ``ctx_retrieval.testing.FakeAnthropicServer`` in tests); without it
+        ``$ANTHROPIC_BASE_URL`` applies, as in the SDK. The endpoint, however set, is part of the context-cache
+        key: contexts written by one endpoint are never served for another.
+    endpoint_id: a stable name for the endpoint in the context-cache key instead of its URL (for a server whose
+        port changes from run to run, such as the twin).
     extra_body: extra Messages API fields sent with every request (e.g. ``{"output_config": {"effort": "low"}}``);
         they are part of the context-cache key. A field the model table says the model rejects (sampling
         parameters on Claude 4.7 and later, ``thinking`` it cannot honour) raises ``UnsupportedSettingError``.
@@ -42,8 +46,8 @@ from ..errors import (
 )
 from ..models import ModelInfo, check_not_retired, lookup_model_info
 from ..usage import TokenUsage
-from .base import ContextRequest, ErrorDecision, ProviderBase, ProviderResponse, ServerLimits
-from .generic import classify_exception, decision_for_status, server_limits
+from .base import ContextRequest, ErrorDecision, ProviderBase, ProviderResponse, ServerLimits, endpoint_identity
+from .generic import MalformedAnswer, classify_exception, decision_for_status, server_limits
 
 if TYPE_CHECKING:
     import anthropic as anthropic_sdk
@@ -60,6 +64,7 @@ _SAMPLING_PARAMS = ("temperature", "top_p", "top_k")
 _warned_unknown_models: set[str] = set()
 _API_KEY_ENV = "ANTHROPIC_API_KEY"
 _AUTH_TOKEN_ENV = "ANTHROPIC_AUTH_TOKEN"
+_BASE_URL_ENV = "ANTHROPIC_BASE_URL"
 _MIN_KEY_LENGTH = 16
 
 
@@ -89,6 +94,7 @@ class AnthropicProvider(ProviderBase):
         extra_body: dict[str, Any] | None = None,
         model_info: ModelInfo | None = None,
         client: anthropic_sdk.AsyncAnthropic | None = None,
+        endpoint_id: str | None = None,
     ) -> None:
         if cache_ttl not in ("5m", "1h"):
             from ..errors import ConfigurationError
@@ -98,6 +104,7 @@ class AnthropicProvider(ProviderBase):
         self._model = model
         self._api_key = api_key
         self.base_url = base_url
+        self.endpoint_id = endpoint_id
         self._cache_ttl = cache_ttl
         self.timeout_s = timeout_s
         self.extra_body = dict(extra_body) if extra_body else None
@@ -124,8 +131,15 @@ class AnthropicProvider(ProviderBase):
         return self._cache_ttl
 
     @property
+    def endpoint(self) -> str | None:
+        """The endpoint requests go to, however it was set: ``base_url=``, else ``$ANTHROPIC_BASE_URL`` (which the
+        SDK reads), else None (Anthropic's API)."""
+        return self.base_url or os.environ.get(_BASE_URL_ENV) or None
+
+    @property
     def cache_namespace(self) -> str:
-        namespace = f"anthropic@{self.base_url}" if self.base_url else "anthropic"
+        endpoint = self.endpoint_id or (endpoint_identity(self.endpoint) if self.endpoint else None)
+        namespace = f"anthropic@{endpoint}" if endpoint else "anthropic"
         if self.extra_body:
             namespace += ":" + json.dumps(self.extra_body, sort_keys=True, default=str)
         return namespace
@@ -234,7 +248,10 @@ class AnthropicProvider(ProviderBase):
         async for entry in await self._get_client().messages.batches.results(batch_id):
             result = entry.result
             if result.type == "succeeded":
-                out.append((entry.custom_id, self._response(result.message), None))
+                try:
+                    out.append((entry.custom_id, self._response(result.message), None))
+                except MalformedAnswer:
+                    out.append((entry.custom_id, None, "invalid_response"))  # retried as an ordinary request
             elif result.type == "errored":
                 error = getattr(getattr(result.error, "error", None), "type", "error")
                 out.append((entry.custom_id, None, f"errored:{error}"))
@@ -243,9 +260,23 @@ class AnthropicProvider(ProviderBase):
         return out
 
     def _response(self, message: Any, limits: ServerLimits | None = None) -> ProviderResponse:
-        # Select text blocks by type: thinking blocks (and any other kind) are not the answer.
-        text = "".join(getattr(block, "text", "") or "" for block in message.content if block.type == "text")
-        return ProviderResponse(text=text, usage=self._usage(message.usage), limits=limits,
+        """The answer's text blocks (selected by type: thinking blocks are not the answer), usage and stop
+        reason; ``MalformedAnswer`` when the body is not a usable message (the SDK builds it without checking)."""
+        content = getattr(message, "content", None)
+        usage = getattr(message, "usage", None)
+        if not isinstance(content, list) or usage is None:
+            raise MalformedAnswer(f"an answer without {'content' if not isinstance(content, list) else 'usage'}")
+        texts: list[str] = []
+        for block in content:
+            if getattr(block, "type", None) == "text":
+                text = getattr(block, "text", None)
+                if not isinstance(text, str):
+                    raise MalformedAnswer("a text block without text")
+                texts.append(text)
+        counts = [getattr(usage, name, None) for name in ("input_tokens", "output_tokens")]
+        if any(not isinstance(n, int) or n < 0 for n in counts):
+            raise MalformedAnswer("usage without token counts")
+        return ProviderResponse(text="".join(texts), usage=self._usage(usage), limits=limits,
                                 stop_reason=getattr(message, "stop_reason", None))
 
     async def agenerate(self, request: ContextRequest) -> ProviderResponse:
@@ -257,8 +288,11 @@ class AnthropicProvider(ProviderBase):
         raw = await client.messages.with_raw_response.create(
             model=self._model, max_tokens=max_tokens, messages=messages, extra_body=fields or None,
         )
-        parsed: Any = raw.parse()
-        message = await parsed if inspect.isawaitable(parsed) else parsed  # SDKs < 1 parse synchronously
+        try:
+            parsed: Any = raw.parse()
+            message = await parsed if inspect.isawaitable(parsed) else parsed  # SDKs < 1 parse synchronously
+        except (TypeError, ValueError, AttributeError) as exc:  # a body the SDK cannot even build (a JSON array)
+            raise MalformedAnswer(f"an answer the SDK could not read ({type(exc).__name__})") from exc
         return self._response(message, server_limits(raw.headers))
 
     @property

@@ -8,12 +8,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Literal, Protocol, runtime_checkable
+from urllib.parse import urlsplit
 
 from ..models import ModelInfo
 from ..usage import TokenUsage
 
 __all__ = ["ContextRequest", "ErrorDecision", "Provider", "ProviderBase", "ProviderResponse", "ServerLimit",
-           "ServerLimits", "TokenCountingProvider"]
+           "ServerLimits", "TokenCountingProvider", "endpoint_identity"]
+
+
+def endpoint_identity(url: str) -> str:
+    """An endpoint URL as it goes into a context-cache key: scheme, host, port and path; any credentials or
+    query string in the URL are left out (a key must never reach the cache)."""
+    parts = urlsplit(url.strip())
+    if not parts.scheme or not parts.hostname:
+        return url.strip()
+    host = parts.hostname + (f":{parts.port}" if parts.port else "")
+    return f"{parts.scheme}://{host}{parts.path.rstrip('/')}"
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,13 @@ from typing import Any
 
 from .base import ErrorDecision, ServerLimit, ServerLimits
 
-__all__ = ["classify_exception", "decision_for_status", "retry_after_s", "server_limits", "spend_limit_reached"]
+__all__ = ["MalformedAnswer", "classify_exception", "decision_for_status", "retry_after_s", "server_limits",
+           "spend_limit_reached"]
+
+
+class MalformedAnswer(Exception):  # noqa: N818 - a condition of an answer, classified, never raised to users
+    """A 200 answer whose body is not a usable message (no usage, a text block without text, an error object, a
+    JSON array): a broken proxy or gateway. Classified ``invalid_response``: retried, then the chunk fails."""
 
 _MAX_PLAUSIBLE_RESET_S = 600.0  # a reset further away than this means a skewed clock: ignore it
 
@@ -142,6 +148,8 @@ def classify_exception(exc: BaseException) -> ErrorDecision | None:
             cls = getattr(module, class_name, None) if module is not None else None
             if isinstance(cls, type) and isinstance(exc, cls):
                 return ErrorDecision("retry", kind)
+    if isinstance(exc, MalformedAnswer):
+        return ErrorDecision("retry", "invalid_response")
     if isinstance(exc, (TimeoutError, asyncio.TimeoutError)):
         return ErrorDecision("retry", "timeout")
     if isinstance(exc, ConnectionError):

@@ -20,7 +20,7 @@ from .._optional import require
 from ..errors import ConfigurationError, ProviderAuthenticationError, ProviderRequestError, UnknownModelError
 from ..models import ModelInfo
 from ..usage import TokenUsage
-from .base import ContextRequest, ErrorDecision, ProviderBase, ProviderResponse
+from .base import ContextRequest, ErrorDecision, ProviderBase, ProviderResponse, endpoint_identity
 from .generic import classify_exception, decision_for_status
 
 if TYPE_CHECKING:
@@ -86,7 +86,7 @@ class OpenAICompatibleProvider(ProviderBase):
 
     @property
     def cache_namespace(self) -> str:
-        return f"openai-compatible@{self.base_url}"
+        return f"openai-compatible@{endpoint_identity(self.base_url)}"
 
     def _resolved_key(self) -> str:
         key = self._api_key if self._api_key is not None else os.environ.get(_API_KEY_ENV)

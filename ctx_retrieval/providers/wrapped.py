@@ -11,7 +11,7 @@ from typing import Any
 
 from ..errors import ProviderAuthenticationError, ProviderRequestError, UnknownModelError
 from ..models import ModelInfo, lookup_model_info
-from .base import ContextRequest, ErrorDecision, ProviderBase, ProviderResponse
+from .base import ContextRequest, ErrorDecision, ProviderBase, ProviderResponse, endpoint_identity
 from .generic import classify_exception
 
 __all__ = ["WrappedModelProvider"]
@@ -28,6 +28,9 @@ class WrappedModelProvider(ProviderBase):
                  cache_control: bool | None = None, reports_cache_usage: bool | None = None) -> None:
         self.wrapped = model
         self._model = model_name or self._model_name(model)
+        # Kept as text: the wrapped model is not pickled, and the cache key must not change with it.
+        self._wrapped_type = type(model).__name__
+        self._endpoint = self._endpoint_of(model)
         self._model_info = model_info if model_info is not None else lookup_model_info(self._model)
         anthropic_model = "anthropic" in type(model).__name__.lower() or self._model.startswith("claude")
         self.cache_control = anthropic_model if cache_control is None else cache_control
@@ -45,9 +48,21 @@ class WrappedModelProvider(ProviderBase):
         return f"{type(self).__name__}(model={self._model!r}, wrapped={type(self.wrapped).__name__})"
 
 
+    @staticmethod
+    def _endpoint_of(model: Any) -> str | None:
+        """The endpoint a framework model is configured with, under the names LangChain's and LlamaIndex's
+        integrations use for it (None: the provider's default)."""
+        for attribute in ("base_url", "api_base", "anthropic_api_url", "openai_api_base", "azure_endpoint",
+                          "endpoint_url"):
+            value = getattr(model, attribute, None)
+            if isinstance(value, str) and value:
+                return endpoint_identity(value)
+        return None
+
     @property
     def cache_namespace(self) -> str:
-        return f"{self.name}:{type(self.wrapped).__name__}"
+        namespace = f"{self.name}:{self._wrapped_type}"
+        return f"{namespace}@{self._endpoint}" if self._endpoint else namespace
 
     def check_ready(self) -> None:
         if self.wrapped is None:

@@ -34,7 +34,7 @@ from . import anthropic_rules as rules
 from .anthropic_rules import count_tokens
 from .twin_batches import BatchStore
 from .twin_cache import PromptCache
-from .twin_faults import ERROR_FAULTS, FAULT_KINDS, FaultPlan
+from .twin_faults import ERROR_FAULTS, FAULT_KINDS, MALFORMED_BODIES, FaultPlan
 from .twin_limits import RateBuckets
 
 __all__ = ["FAULT_KINDS", "FakeAnthropicServer", "RecordedRequest", "default_responder"]
@@ -496,6 +496,11 @@ class _Handler(BaseHTTPRequestHandler):
             record.status = -1
             fake.record(record)
             self.close_connection = True
+            return
+        if fault in MALFORMED_BODIES:
+            record.status = 200
+            fake.record(record)
+            self._send(200, json.dumps(MALFORMED_BODIES[fault]).encode())
             return
         usage, writes = fake.cache.bill(body, started)
         max_tokens = int(body["max_tokens"])

@@ -7,10 +7,21 @@ import time
 from collections import deque
 from typing import Any
 
-__all__ = ["ERROR_FAULTS", "FAULT_KINDS", "FaultPlan"]
+__all__ = ["ERROR_FAULTS", "FAULT_KINDS", "MALFORMED_BODIES", "FaultPlan"]
 
 FAULT_KINDS = ("rate_limit", "overloaded", "server_error", "slow", "drop", "truncated", "refusal", "max_tokens",
-               "billing", "permission", "too_large", "gateway_timeout", "spend_limit")
+               "billing", "permission", "too_large", "gateway_timeout", "spend_limit", "malformed_no_usage",
+               "malformed_null_text", "malformed_error_200", "malformed_array")
+# Answers with status 200 whose body is not a normal message (a broken proxy or gateway): the body each sends.
+MALFORMED_BODIES: dict[str, object] = {
+    "malformed_no_usage": {"id": "msg_bad", "type": "message", "role": "assistant", "model": "m",
+                           "content": [{"type": "text", "text": "ok"}], "stop_reason": "end_turn"},
+    "malformed_null_text": {"id": "msg_bad", "type": "message", "role": "assistant", "model": "m",
+                            "content": [{"type": "text", "text": None}], "stop_reason": "end_turn",
+                            "usage": {"input_tokens": 1, "output_tokens": 1}},
+    "malformed_error_200": {"type": "error", "error": {"type": "api_error", "message": "upstream failed"}},
+    "malformed_array": [{"type": "text", "text": "not a message"}],
+}
 # Faults answered with an error status: (status, error type, message), as the errors page lists them.
 ERROR_FAULTS: dict[str, tuple[int, str, str]] = {
     "overloaded": (529, "overloaded_error", "Overloaded"),

@@ -1,0 +1,155 @@
+"""Defects an adversarial pass found (issue 13): each test failed before its fix."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from ctx_retrieval import AnthropicProvider, ContextCache, ContextGenerator, RetryPolicy
+from ctx_retrieval.cache import CachedContext
+from ctx_retrieval.providers.base import ContextRequest, ErrorDecision, ProviderResponse
+from ctx_retrieval.testing import FakeAnthropicServer
+from ctx_retrieval.testing.faults import synthetic_corpus
+from ctx_retrieval.testing.instant import InstantProvider
+from ctx_retrieval.usage import TokenUsage
+from tests.conftest import TEST_KEY, make_document
+
+
+class _BareRateLimitError(Exception):
+    """A 429 without retry-after, as OpenAI-compatible servers and proxies send them."""
+
+
+class _RateLimitedProvider(InstantProvider):
+    """Answers the first ``refusals`` requests with a header-less 429, then normally."""
+
+    def __init__(self, refusals: int) -> None:
+        super().__init__()
+        self.refusals = refusals
+
+    async def agenerate(self, request: ContextRequest) -> ProviderResponse:
+        if self.refusals > 0:
+            self.refusals -= 1
+            raise _BareRateLimitError
+        return await super().agenerate(request)
+
+    def classify_error(self, exc: BaseException) -> ErrorDecision | None:
+        return ErrorDecision("retry", "rate_limited", None, 429) if isinstance(exc, _BareRateLimitError) else None
+
+
+def test_thousands_of_429s_without_retry_after_do_not_overflow_the_backoff() -> None:
+    # The run-wide pause grows with the run's 429 count; 2.0 ** 1024 used to raise OverflowError.
+    provider = _RateLimitedProvider(refusals=5000)
+    generator = ContextGenerator(provider, cache=False, max_concurrency=4, seed=1,
+                                 retry=RetryPolicy(initial_delay_s=0.0, max_delay_s=0.0))
+    run = generator.contextualize_many(synthetic_corpus(20, per_document=10))
+    assert all(r.context for r in run) and run.report.rate_limited == 5000
+    assert RetryPolicy().backoff(10**6, __import__("random").Random(0)) <= RetryPolicy().max_delay_s
+
+
+@pytest.mark.parametrize("kind", ["malformed_no_usage", "malformed_null_text", "malformed_error_200",
+                                  "malformed_array"])
+def test_a_200_that_is_not_a_message_is_retried_then_fails_invalid_response(kind: str) -> None:
+    document, chunks = make_document("m", paragraphs=3)
+    with FakeAnthropicServer() as server:
+        server.script_faults([kind])  # once: retried and answered
+        run = ContextGenerator(AnthropicProvider(api_key=TEST_KEY, base_url=server.base_url), cache=False,
+                               on_error="skip", exact_token_counts=False).contextualize(document, chunks)
+        assert all(r.context for r in run) and run.report.errors_by_type == {"invalid_response": 1}
+        server.fail_chunk(chunks[1].text, kind)  # always: the chunk fails with that reason, the run goes on
+        run = ContextGenerator(AnthropicProvider(api_key=TEST_KEY, base_url=server.base_url), cache=False,
+                               on_error="skip", exact_token_counts=False,
+                               retry=RetryPolicy(max_attempts=2, initial_delay_s=0.01)).contextualize(document, chunks)
+    assert [r.status for r in run] == ["generated", "failed", "generated"]
+    assert run[1].error is not None and run[1].error.startswith("invalid_response")
+
+
+def test_a_wait_the_run_will_not_make_does_not_pause_the_run() -> None:
+    documents = [make_document(f"w{i}", paragraphs=3) for i in range(3)]
+    with FakeAnthropicServer(retry_after_s=3600) as server:
+        server.fail_chunk(documents[0][1][0].text, "rate_limit")  # retry-after: an hour
+        generator = ContextGenerator(AnthropicProvider(api_key=TEST_KEY, base_url=server.base_url), cache=False,
+                                     on_error="skip", exact_token_counts=False, max_concurrency=2)
+        started = time.monotonic()
+        run = generator.contextualize_many(documents)
+        elapsed = time.monotonic() - started
+    assert elapsed < 30  # not an hour
+    failed = [r for r in run if r.status == "failed"]
+    assert [r.chunk_id for r in failed] == [documents[0][1][0].id] and failed[0].error is not None
+    assert "3600 s" in failed[0].error and "max_rate_limit_wait_s" in failed[0].error
+    assert run.report.to_retry and sum(r.status == "generated" for r in run) == len(run) - 1
+
+
+def test_a_529_storm_backs_the_whole_run_off() -> None:
+    documents = [make_document(f"s{i}", paragraphs=6) for i in range(8)]
+    with FakeAnthropicServer() as server:
+        server.fail_all_for(2.0, "overloaded")
+        generator = ContextGenerator(AnthropicProvider(api_key=TEST_KEY, base_url=server.base_url), cache=False,
+                                     exact_token_counts=False, max_concurrency=16,
+                                     retry=RetryPolicy(max_attempts=20, initial_delay_s=0.05, max_delay_s=0.5))
+        run = generator.contextualize_many(documents)
+        during = [r for r in server.requests if r.status == 529]
+    assert all(r.context for r in run)
+    assert len(during) <= 12  # measured: 5 (before the fix, each chunk on its own backoff: 40)
+
+
+def test_an_empty_cached_answer_is_not_a_hit(tmp_path: Path) -> None:
+    document, chunks = make_document("e", paragraphs=3)
+    with FakeAnthropicServer() as server:
+        provider = AnthropicProvider(api_key=TEST_KEY, base_url=server.base_url)
+        generator = ContextGenerator(provider, cache=tmp_path / "c.sqlite", exact_token_counts=False)
+        generator.contextualize(document, chunks)
+        key = generator._plan([(document, chunks)])[0].keys[1]
+        assert key is not None
+        cache = ContextCache(tmp_path / "c.sqlite")
+        cache.delete([key])
+        cache.put(key, CachedContext("   ", "anthropic", "claude-haiku-5-5", "ctx-v1", TokenUsage()))
+        server.reset()
+        run = ContextGenerator(provider, cache=tmp_path / "c.sqlite", exact_token_counts=False).contextualize(
+            document, chunks)
+    assert run[1].status == "generated" and run[1].context
+    assert [r.chunk_text for r in server.successful()] == [chunks[1].text.strip()]
+
+
+def test_the_cache_key_follows_the_endpoint_however_it_is_set(monkeypatch: pytest.MonkeyPatch) -> None:
+    explicit = AnthropicProvider(api_key=TEST_KEY, base_url="http://127.0.0.1:9001")
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", "http://127.0.0.1:9001")
+    from_env = AnthropicProvider(api_key=TEST_KEY)
+    assert from_env.cache_namespace == explicit.cache_namespace
+    monkeypatch.setenv("ANTHROPIC_BASE_URL", "http://127.0.0.1:9002")
+    assert from_env.cache_namespace != explicit.cache_namespace
+    monkeypatch.delenv("ANTHROPIC_BASE_URL")
+    assert from_env.cache_namespace == "anthropic"
+    with_credentials = AnthropicProvider(api_key=TEST_KEY, base_url="https://user:s3cret@proxy.example/v1?k=x")
+    assert "s3cret" not in with_credentials.cache_namespace and "k=x" not in with_credentials.cache_namespace
+    pinned = [AnthropicProvider(api_key=TEST_KEY, base_url=f"http://127.0.0.1:{port}", endpoint_id="twin")
+              for port in (9001, 9002)]
+    assert pinned[0].cache_namespace == pinned[1].cache_namespace
+
+
+def test_a_wrapped_models_endpoint_is_in_the_key_and_survives_pickling() -> None:
+    import pickle
+
+    from ctx_retrieval.providers.wrapped import WrappedModelProvider
+
+    class Model:
+        def __init__(self, base_url: str) -> None:
+            self.model, self.base_url = "llama3", base_url
+
+    one, other = (WrappedModelProvider(Model(url)) for url in ("http://127.0.0.1:11434", "http://127.0.0.1:8080"))
+    assert one.cache_namespace != other.cache_namespace and "11434" in one.cache_namespace
+    assert pickle.loads(pickle.dumps(one)).cache_namespace == one.cache_namespace
+
+
+def test_the_cli_twin_reruns_from_the_cache(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from ctx_retrieval.cli import main
+
+    args = ["demo", "--sample-document", "--contextualizer", "fake", "--cache", str(tmp_path / "c.sqlite")]
+    assert "ANTHROPIC_API_KEY" not in os.environ  # the fake contextualizer, not Claude
+    assert main(args) == 0
+    first = "".join(capsys.readouterr())
+    assert main(args) == 0
+    second = "".join(capsys.readouterr())
+    assert "requests 14 " in first and "requests 0 " in second and "from context cache 14" in second
