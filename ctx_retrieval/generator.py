@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import math
 import random
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
@@ -231,12 +232,17 @@ class ContextGenerator:
             provider = AnthropicProvider()
         if on_error not in ("raise", "skip"):
             raise ConfigurationError("on_error must be 'raise' or 'skip'", setting="on_error")
-        if max_concurrency < 1:
-            raise ConfigurationError("max_concurrency must be >= 1", setting="max_concurrency")
-        if max_context_tokens < 8:
-            raise ConfigurationError("max_context_tokens must be >= 8", setting="max_context_tokens")
-        if budget_usd is not None and budget_usd < 0:
-            raise ConfigurationError("budget_usd must be >= 0", setting="budget_usd")
+        settings = (("max_concurrency", max_concurrency, 1), ("max_context_tokens", max_context_tokens, 8),
+                    ("max_documents_in_flight", max_documents_in_flight, 1))
+        for name, value, least in settings:
+            if value is None and name == "max_documents_in_flight":
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                raise ConfigurationError(f"{name} must be an int >= {least}, got {value!r}", setting=name)
+        if budget_usd is not None and (isinstance(budget_usd, bool) or not isinstance(budget_usd, (int, float))
+                                       or not math.isfinite(budget_usd) or budget_usd < 0):
+            raise ConfigurationError(f"budget_usd must be a finite number >= 0 or None, got {budget_usd!r}",
+                                     setting="budget_usd")
         self.provider = provider
         self.prompt = prompt
         self.window = window or WindowConfig()
@@ -249,7 +255,13 @@ class ContextGenerator:
         self.budget_usd = budget_usd
         self.check_chunks_in_document = check_chunks_in_document
         self.progress = progress
-        self.count_tokens: TokenCounter = count_tokens or _model_token_estimate(provider.model_info)
+        info = provider.model_info
+        if info is not None and info.max_output_tokens and self.request_max_tokens > info.max_output_tokens:
+            raise ConfigurationError(
+                f"max_context_tokens={max_context_tokens} asks for up to {self.request_max_tokens} output tokens, more "
+                f"than {info.name}'s maximum output ({info.max_output_tokens:,}): lower max_context_tokens",
+                setting="max_context_tokens")
+        self.count_tokens: TokenCounter = count_tokens or _model_token_estimate(info)
         self.exact_token_counts = exact_token_counts
         self._exact_counts: dict[tuple[str, str], int] = {}  # (model, text digest) -> the API's count
         self._seed = seed
@@ -477,6 +489,10 @@ class ContextGenerator:
             except (TypeError, ValueError):
                 raise InvalidInputError(
                     "each item must be a (SourceDocument, list of Chunk) pair") from None
+            if isinstance(chunks, (Chunk, str)):
+                raise InvalidInputError(
+                    f"chunks must be a list of Chunk, got one {type(chunks).__name__}: pass [chunk], or "
+                    "split_into_chunks(document, texts)", document_id=getattr(document, "id", None))
             chunks = tuple(chunks)
             self._validate(document, chunks, info)
             if document.id in ids:

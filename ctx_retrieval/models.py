@@ -27,7 +27,7 @@ Prices change: pass your own ``ModelInfo`` (``AnthropicProvider(model_info=...)`
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from .errors import RetiredModelError, UnknownModelError
@@ -94,6 +94,7 @@ class ModelInfo:
     rejects_sampling_params: bool = False
     tokenizer_ratio: float = 1.0
     status: Literal["active", "legacy"] = "active"
+    max_output_tokens: int | None = None
 
     @classmethod
     def from_input_price(
@@ -181,6 +182,13 @@ MODELS: dict[str, ModelInfo] = {
         _standard("claude-sonnet-4-20250514", 3.00, 15.00, 1024, 200_000, status="legacy"),
     )
 }
+# Maximum output per request (each model's overview page; the Batch API's 300K beta is not used here).
+_MAX_OUTPUT = {"claude-haiku-5-5": 128_000, "claude-haiku-4-5": 64_000, "claude-sonnet-5-5": 128_000,
+               "claude-sonnet-5": 128_000, "claude-opus-5-5": 128_000, "claude-opus-5": 128_000,
+               "claude-fable-5-1": 128_000, "claude-fable-5": 128_000, "claude-opus-4-8": 128_000,
+               "claude-opus-4-7": 128_000, "claude-opus-4-6": 128_000, "claude-opus-4-5": 64_000,
+               "claude-sonnet-4-6": 64_000, "claude-sonnet-4-5": 64_000, "claude-sonnet-4-20250514": 64_000}
+MODELS = {name: replace(info, max_output_tokens=_MAX_OUTPUT[name]) for name, info in MODELS.items()}
 MODEL_ALIASES: dict[str, str] = {"claude-sonnet-4-0": "claude-sonnet-4-20250514"}
 
 # The deprecations page's retired models (Claude API), with the current model of the same class as replacement.

@@ -61,6 +61,11 @@ def split_into_chunks(document: SourceDocument, texts: Iterable[str]) -> list[Ch
     Offsets are searched from the previous chunk's start, so overlapping splitters are handled; a text that is
     not found keeps ``start_char=None`` (the generator then reports it as not in the document).
     """
+    if isinstance(texts, str):
+        from .errors import InvalidInputError
+
+        raise InvalidInputError("split_into_chunks takes a list of chunk texts, not one string (it would be cut "
+                                "into characters): pass [text], or your splitter's output", document_id=document.id)
     chunks: list[Chunk] = []
     cursor = 0
     for position, text in enumerate(texts):

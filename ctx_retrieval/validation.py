@@ -39,6 +39,10 @@ def locate_chunks(document: SourceDocument, chunks: Sequence[Chunk], *, require_
         raise InvalidInputError(
             f"expected a SourceDocument, got {type(document).__name__}: wrap text as "
             "SourceDocument(id=..., text=...)")
+    if not isinstance(document.id, str) or not document.id:
+        raise InvalidInputError(
+            f"a document id must be a non-empty str, got {document.id!r}: ids 7 and '7' would collide; pass "
+            "SourceDocument(id=str(...), ...)")
     check_text(document.text, f"document {document.id!r}", document_id=document.id)
     seen: set[str] = set()
     offsets: list[int | None] = []
@@ -50,6 +54,14 @@ def locate_chunks(document: SourceDocument, chunks: Sequence[Chunk], *, require_
                 f"expected a Chunk in document {document.id!r}, got {type(chunk).__name__}: build chunks with "
                 "Chunk(id=..., text=..., position=...) or split_into_chunks(document, texts)",
                 document_id=document.id)
+        if not isinstance(chunk.id, str) or not chunk.id:
+            raise InvalidInputError(
+                f"a chunk id in document {document.id!r} must be a non-empty str, got {chunk.id!r}: pass "
+                "Chunk(id=str(...), ...) or use make_chunk_id", document_id=document.id)
+        if isinstance(chunk.position, bool) or not isinstance(chunk.position, int) or chunk.position < 0:
+            raise InvalidInputError(
+                f"chunk {chunk.id!r} of document {document.id!r}: position must be an int >= 0 (its index in the "
+                f"document's chunk list), got {chunk.position!r}", document_id=document.id, chunk_id=chunk.id)
         where = f"chunk {chunk.id!r} of document {document.id!r}"
         if chunk.id in seen:
             raise DuplicateChunkIdError(

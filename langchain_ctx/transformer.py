@@ -107,12 +107,14 @@ class ContextualDocumentTransformer(BaseDocumentTransformer):
         """(document, chunks) items, and for each input its (document id, chunk id), or None if skipped."""
         sources: dict[str, Document] = {}
         for n, whole in enumerate(source_documents or []):
-            sources[str(whole.metadata.get(self.source_key, whole.id or n))] = whole
+            sources[_source_id(whole.metadata.get(self.source_key, whole.id or n))] = whole
         groups: dict[str, list[int]] = {}
         placement: list[tuple[str, str] | None] = [None] * len(documents)
         for i, doc in enumerate(documents):
+            if CONTEXT_KEY in doc.metadata and ORIGINAL_TEXT_KEY in doc.metadata:
+                continue  # this transformer's own output: passed through as it is, never given a second context
             source = doc.metadata.get(self.source_key)
-            if source is None or (source_documents is not None and str(source) not in sources):
+            if source is None or (source_documents is not None and _source_id(source) not in sources):
                 why = (f"chunk {i} has no metadata[{self.source_key!r}]" if source is None else
                        f"chunk {i} names source {source!r}, which is not among source_documents")
                 if self.on_unplaceable == "raise":
@@ -121,7 +123,7 @@ class ContextualDocumentTransformer(BaseDocumentTransformer):
                         "source_documents=), or on_unplaceable='skip' to pass such chunks through without a context")
                 logger.warning("%s: passed through without a context", why)
                 continue
-            groups.setdefault(str(source), []).append(i)
+            groups.setdefault(_source_id(source), []).append(i)
         items: list[tuple[SourceDocument, list[Chunk]]] = []
         for source_id, indices in groups.items():
             pieces = []
@@ -141,7 +143,7 @@ class ContextualDocumentTransformer(BaseDocumentTransformer):
         by_id = {(r.document_id, r.chunk_id): r for r in results}
         out: list[Document] = []
         for doc, where in zip(documents, placement, strict=True):
-            if where is None:
+            if where is None:  # skipped, or contextualized already
                 out.append(Document(page_content=doc.page_content, metadata=dict(doc.metadata), id=doc.id))
                 continue
             result = by_id[where]
@@ -164,6 +166,12 @@ class ContextualDocumentTransformer(BaseDocumentTransformer):
         results = await self.contextualizer.acontextualize_many(items)
         self.last_report = getattr(results, "report", None) or self.contextualizer.last_report
         return self._documents(documents, placement, results)
+
+
+def _source_id(source: Any) -> str:
+    """A document id for a source value: strings as they are; other values keep their type, so sources ``1`` and
+    ``"1"`` stay two documents."""
+    return source if isinstance(source, str) else f"{type(source).__name__}:{source!r}"
 
 
 def split_and_contextualize(

@@ -100,6 +100,11 @@ class AnthropicProvider(ProviderBase):
             from ..errors import ConfigurationError
 
             raise ConfigurationError("cache_ttl must be '5m' or '1h'", setting="cache_ttl")
+        if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or not 0 < timeout_s < float("inf"):
+            from ..errors import ConfigurationError
+
+            raise ConfigurationError(f"timeout_s must be a number of seconds > 0, got {timeout_s!r}",
+                                     setting="timeout_s")
         check_not_retired(model)  # before any client exists: a retired id never reaches the network
         self._model = model
         self._api_key = api_key
@@ -274,8 +279,10 @@ class AnthropicProvider(ProviderBase):
                     raise MalformedAnswer("a text block without text")
                 texts.append(text)
         counts = [getattr(usage, name, None) for name in ("input_tokens", "output_tokens")]
-        if any(not isinstance(n, int) or n < 0 for n in counts):
-            raise MalformedAnswer("usage without token counts")
+        cached = [getattr(usage, name, None) for name in ("cache_creation_input_tokens", "cache_read_input_tokens")]
+        if any(not isinstance(n, int) or n < 0 for n in counts) or any(
+                n is not None and (not isinstance(n, int) or n < 0) for n in cached):
+            raise MalformedAnswer("usage without sound token counts (missing or negative)")
         return ProviderResponse(text="".join(texts), usage=self._usage(usage), limits=limits,
                                 stop_reason=getattr(message, "stop_reason", None))
 

@@ -257,3 +257,22 @@ def test_progress_bar_and_async_retrieval_agree(tmp_path: Path, embeddings: Mini
     retriever = ContextualHybridRetriever.from_documents(contextual, embeddings, client=chromadb.EphemeralClient(),
                                                          collection_name="sync-async", k=4)
     assert [d.id for d in retriever.invoke(QUERY)] == [d.id for d in asyncio.run(retriever.ainvoke(QUERY))]
+
+
+def test_the_transformer_on_its_own_output_adds_no_second_context() -> None:
+    transformer = ContextualDocumentTransformer(HeuristicContextualizer())
+    chunks = [Document(page_content=part, metadata={"source": "acme"}) for part in ACME.split("\n\n") if part]
+    once = transformer.transform_documents(chunks, source_documents=[Document(ACME, metadata={"source": "acme"})])
+    twice = transformer.transform_documents(once)
+    assert [d.page_content for d in twice] == [d.page_content for d in once]
+    assert [d.metadata for d in twice] == [d.metadata for d in once]
+
+
+def test_sources_1_and_quoted_1_stay_two_documents() -> None:
+    transformer = ContextualDocumentTransformer(HeuristicContextualizer())
+    chunks = [Document(page_content="# Alpha\n\nalpha text", metadata={"source": 1}),
+              Document(page_content="# Beta\n\nbeta text", metadata={"source": "1"})]
+    out = transformer.transform_documents(chunks)
+    report = transformer.last_report
+    assert report is not None and report.documents == 2
+    assert "Alpha" in out[0].page_content.split("\n\n")[0] and "Beta" in out[1].page_content.split("\n\n")[0]

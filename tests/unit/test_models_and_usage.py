@@ -134,6 +134,7 @@ def test_the_table_agrees_with_the_twins_own_copy_of_the_documentation() -> None
         assert info.tokenizer_ratio == rules.tokenizer_ratio, name
         assert info.rejects_sampling_params == rules.rejects_sampling, name
         assert info.thinking == rules.thinking, name
+        assert info.max_output_tokens == rules.max_output, name
     for name, retired in RETIRED_MODELS.items():
         assert anthropic_rules.retired(name), f"{name} is retired in the table but served by the twin"
         assert all(anthropic_rules.retired(alias) for alias in retired.aliases)

@@ -5,10 +5,21 @@ from __future__ import annotations
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from ctx_retrieval import AnthropicProvider, ContextCache, ContextGenerator, RetryPolicy
+from ctx_retrieval import (
+    AnthropicProvider,
+    Chunk,
+    ConfigurationError,
+    ContextCache,
+    ContextGenerator,
+    InvalidInputError,
+    RetryPolicy,
+    SourceDocument,
+    split_into_chunks,
+)
 from ctx_retrieval.cache import CachedContext
 from ctx_retrieval.providers.base import ContextRequest, ErrorDecision, ProviderResponse
 from ctx_retrieval.testing import FakeAnthropicServer
@@ -153,3 +164,53 @@ def test_the_cli_twin_reruns_from_the_cache(tmp_path: Path, capsys: pytest.Captu
     assert main(args) == 0
     second = "".join(capsys.readouterr())
     assert "requests 14 " in first and "requests 0 " in second and "from context cache 14" in second
+
+
+@pytest.mark.parametrize(("make", "setting"), [
+    (lambda: ContextGenerator(InstantProvider(), cache=False, max_concurrency="4"), "max_concurrency"),  # type: ignore[arg-type]
+    (lambda: ContextGenerator(InstantProvider(), cache=False, max_documents_in_flight=-1), "max_documents_in_flight"),
+    (lambda: ContextGenerator(InstantProvider(), cache=False, budget_usd=float("nan")), "budget_usd"),
+    (lambda: AnthropicProvider(api_key=TEST_KEY, timeout_s=0), "timeout_s"),
+    (lambda: ContextGenerator(AnthropicProvider("claude-haiku-4-5", api_key=TEST_KEY), cache=False,
+                              max_context_tokens=50_000), "max_context_tokens"),
+])
+def test_bad_settings_are_typed_errors_naming_the_setting(make: Any, setting: str) -> None:
+    with pytest.raises(ConfigurationError) as caught:
+        make()
+    assert caught.value.setting == setting and isinstance(caught.value, ValueError)
+
+
+def test_bad_ids_and_chunk_lists_are_typed_errors_before_any_request() -> None:
+    generator = ContextGenerator(InstantProvider(), cache=False)
+    document = SourceDocument("d", "alpha beta gamma")
+    chunks = split_into_chunks(document, ["alpha beta", "gamma"])
+    with pytest.raises(InvalidInputError, match="non-empty str"):
+        generator.contextualize(SourceDocument(7, "alpha"), [Chunk("c", "alpha", 0)])  # type: ignore[arg-type]
+    with pytest.raises(InvalidInputError, match="non-empty str"):
+        generator.contextualize(SourceDocument(None, "alpha"), [Chunk("c", "alpha", 0)])  # type: ignore[arg-type]
+    with pytest.raises(InvalidInputError, match="non-empty str"):
+        generator.contextualize(document, [Chunk(1, "alpha", 0)])  # type: ignore[arg-type]
+    with pytest.raises(InvalidInputError, match=r"pass \[chunk\]"):
+        generator.contextualize(document, chunks[0])  # type: ignore[arg-type]
+    with pytest.raises(InvalidInputError, match="not one string"):
+        split_into_chunks(document, "alpha")
+    with pytest.raises(InvalidInputError, match="position"):
+        generator.contextualize(document, [Chunk("c", "alpha", -1)])
+    assert generator.provider.requests == 0  # type: ignore[attr-defined]
+
+
+def test_negative_usage_from_a_server_is_an_invalid_response() -> None:
+    from ctx_retrieval.providers.generic import MalformedAnswer
+
+    class Usage:
+        input_tokens, output_tokens, cache_creation_input_tokens, cache_read_input_tokens = 5, -3, 0, 0
+
+    class Message:
+        usage = Usage()
+        stop_reason = "end_turn"
+
+        def __init__(self) -> None:
+            self.content: list[Any] = []
+
+    with pytest.raises(MalformedAnswer, match="negative"):
+        AnthropicProvider(api_key=TEST_KEY)._response(Message())
