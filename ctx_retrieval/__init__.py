@@ -11,6 +11,7 @@ from .cache import ContextCache, default_cache_path
 from .embeddings import EmbeddingCache, MiniLMEmbedder
 from .errors import (
     BudgetExceededError,
+    CacheError,
     ChunkNotInDocumentError,
     ChunkTooLargeError,
     ConfigurationError,
@@ -50,6 +51,7 @@ __all__ = [
     "AnthropicProvider",
     "BM25Index",
     "BudgetExceededError",
+    "CacheError",
     "Chunk",
     "ChunkNotInDocumentError",
     "ChunkTooLargeError",

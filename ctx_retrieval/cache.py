@@ -8,20 +8,26 @@ the same chunk never overwrite each other. Only context text, provenance and usa
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import logging
 import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ._sqlite import busy, open_cache_database
+from .errors import CacheError
 from .usage import TokenUsage
 
 __all__ = ["CachedContext", "ContextCache", "context_cache_key", "default_cache_path", "text_digest"]
+
+logger = logging.getLogger(__name__)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS contexts (
@@ -102,13 +108,6 @@ def context_cache_key(
     return _digest(provider, model, prompt_fingerprint, window, document_digest, chunk_text, extra)
 
 
-def _busy(exc: sqlite3.OperationalError) -> bool:
-    code = getattr(exc, "sqlite_errorcode", None)  # Python >= 3.11; extended codes keep the primary code low
-    if isinstance(code, int):
-        return (code & 0xFF) in (5, 6)  # SQLITE_BUSY, SQLITE_LOCKED
-    return "locked" in str(exc) or "busy" in str(exc)
-
-
 class ContextCache:
     """SQLite-backed store of generated contexts, safe for threads and for several processes."""
 
@@ -116,22 +115,19 @@ class ContextCache:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._conn = sqlite3.connect(str(self.path), timeout=timeout_s, isolation_level=None,
-                                     check_same_thread=False)
-        self._conn.execute(f"PRAGMA busy_timeout = {int(timeout_s * 1000)}")
-        # Switching a new file to WAL takes an exclusive lock and SQLite answers SQLITE_BUSY at once, without
-        # the busy handler, when another process is doing the same: retry until the timeout.
-        deadline = time.monotonic() + timeout_s
-        for statement in ("PRAGMA journal_mode = WAL", "PRAGMA synchronous = NORMAL", _SCHEMA, _BATCH_SCHEMA,
-                          _COUNT_SCHEMA):
-            while True:
-                try:
-                    self._conn.execute(statement)
-                    break
-                except sqlite3.OperationalError as exc:
-                    if not _busy(exc) or time.monotonic() > deadline:
-                        raise
-                    time.sleep(0.02)
+        self._conn, self.read_only = open_cache_database(
+            self.path, (_SCHEMA, _BATCH_SCHEMA, _COUNT_SCHEMA),
+            {"contexts": {"key", "raw_text", "provider", "model", "prompt_version", "usage"}},
+            what="context cache", timeout_s=timeout_s)
+        self._warned_read_only = False
+
+    def _writable(self) -> bool:
+        """False for a read-only cache file: it serves what it holds and says, once, that it stores nothing."""
+        if self.read_only and not self._warned_read_only:
+            self._warned_read_only = True
+            logger.warning("the context cache %s is read-only: it serves the contexts it holds but stores no new "
+                           "ones (make it writable, or pass another cache path)", self.path)
+        return not self.read_only
 
     def __repr__(self) -> str:
         return f"ContextCache(path={str(self.path)!r})"
@@ -145,12 +141,23 @@ class ContextCache:
         unique = list(dict.fromkeys(values))
         rows: list[tuple[Any, ...]] = []
         joiner = " AND " if params else " WHERE "
-        with self._lock:
+        with self._lock, self._errors():
             for i in range(0, len(unique), _SQLITE_MAX_VARIABLES):
                 batch = unique[i : i + _SQLITE_MAX_VARIABLES]
                 marks = ",".join("?" * len(batch))
                 rows += self._conn.execute(f"{select}{joiner}{column} IN ({marks})", [*params, *batch]).fetchall()
         return rows
+
+    @contextlib.contextmanager
+    def _errors(self) -> Iterator[None]:
+        """A file damaged while in use: CacheError with the path and the fix, never a raw sqlite3 error."""
+        try:
+            yield
+        except sqlite3.DatabaseError as exc:
+            if isinstance(exc, sqlite3.OperationalError) and busy(exc):
+                raise
+            raise CacheError(f"the context cache {self.path} cannot be used ({exc}): move it aside and run again, "
+                             "or pass cache=False", path=str(self.path)) from exc
 
     def get_many(self, keys: Iterable[str]) -> dict[str, CachedContext]:
         """The stored entries among ``keys`` (missing keys are absent from the result)."""
@@ -164,7 +171,9 @@ class ContextCache:
 
     def put(self, key: str, entry: CachedContext) -> None:
         """Store one entry and commit at once (a crash loses nothing already answered)."""
-        with self._lock:
+        if not self._writable():
+            return
+        with self._lock, self._errors():
             self._conn.execute(
                 "INSERT OR IGNORE INTO contexts (key, raw_text, provider, model, prompt_version, usage, created_at) "
                 "VALUES (?, ?, ?, ?, ?, ?, ?)",
@@ -180,7 +189,9 @@ class ContextCache:
         return {digest: int(tokens) for digest, tokens in rows}
 
     def put_token_count(self, model: str, digest: str, tokens: int) -> None:
-        with self._lock:
+        if not self._writable():
+            return
+        with self._lock, self._errors():
             self._conn.execute("INSERT OR IGNORE INTO token_counts (model, digest, tokens) VALUES (?, ?, ?)",
                                (model, digest, tokens))
 

@@ -19,6 +19,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from .cache import ContextCache, default_cache_path
 from .errors import CtxRetrievalError, InvalidInputError
 from .heuristic import HeuristicContextualizer
 from .types import Chunk, SourceDocument, split_into_chunks
@@ -81,18 +82,11 @@ def load_documents(paths: Sequence[str], chunk_chars: int) -> list[tuple[SourceD
 
             items.extend(load_cookbook(path, _EMPTY_QUERIES).items)
         elif path.suffix == ".jsonl":
-            for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
-                if not line.strip():
-                    continue
-                try:
-                    row = json.loads(line)
-                    document = SourceDocument(str(row["id"]), row["text"], row.get("metadata") or {})
-                except (json.JSONDecodeError, KeyError, TypeError):
-                    raise InvalidInputError(f"{path}:{n}: expected a JSON object with 'id' and 'text'") from None
-                raw_chunks = row.get("chunks")
-                texts = ([c["text"] if isinstance(c, dict) else c for c in raw_chunks] if raw_chunks
-                         else split_paragraphs(document.text, chunk_chars))
-                items.append((document, split_into_chunks(document, texts)))
+            from .eval import _numbered_jsonl, document_from_row
+
+            items.extend(document_from_row(row, f"{path}:{n}", chunks_required=False,
+                                           split=lambda text: split_paragraphs(text, chunk_chars))
+                         for n, row in _numbered_jsonl(path))
         else:
             items.append(_text_file(path, chunk_chars, doc_id=path.name))
     return items
@@ -182,18 +176,48 @@ def _make_contextualizer(args: argparse.Namespace) -> _Contextualizer:
 # -- commands --------------------------------------------------------------------------------------------
 
 
+def _positive_int(value: str) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a whole number") from None
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"{number} must be at least 1")
+    return number
+
+
+def _check_out(out: str) -> None:
+    """Refuse an output path whose folder does not exist, before any paid request."""
+    if out != "-" and not Path(out).resolve().parent.is_dir():
+        raise InvalidInputError(f"--out {out}: the folder {Path(out).parent} does not exist; create it first")
+
+
+def _dry_run(args: argparse.Namespace, items: list[tuple[SourceDocument, list[Chunk]]]) -> int:
+    """An estimate for the chosen contextualizer and cache, writing no file."""
+    choice = args.contextualizer
+    if choice == "auto":
+        choice = "anthropic" if os.environ.get("ANTHROPIC_API_KEY") else "heuristic"
+    if choice != "anthropic":  # no LLM bill: the heuristic, recorded contexts, the fake API, none
+        chunks = sum(len(c) for _, c in items)
+        print(f"estimate: {len(items)} documents, {chunks} chunks: 0 requests, cost $0.0000 ({choice} contexts)")
+        return 0
+    from .generator import ContextGenerator
+    from .providers.anthropic import AnthropicProvider
+
+    path = Path(args.cache) if args.cache else default_cache_path()
+    cache: ContextCache | bool = ContextCache(path) if path.exists() else False  # read what exists, create nothing
+    print(ContextGenerator(AnthropicProvider(args.model), cache=cache).estimate(items).format())
+    return 0
+
+
 def _cmd_contextualize(args: argparse.Namespace) -> int:
     items = load_documents(args.inputs, args.chunk_chars)
+    if args.dry_run:
+        return _dry_run(args, items)
+    _check_out(args.out)
     contextualizer = _make_contextualizer(args)
     _say(f"contextualizer: {contextualizer.label}")
     try:
-        if args.dry_run:
-            from .generator import ContextGenerator
-            from .providers.anthropic import AnthropicProvider
-
-            estimate = ContextGenerator(AnthropicProvider(args.model), cache=True).estimate(items)
-            print(estimate.format())
-            return 0
         contexts = contextualizer.run(items)
     finally:
         contextualizer.close()
@@ -223,8 +247,16 @@ def _cmd_index(args: argparse.Namespace) -> int:
 
     items = load_documents(args.inputs, args.chunk_chars)
     if args.contexts:
-        contexts = {row["chunk_id"]: row.get("context") for row in map(json.loads, Path(args.contexts).read_text(
-            encoding="utf-8").splitlines()) if row}
+        from .eval import _numbered_jsonl
+
+        contexts = {}
+        for n, row in _numbered_jsonl(args.contexts):
+            chunk_id = row.get("chunk_id") if isinstance(row, dict) else None
+            context = row.get("context") if isinstance(row, dict) else None
+            if not isinstance(chunk_id, str) or not (context is None or isinstance(context, str)):
+                raise InvalidInputError(f"{args.contexts}:{n}: expected an object with a string 'chunk_id' and a "
+                                        "string or null 'context' (a 'contextualize' output line)")
+            contexts[chunk_id] = context
         label = f"contexts from {args.contexts}"
     else:
         contextualizer = _make_contextualizer(args)
@@ -262,7 +294,10 @@ def _load_eval_corpus(args: argparse.Namespace) -> Any:
         if not args.queries:
             raise InvalidInputError("--documents needs --queries (JSONL: query, gold_chunk_ids)")
         return load_corpus(args.documents, args.queries)
-    return load_cookbook(getattr(args, "chunks", None), getattr(args, "queries", None))
+    corpus = load_cookbook(getattr(args, "chunks", None), getattr(args, "queries", None))
+    if not corpus.queries:
+        raise InvalidInputError(f"{args.queries} holds no queries: an evaluation over 0 queries measures nothing")
+    return corpus
 
 
 def _run_eval(args: argparse.Namespace, corpus: Any, contextualizer: _Contextualizer) -> Any:
@@ -379,7 +414,8 @@ def _add_contextualizer_args(parser: argparse.ArgumentParser, *, default: str = 
                              "corpus); fake = the local fake API; none = no contexts")
     parser.add_argument("--model", default="claude-haiku-5-5", help="Claude model (default %(default)s)")
     parser.add_argument("--cache", help="context cache file (default: ~/.cache/ctx-retrieval/contexts.sqlite)")
-    parser.add_argument("--max-concurrency", type=int, default=8, help="requests in flight (default %(default)s)")
+    parser.add_argument("--max-concurrency", type=_positive_int, default=8,
+                        help="requests in flight (default %(default)s)")
     parser.add_argument("--budget", type=float, help="stop before spending more than this many dollars")
 
 
@@ -418,7 +454,7 @@ def _build_parser() -> argparse.ArgumentParser:
                          "codebase_chunks.json), write one JSON line per chunk with its context, and report usage.")
     ctx.add_argument("inputs", nargs="+", help="files or folders")
     ctx.add_argument("--out", default="-", help="output JSONL (default: standard output)")
-    ctx.add_argument("--chunk-chars", type=int, default=900, help="paragraph chunk size for text input")
+    ctx.add_argument("--chunk-chars", type=_positive_int, default=900, help="paragraph chunk size for text input")
     ctx.add_argument("--dry-run", action="store_true", help="only estimate requests, tokens and dollars")
     ctx.add_argument("--on-error", choices=["raise", "skip"], default="raise")
     _add_contextualizer_args(ctx)
@@ -428,14 +464,14 @@ def _build_parser() -> argparse.ArgumentParser:
     index.add_argument("inputs", nargs="+", help="files or folders (as for contextualize)")
     index.add_argument("--store", required=True, help="index folder")
     index.add_argument("--contexts", help="use contexts from a 'contextualize' output instead of generating them")
-    index.add_argument("--chunk-chars", type=int, default=900)
+    index.add_argument("--chunk-chars", type=_positive_int, default=900)
     _add_contextualizer_args(index)
     index.set_defaults(func=_cmd_index)
 
     query = sub.add_parser("query", help="search an index made by 'index'")
     query.add_argument("store", help="index folder")
     query.add_argument("query", help="the question")
-    query.add_argument("-k", type=int, default=5, help="results (default %(default)s)")
+    query.add_argument("-k", type=_positive_int, default=5, help="results (default %(default)s)")
     query.add_argument("--mode", choices=["hybrid", "dense", "bm25"], default="hybrid")
     query.set_defaults(func=_cmd_query)
 

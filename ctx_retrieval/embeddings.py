@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
-import sqlite3
 import threading
 from collections.abc import Callable, Sequence
 from importlib import resources
@@ -20,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ._optional import require
+from ._sqlite import open_cache_database
 from .cache import default_cache_path
 
 if TYPE_CHECKING:
@@ -41,11 +41,10 @@ class EmbeddingCache:
         self.path = Path(path) if path is not None else default_cache_path().parent / "embeddings.sqlite"
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._conn = sqlite3.connect(str(self.path), timeout=60, isolation_level=None, check_same_thread=False)
-        self._conn.execute("PRAGMA busy_timeout = 60000")
-        self._conn.execute("PRAGMA journal_mode = WAL")
-        self._conn.execute("CREATE TABLE IF NOT EXISTS embeddings "
-                           "(model TEXT, digest TEXT, vector BLOB, PRIMARY KEY (model, digest))")
+        self._conn, self.read_only = open_cache_database(
+            self.path, ("CREATE TABLE IF NOT EXISTS embeddings "
+                        "(model TEXT, digest TEXT, vector BLOB, PRIMARY KEY (model, digest))",),
+            {"embeddings": {"model", "digest", "vector"}}, what="embedding cache")
 
     def __reduce__(self) -> tuple[type[EmbeddingCache], tuple[str]]:
         return EmbeddingCache, (str(self.path),)
@@ -68,6 +67,8 @@ class EmbeddingCache:
         return found
 
     def put_many(self, model: str, items: Sequence[tuple[str, bytes]]) -> None:
+        if self.read_only:  # a read-only cache serves what it holds
+            return
         with self._lock:
             self._conn.execute("BEGIN")
             self._conn.executemany("INSERT OR IGNORE INTO embeddings VALUES (?, ?, ?)",

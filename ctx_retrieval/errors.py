@@ -14,6 +14,7 @@ names the setting or call that fixes it::
     │   ├── InvalidTextError                   not valid UTF-8 text (lone surrogates, NUL bytes)
     │   └── ChunkTooLargeError
     ├── MissingDependencyError (ImportError)   an optional extra is not installed
+    ├── CacheError (RuntimeError)              a cache file cannot be used: the message names it and the fix
     ├── ProviderError (RuntimeError)           the LLM provider refused or failed
     │   ├── ProviderAuthenticationError        the key is missing, malformed or rejected
     │   ├── ProviderPermissionError            the key may not use this model or resource (HTTP 403)
@@ -35,6 +36,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BudgetExceededError",
+    "CacheError",
     "ChunkNotInDocumentError",
     "ChunkTooLargeError",
     "ConfigurationError",
@@ -129,6 +131,14 @@ class MissingDependencyError(CtxRetrievalError, ImportError):
         super().__init__(message, name=module)
         self.extra = extra
         self.module = module
+
+
+class CacheError(CtxRetrievalError, RuntimeError):
+    """A cache file is truncated, garbage, written by something else or unreadable; ``path`` names it."""
+
+    def __init__(self, message: str, *, path: str) -> None:
+        super().__init__(message)
+        self.path = path
 
 
 class ProviderError(CtxRetrievalError, RuntimeError):

@@ -99,8 +99,15 @@ def load_cookbook(chunks_path: str | Path | None = None, queries_path: str | Pat
         chunks = [Chunk(cookbook_chunk_id(doc["original_uuid"], c["original_index"]), chunk.text, chunk.position,
                         chunk.start_char) for c, chunk in zip(doc["chunks"], chunks, strict=True)]
         items.append((document, chunks))
-    queries = [EvalQuery(q["query"], tuple(cookbook_chunk_id(u, i) for u, i in q["golden_chunk_uuids"]))
-               for q in _read_jsonl(queries_path)]
+    queries = []
+    for n, q in _numbered_jsonl(queries_path):
+        query = q.get("query") if isinstance(q, dict) else None
+        gold = q.get("golden_chunk_uuids") if isinstance(q, dict) else None
+        if not isinstance(query, str) or not query.strip() or not isinstance(gold, list) or not all(
+                isinstance(g, list) and len(g) == 2 and isinstance(g[0], str) and isinstance(g[1], int) for g in gold):
+            raise InvalidInputError(f"{queries_path}:{n}: expected a string 'query' and 'golden_chunk_uuids' as "
+                                    "[[document uuid, chunk index], ...] (the cookbook's format)")
+        queries.append(EvalQuery(query, tuple(cookbook_chunk_id(u, i) for u, i in gold)))
     corpus = EvalCorpus(chunks_path.parent.name or "cookbook", items, queries)
     corpus.validate()
     return corpus
@@ -109,27 +116,77 @@ def load_cookbook(chunks_path: str | Path | None = None, queries_path: str | Pat
 def load_corpus(documents_path: str | Path, queries_path: str | Path) -> EvalCorpus:
     """A generic corpus: documents JSONL (``id``, ``text``, ``chunks``: list of ``{"id", "text"}`` or of
     strings, optional ``metadata``) and queries JSONL (``query``, ``gold_chunk_ids``)."""
-    items: list[tuple[SourceDocument, list[Chunk]]] = []
-    for n, doc in enumerate(_read_jsonl(documents_path), start=1):
-        try:
-            document = SourceDocument(str(doc["id"]), doc["text"], doc.get("metadata") or {})
-            raw_chunks = doc["chunks"]
-        except (KeyError, TypeError):
-            raise InvalidInputError(f"{documents_path}:{n}: each line needs 'id', 'text' and 'chunks'") from None
-        texts = [c["text"] if isinstance(c, dict) else c for c in raw_chunks]
-        chunks = split_into_chunks(document, texts)
-        chunks = [Chunk(str(c["id"]), chunk.text, chunk.position, chunk.start_char) if isinstance(c, dict)
-                  and "id" in c else chunk for c, chunk in zip(raw_chunks, chunks, strict=True)]
-        items.append((document, chunks))
+    items = [document_from_row(row, f"{documents_path}:{n}", chunks_required=True)
+             for n, row in _numbered_jsonl(documents_path)]
+    owner: dict[str, str] = {}
+    for document, chunks in items:
+        for chunk in chunks:
+            if owner.setdefault(chunk.id, document.id) != document.id:
+                raise InvalidInputError(f"{documents_path}: chunk id {chunk.id!r} is in documents {owner[chunk.id]!r} "
+                                        f"and {document.id!r}; gold ids must name one chunk: make chunk ids unique")
     queries = []
-    for n, q in enumerate(_read_jsonl(queries_path), start=1):
-        try:
-            queries.append(EvalQuery(q["query"], tuple(str(g) for g in q["gold_chunk_ids"])))
-        except (KeyError, TypeError):
-            raise InvalidInputError(f"{queries_path}:{n}: each line needs 'query' and 'gold_chunk_ids'") from None
+    for n, q in _numbered_jsonl(queries_path):
+        where = f"{queries_path}:{n}"
+        query, gold = (q.get("query"), q.get("gold_chunk_ids")) if isinstance(q, dict) else (None, None)
+        if not isinstance(query, str) or not query.strip():
+            raise InvalidInputError(f"{where}: 'query' must be a non-empty string, got {query!r}")
+        if not isinstance(gold, list) or not all(isinstance(g, str) for g in gold):
+            raise InvalidInputError(f"{where}: 'gold_chunk_ids' must be a list of chunk id strings, got {gold!r}")
+        queries.append(EvalQuery(query, tuple(gold)))
+    if not queries:
+        raise InvalidInputError(f"{queries_path} holds no queries: an evaluation over 0 queries measures nothing")
     corpus = EvalCorpus(Path(documents_path).stem, items, queries)
     corpus.validate()
     return corpus
+
+
+def document_from_row(row: Any, where: str, *, chunks_required: bool,
+                      split: Callable[[str], list[str]] | None = None) -> tuple[SourceDocument, list[Chunk]]:
+    """A document and its chunks from one documents-JSONL row (``id`` and ``text`` strings, optional
+    ``metadata`` object, ``chunks``: a list of strings or of ``{"text", "id"}`` objects; without chunks the text
+    is cut by ``split`` when given), or ``InvalidInputError`` naming ``where`` (file and line) and the fix."""
+    if not isinstance(row, dict):
+        raise InvalidInputError(f"{where}: expected a JSON object with 'id' and 'text', got {type(row).__name__}")
+    doc_id, text, metadata = row.get("id"), row.get("text"), row.get("metadata")
+    if not isinstance(doc_id, str) or not doc_id:
+        raise InvalidInputError(f"{where}: 'id' must be a non-empty string, got {doc_id!r} (ids 7 and \"7\" would "
+                                "collide): quote it")
+    if not isinstance(text, str):
+        raise InvalidInputError(f"{where}: 'text' must be a string, got {type(text).__name__}")
+    if metadata is not None and not isinstance(metadata, dict):
+        raise InvalidInputError(f"{where}: 'metadata' must be a JSON object, got {type(metadata).__name__}")
+    document = SourceDocument(doc_id, text, metadata or {})
+    raw_chunks = row.get("chunks")
+    if raw_chunks is None:
+        if chunks_required or split is None:
+            raise InvalidInputError(f"{where}: 'chunks' is required: a list of strings or of {{\"id\", \"text\"}}")
+        return document, split_into_chunks(document, split(text))
+    if not isinstance(raw_chunks, list):
+        raise InvalidInputError(f"{where}: 'chunks' must be a list, got {type(raw_chunks).__name__}")
+    texts: list[str] = []
+    for k, c in enumerate(raw_chunks):
+        chunk_text = c.get("text") if isinstance(c, dict) else c
+        if not isinstance(chunk_text, str):
+            raise InvalidInputError(f"{where}: chunk {k} needs a string 'text' (a string, or an object with "
+                                    "'text'), got {type(chunk_text).__name__}")
+        if isinstance(c, dict) and "id" in c and (not isinstance(c["id"], str) or not c["id"]):
+            raise InvalidInputError(f"{where}: chunk {k}'s 'id' must be a non-empty string, got {c['id']!r}")
+        texts.append(chunk_text)
+    chunks = split_into_chunks(document, texts)
+    return document, [Chunk(c["id"], chunk.text, chunk.position, chunk.start_char) if isinstance(c, dict) and "id" in c
+                      else chunk for c, chunk in zip(raw_chunks, chunks, strict=True)]
+
+
+def _numbered_jsonl(path: str | Path) -> list[tuple[int, Any]]:
+    return list(zip(_jsonl_line_numbers(path), _read_jsonl(path), strict=True))
+
+
+def _jsonl_line_numbers(path: str | Path) -> list[int]:
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        raise InvalidInputError(f"no such file: {path}") from None
+    return [n for n, line in enumerate(lines, start=1) if line.strip()]
 
 
 def _read_jsonl(path: str | Path) -> list[dict[str, Any]]:

@@ -33,7 +33,7 @@ from .errors import (
 from .models import ModelInfo
 from .prompts import DEFAULT_PROMPT, PromptTemplate, clean_context
 from .providers.base import ContextRequest, ErrorDecision, Provider, ProviderResponse, TokenCountingProvider
-from .scheduling import Limiter, PrioritySlots, RateLimit, RetryPolicy
+from .scheduling import Limiter, PrioritySlots, RateLimit, RetryPolicy, pace_after
 from .tokens import TokenCounter, estimate_tokens
 from .types import Chunk, ContextResult, ResultStatus, SourceDocument
 from .usage import FailedChunk, RunReport, TokenUsage, cost_usd, request_cost_usd
@@ -1012,19 +1012,12 @@ class ContextGenerator:
                 decision = self.provider.classify_error(exc)
                 if decision is None:
                     raise
+                # Pause the run before the probe's answer releases the others. A 529 storm is the whole API
+                # saying "slow down": paced like a 429 without retry-after. A wait longer than the run would make
+                # fails this chunk (in _generate) and holds no other chunk.
                 rate_limited = decision.kind in ("rate_limited", "overloaded")
-                if rate_limited:  # pause the run before the probe's answer releases the others
-                    # A 529 storm is the whole API saying "slow down": paced run-wide like a 429 without
-                    # retry-after, by the run's count of such answers.
-                    delay = decision.retry_after_s
-                    if delay is None:
-                        seen = state.report.rate_limited + state.report.errors_by_type.get("overloaded", 0)
-                        delay = self.retry.backoff(seen + 1, state.rng)
-                        decision = dataclasses.replace(decision, retry_after_s=delay)
-                    # A wait longer than the run would make for any chunk fails this chunk (in _generate) and
-                    # must not hold every other chunk: the run ends promptly with it listed for retry_failed.
-                    if delay <= self.retry.max_rate_limit_wait_s:
-                        state.limiter.pause(delay)
+                seen = state.report.rate_limited + state.report.errors_by_type.get("overloaded", 0)
+                decision = pace_after(decision, state.limiter, self.retry, seen, state.rng)
                 return None, exc, decision
             finally:
                 state.slots.release()

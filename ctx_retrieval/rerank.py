@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from ._aio import run_sync
 from .errors import ProviderRequestError
 from .providers.base import ContextRequest, Provider
-from .scheduling import RetryPolicy
+from .scheduling import Limiter, RateLimit, RetryPolicy, pace_after
 
 __all__ = ["ClaudeReranker"]
 
@@ -48,6 +48,7 @@ class ClaudeReranker:
         max_chars_per_candidate: int = 1200,
         max_concurrency: int = 4,
         retry: RetryPolicy | None = None,
+        rate_limit: RateLimit | None = None,
     ) -> None:
         self.provider = provider
         self.candidates = candidates
@@ -55,7 +56,9 @@ class ClaudeReranker:
         self.max_chars_per_candidate = max_chars_per_candidate
         self.max_concurrency = max_concurrency
         self.retry = retry or RetryPolicy()
+        self.rate_limit = rate_limit
         self._rng = random.Random(0)
+        self._limiter: Limiter | None = None  # one per reranking batch: its calls share the pauses
 
     def __repr__(self) -> str:
         return f"ClaudeReranker(provider={self.provider!r}, candidates={self.candidates}, top_n={self.top_n})"
@@ -75,10 +78,17 @@ class ClaudeReranker:
         if len(shown) <= 1:
             return list(range(len(texts)))
         request = self._request(query, shown)
-        failures = 0
+        limiter = self._limiter or Limiter(self.rate_limit)
+        failures, waited, seen = 0, 0.0, 0
         while True:
+            # The engine's pacing: the client-side limit, the server's reported buckets, and run-wide pauses
+            # after 429s and 529s, shared by every query of the batch.
+            probe = await limiter.acquire(request.max_tokens)
+            sent_at, paused = limiter.sent(request.max_tokens), False
             try:
                 response = await self.provider.agenerate(request)
+                if response.limits is not None:
+                    limiter.observe(response.limits, sent_at)
                 break
             except Exception as exc:  # classified by type; anything unknown propagates
                 decision = self.provider.classify_error(exc)
@@ -86,11 +96,25 @@ class ClaudeReranker:
                     raise
                 if decision.action != "retry":
                     raise self.provider.run_error(decision, exc) from exc
+                decision = pace_after(decision, limiter, self.retry, seen, self._rng)
+                paused = decision.kind in ("rate_limited", "overloaded")
+                seen += paused
+                if decision.kind == "rate_limited":  # waits, bounded like the generator's, not attempts
+                    waited += decision.retry_after_s or 0.0
+                    if waited > self.retry.max_rate_limit_wait_s:
+                        raise ProviderRequestError(
+                            f"reranking still rate-limited after {waited:.0f} s of waiting "
+                            "(RetryPolicy.max_rate_limit_wait_s)", provider=self.provider.name,
+                            status_code=decision.status_code) from exc
+                    continue  # the limiter holds the next attempt until the pause ends
                 failures += 1
-                if failures >= self.retry.max_attempts and decision.kind != "rate_limited":
+                if failures >= self.retry.max_attempts:
                     raise ProviderRequestError(f"reranking failed after {failures} attempts: {decision.kind}",
                                                provider=self.provider.name, status_code=decision.status_code) from exc
                 await asyncio.sleep(max(self.retry.backoff(failures, self._rng), decision.retry_after_s or 0.0))
+            finally:
+                if probe:
+                    limiter.answered(rate_limited=paused)
         order: list[int] = []
         for number in re.findall(r"\d+", response.text):
             index = int(number) - 1
@@ -106,9 +130,11 @@ class ClaudeReranker:
             async with slots:
                 return await self.arerank(query, texts)
 
+        self._limiter = Limiter(self.rate_limit)
         try:
             return list(await asyncio.gather(*(one(q, t) for q, t in zip(queries, candidates, strict=True))))
         finally:
+            self._limiter = None
             await self.provider.aclose()
 
     def rerank_ids(self, queries: Sequence[str], rankings: Sequence[Sequence[str]],

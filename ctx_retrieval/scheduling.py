@@ -8,6 +8,7 @@ pauses new requests run-wide instead of letting every worker bounce off the same
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import heapq
 import itertools
 import random
@@ -16,7 +17,7 @@ from collections import deque
 from dataclasses import dataclass
 
 from .errors import ConfigurationError
-from .providers.base import ServerLimit, ServerLimits
+from .providers.base import ErrorDecision, ServerLimit, ServerLimits
 
 __all__ = ["RateLimit", "RetryPolicy"]
 
@@ -269,3 +270,20 @@ class PrioritySlots:
                 future.set_result(None)
                 return
         self._free += 1
+
+
+def pace_after(decision: ErrorDecision, limiter: Limiter, policy: RetryPolicy, seen: int,
+               rng: random.Random) -> ErrorDecision:
+    """The run-wide part of retrying, shared by every caller of a provider: after a 429 or a 529, pause new
+    requests (``retry-after`` when the server gave one, else backoff on ``seen``, the run's count of such
+    answers) unless the wait is longer than the run would make for any request (``max_rate_limit_wait_s``); the
+    decision comes back with the delay it paused for."""
+    if decision.kind not in ("rate_limited", "overloaded"):
+        return decision
+    delay = decision.retry_after_s
+    if delay is None:
+        delay = policy.backoff(seen + 1, rng)
+        decision = dataclasses.replace(decision, retry_after_s=delay)
+    if delay <= policy.max_rate_limit_wait_s:
+        limiter.pause(delay)
+    return decision

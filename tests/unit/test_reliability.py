@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from pathlib import Path
@@ -214,3 +215,92 @@ def test_negative_usage_from_a_server_is_an_invalid_response() -> None:
 
     with pytest.raises(MalformedAnswer, match="negative"):
         AnthropicProvider(api_key=TEST_KEY)._response(Message())
+
+
+@pytest.mark.parametrize("content", [b"", b"garbage that is not a database" * 10,
+                                     b"SQLite format 3\x00" + b"\x00" * 40])
+def test_a_damaged_cache_file_is_a_cache_error_naming_it(tmp_path: Path, content: bytes) -> None:
+    from ctx_retrieval import CacheError, EmbeddingCache
+
+    for opener in (ContextCache, EmbeddingCache):
+        path = tmp_path / f"{opener.__name__}.sqlite"
+        path.write_bytes(content)
+        if not content:  # an empty file is a new database: fine
+            opener(path).close()
+            continue
+        with pytest.raises(CacheError) as caught:
+            opener(path)
+        assert caught.value.path == str(path) and "move" in str(caught.value) and "cache=False" in str(caught.value)
+
+
+def test_a_cache_file_from_something_else_is_a_cache_error(tmp_path: Path) -> None:
+    import sqlite3
+
+    from ctx_retrieval import CacheError
+
+    path = tmp_path / "other.sqlite"
+    with sqlite3.connect(path) as conn:
+        conn.execute("CREATE TABLE contexts (id INTEGER, note TEXT)")
+    with pytest.raises(CacheError, match="not a ctx-retrieval context cache"):
+        ContextCache(path)
+
+
+def test_a_read_only_cache_serves_hits_and_stores_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                           caplog: pytest.LogCaptureFixture) -> None:
+    from ctx_retrieval import _sqlite
+
+    path = tmp_path / "c.sqlite"
+    with ContextCache(path) as cache:
+        cache.put("k", CachedContext("a context", "p", "m", "v", TokenUsage()))
+    monkeypatch.setattr(_sqlite.os, "access", lambda *args: False)  # as a file the user may not write
+    with ContextCache(path) as read_only:
+        assert read_only.read_only and read_only.get("k") is not None
+        read_only.put("k2", CachedContext("another", "p", "m", "v", TokenUsage()))
+        read_only.put("k3", CachedContext("another", "p", "m", "v", TokenUsage()))
+        assert read_only.get("k2") is None
+    assert sum("read-only" in r.getMessage() for r in caplog.records) == 1
+
+
+@pytest.mark.parametrize(("row", "message"), [
+    ({"id": "a", "text": 5}, "'text' must be a string"),
+    ({"id": "a", "text": None}, "'text' must be a string"),
+    ({"id": 7, "text": "x"}, "'id' must be a non-empty string"),
+    ({"id": "a", "text": "x", "chunks": 5}, "'chunks' must be a list"),
+    ({"id": "a", "text": "x", "chunks": [{"id": "c"}]}, "chunk 0 needs a string 'text'"),
+    ({"id": "a", "text": "x", "metadata": [1, 2]}, "'metadata' must be a JSON object"),
+    ([1, 2], "expected a JSON object"),
+])
+def test_cli_bad_document_rows_are_one_error_line_naming_file_and_line(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str], row: Any, message: str) -> None:
+    from ctx_retrieval.cli import main
+
+    path = tmp_path / "docs.jsonl"
+    path.write_text(json.dumps({"id": "ok", "text": "fine text"}) + "\n\n" + json.dumps(row) + "\n")
+    assert main(["contextualize", str(path), "--dry-run", "--contextualizer", "heuristic"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and f"{path}:3" in err and message in err and "Traceback" not in err
+
+
+def test_cli_checks_arguments_and_outputs_before_any_work(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from ctx_retrieval.cli import main
+
+    docs = tmp_path / "docs.jsonl"
+    docs.write_text(json.dumps({"id": "d", "text": "alpha\n\nbeta"}) + "\n")
+    for bad in (["contextualize", str(docs), "--chunk-chars", "0"], ["query", "store", "q", "-k", "-1"],
+                ["contextualize", str(docs), "--max-concurrency", "zero"]):
+        with pytest.raises(SystemExit) as caught:
+            main(bad)
+        err = capsys.readouterr().err
+        assert caught.value.code == 2 and ("must be at least 1" in err or "not a whole number" in err)
+    assert main(["contextualize", str(docs), "--contextualizer", "heuristic",
+                 "--out", str(tmp_path / "missing" / "out.jsonl")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    cache = tmp_path / "never.sqlite"
+    assert main(["contextualize", str(docs), "--dry-run", "--contextualizer", "heuristic", "--cache", str(cache)]) == 0
+    assert "0 requests" in capsys.readouterr().out and not cache.exists()
+    corpus = tmp_path / "corpus.jsonl"
+    corpus.write_text(json.dumps({"id": "d", "text": "alpha\n\nbeta", "chunks": ["alpha", "beta"]}) + "\n")
+    queries = tmp_path / "queries.jsonl"
+    queries.write_text("")
+    assert main(["eval", "--documents", str(corpus), "--queries", str(queries), "--contextualizer", "none"]) == 2
+    assert "no queries" in capsys.readouterr().err

@@ -50,3 +50,19 @@ def test_transient_faults_are_retried_and_a_bad_key_is_not() -> None:
         reranker = ClaudeReranker(AnthropicProvider(api_key=TEST_KEY, base_url=server.base_url))
         with pytest.raises(ProviderAuthenticationError):
             reranker.rerank_ids(["q"], [["a", "b"]], texts)
+
+
+def test_a_sustained_429_is_bounded_and_paced_run_wide() -> None:
+    from ctx_retrieval import ProviderRequestError
+
+    texts = {f"id{i}": f"passage {i}" for i in range(4)}
+    with FakeAnthropicServer(responder=reverse_responder, retry_after_s=0.1) as server:
+        server.fail_all_for(60.0, "rate_limit")
+        reranker = ClaudeReranker(AnthropicProvider(api_key=TEST_KEY, base_url=server.base_url),
+                                  retry=RetryPolicy(max_rate_limit_wait_s=0.5), max_concurrency=4)
+        with pytest.raises(ProviderRequestError, match="max_rate_limit_wait_s"):
+            reranker.rerank_ids([f"q{n}" for n in range(4)], [list(texts)] * 4, texts)
+        refused = len(server.requests)
+    # Before: each query retried a 429 forever (here until the 60 s outage ended). Now the queries share the
+    # run-wide pauses (one probe after each) and each gives up after 0.5 s of waiting (0.1 s per 429).
+    assert refused <= 4 * (0.5 / 0.1 + 2)
