@@ -146,3 +146,28 @@ def test_every_chunk_ends_with_its_own_context_a_reason_or_a_typed_error(documen
             assert result.context in {clean_context(t) for t in server.sent.get(mark.group(1), [])}
         else:
             assert result.status == "failed" and result.context is None and result.error
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+    lambda children: st.lists(children, max_size=4) | st.dictionaries(
+        st.sampled_from(["id", "text", "chunks", "metadata", "query", "gold_chunk_ids", "x"]), children, max_size=5),
+    max_leaves=12)
+
+
+@settings(max_examples=60, deadline=None)
+@given(rows=st.lists(JSON_VALUES, min_size=1, max_size=4))
+def test_any_documents_jsonl_gives_a_result_or_one_error_line(rows: list[Any], tmp_path_factory: Any) -> None:
+    import contextlib
+    import io
+
+    from ctx_retrieval.cli import main
+
+    path = tmp_path_factory.mktemp("cli") / "docs.jsonl"
+    path.write_text("\n".join(json.dumps(row) for row in rows) + "\n")
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        code = main(["contextualize", str(path), "--dry-run", "--contextualizer", "heuristic"])
+    assert code in (0, 2)
+    if code == 2:
+        assert err.getvalue().startswith("error: ") and "Traceback" not in err.getvalue()
