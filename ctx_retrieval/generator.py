@@ -175,6 +175,7 @@ class _RunState:
     budget_hit: bool = False
     inflight_cost: float = 0.0
     probe: asyncio.Event | None = None
+    overload_streak: int = 0  # 529s since the last answer: two or more in a row pause the run
 
 
 class ContextGenerator:
@@ -1005,6 +1006,7 @@ class ContextGenerator:
                 state.report.requests += 1
                 sent_at, reserved = state.limiter.sent(tokens, request.max_tokens), False
                 response = await self.provider.agenerate(request)
+                state.overload_streak = 0
                 if response.limits is not None:
                     state.limiter.observe(response.limits, sent_at)
                 return response, None, None
@@ -1012,12 +1014,19 @@ class ContextGenerator:
                 decision = self.provider.classify_error(exc)
                 if decision is None:
                     raise
-                # Pause the run before the probe's answer releases the others. A 529 storm is the whole API
-                # saying "slow down": paced like a 429 without retry-after. A wait longer than the run would make
-                # fails this chunk (in _generate) and holds no other chunk.
-                rate_limited = decision.kind in ("rate_limited", "overloaded")
-                seen = state.report.rate_limited + state.report.errors_by_type.get("overloaded", 0)
-                decision = pace_after(decision, state.limiter, self.retry, seen, state.rng)
+                # Pause the run before the probe's answer releases the others (a wait longer than the run would
+                # make fails this chunk in _generate and holds no other). A 529 storm, overloaded answers with no
+                # success between them, is the whole API saying "slow down": paced like a 429 without
+                # retry-after; a lone 529 among successes is retried by its chunk alone.
+                if decision.kind == "rate_limited":
+                    rate_limited = True
+                    decision = pace_after(decision, state.limiter, self.retry, state.report.rate_limited, state.rng)
+                elif decision.kind == "overloaded":
+                    state.overload_streak += 1
+                    if state.overload_streak >= 2:
+                        rate_limited = True
+                        decision = pace_after(decision, state.limiter, self.retry, state.overload_streak - 2,
+                                              state.rng)
                 return None, exc, decision
             finally:
                 state.slots.release()

@@ -104,7 +104,7 @@ def test_a_529_storm_backs_the_whole_run_off() -> None:
         run = generator.contextualize_many(documents)
         during = [r for r in server.requests if r.status == 529]
     assert all(r.context for r in run)
-    assert len(during) <= 12  # measured: 5 (before the fix, each chunk on its own backoff: 40)
+    assert len(during) <= 15  # measured: 8-9 (before the fix, each chunk on its own backoff: 40)
 
 
 def test_an_empty_cached_answer_is_not_a_hit(tmp_path: Path) -> None:
