@@ -291,6 +291,14 @@ class ContextGenerator:
         return self._cache
 
     @property
+    def identity(self) -> str:
+        """Everything that changes the contexts this generator writes, as text without secrets: provider and
+        endpoint (and ``extra_body``), model, prompt, windowing and the context length. The same inputs as the
+        context cache's key; frameworks key their own caches by it (LlamaIndex's ``IngestionCache``)."""
+        return "|".join((self.provider.cache_namespace, self.provider.model, self.prompt.fingerprint,
+                         self.window.cache_key_part(self._limit()), f"max_tokens:{self.request_max_tokens}"))
+
+    @property
     def request_max_tokens(self) -> int:
         """``max_tokens`` sent with each request: room above the cap for a preamble that cleanup removes."""
         return max(64, (self.max_context_tokens * 3) // 2)

@@ -96,6 +96,11 @@ class HeuristicContextualizer:
     def __repr__(self) -> str:
         return f"HeuristicContextualizer(version={HEURISTIC_VERSION!r})"
 
+    @property
+    def identity(self) -> str:
+        """What its contexts depend on besides the text: the heuristic's version."""
+        return f"{self.name}|{HEURISTIC_VERSION}"
+
     def context_for(self, document: SourceDocument, offset: int | None, title: str,
                     headings: tuple[list[int], list[str]]) -> str:
         starts, texts = headings

@@ -61,7 +61,8 @@ class ContextualNodeTransform(TransformComponent):
     context_key: str = CONTEXT_KEY
     context_for_llm: bool = False
     contextualize_whole_documents: bool = False
-    contextualizer_id: str = Field(default="", description="provider/model/prompt version, for the cache key")
+    contextualizer_id: str = Field(default="", description="the contextualizer's identity: every setting that "
+                                   "changes its contexts (LlamaIndex's ingestion-cache key)")
     show_progress: bool = Field(default=False, exclude=True, description="progress bar; not part of the cache key")
 
     _contextualizer: Any = PrivateAttr(default=None)
@@ -82,11 +83,9 @@ class ContextualNodeTransform(TransformComponent):
             from ctx_retrieval.generator import ContextGenerator
 
             contextualizer = ContextGenerator()
-        provider = getattr(contextualizer, "provider", None)
-        parts = [getattr(provider, "name", getattr(contextualizer, "name", type(contextualizer).__name__)),
-                 getattr(provider, "model", getattr(contextualizer, "model", "")),
-                 getattr(getattr(contextualizer, "prompt", None), "fingerprint", "")]
-        transform = cls(contextualizer_id="/".join(p for p in parts if p), **kwargs)
+        # The serialized fields are LlamaIndex's IngestionCache key: the contextualizer's identity covers every
+        # setting that changes its contexts (endpoint, extra_body, model, prompt, windowing, context length).
+        transform = cls(contextualizer_id=_identity(contextualizer), **kwargs)
         transform._contextualizer = contextualizer
         transform._docstore = docstore
         return transform
@@ -156,6 +155,13 @@ class ContextualNodeTransform(TransformComponent):
                 self._contextualizer.progress = previous
         self._last_report = getattr(results, "report", None)
         return self._apply(nodes, results)
+
+
+def _identity(contextualizer: Any) -> str:
+    identity = getattr(contextualizer, "identity", None)
+    if isinstance(identity, str) and identity:
+        return identity
+    return type(contextualizer).__name__  # a user's own contextualizer: its class is all we know
 
 
 def _with(keys: list[str] | None, extra: Sequence[str]) -> list[str]:

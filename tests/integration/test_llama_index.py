@@ -209,3 +209,29 @@ def test_pipeline_progress_reaches_the_generator(tmp_path: Path, capsys: pytest.
     assert "contextualizing" in capsys.readouterr().err and all(n.metadata["context"] for n in nodes)
     assert transform._contextualizer.progress is False  # restored after the call
     assert "show_progress" not in transform.to_dict()  # not part of the ingestion-cache key
+
+
+@pytest.mark.parametrize("change", ["max_context_tokens", "window", "extra_body", "endpoint", "none"])
+def test_the_ingestion_cache_key_covers_every_setting_that_changes_contexts(change: str) -> None:
+    from ctx_retrieval import WindowConfig
+
+    cache = IngestionCache()
+    with FakeAnthropicServer(responder=filing_responder) as server:
+        def transform(**generator: Any) -> ContextualNodeTransform:
+            provider_kwargs = {"endpoint_id": "twin", **generator.pop("provider", {})}
+            provider = AnthropicProvider(api_key=TEST_KEY, base_url=server.base_url, **provider_kwargs)
+            return ContextualNodeTransform.from_generator(ContextGenerator(provider, cache=False, **generator))
+
+        IngestionPipeline(transformations=[splitter(), transform()], cache=cache).run(documents=documents())
+        first = len(server.messages)
+        changed: dict[str, Any] = {
+            "max_context_tokens": {"max_context_tokens": 60},
+            "window": {"window": WindowConfig(max_document_tokens=50)},
+            "extra_body": {"provider": {"extra_body": {"output_config": {"effort": "low"}}}},
+            "endpoint": {"provider": {"endpoint_id": "another-endpoint"}},
+            "none": {},
+        }[change]
+        IngestionPipeline(transformations=[splitter(), transform(**changed)], cache=cache).run(documents=documents())
+        again = len(server.messages) - first
+    # A changed setting writes new contexts; the same settings are served by the ingestion cache.
+    assert first > 0 and (again == 0 if change == "none" else again == first)
