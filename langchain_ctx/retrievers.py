@@ -19,6 +19,7 @@ from langchain_core.documents import BaseDocumentCompressor, Document
 from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict, Field, PrivateAttr
 
+from ctx_retrieval._names import in_memory_collection
 from ctx_retrieval._optional import require
 from ctx_retrieval.bm25 import BM25Index
 from ctx_retrieval.keys import CHUNK_ID_KEY
@@ -26,7 +27,6 @@ from ctx_retrieval.keys import CHUNK_ID_KEY
 __all__ = ["BM25IndexRetriever", "ContextualHybridRetriever"]
 
 DEFAULT_COLLECTION = "ctx_retrieval"
-DEFAULT_PERSIST_DIRECTORY = ".ctx_retrieval/langchain_chroma"
 
 
 class BM25IndexRetriever(BaseRetriever):
@@ -123,11 +123,13 @@ class ContextualHybridRetriever(BaseRetriever):
         embedding: Any,
         *,
         client: Any = None,
-        persist_directory: str | Path | None = DEFAULT_PERSIST_DIRECTORY,
+        persist_directory: str | Path | None = None,
         collection_name: str = DEFAULT_COLLECTION,
         **kwargs: Any,
     ) -> ContextualHybridRetriever:
-        """Index contextualized chunks into Chroma (embedded persistent client by default, or ``client``)."""
+        """Index contextualized chunks into Chroma: in memory by default (nothing written to disk), persisted to
+        ``persist_directory`` or any Chroma ``client`` you pass. Chunks are upserted under their stable chunk id,
+        so indexing the same chunks again replaces them instead of adding copies."""
         vectorstore = _chroma(embedding, client=client, persist_directory=persist_directory,
                               collection_name=collection_name)
         if documents:
@@ -207,4 +209,6 @@ def _chroma(embedding: Any, *, client: Any, persist_directory: str | Path | None
         kwargs["client"] = client
     elif persist_directory is not None:
         kwargs["persist_directory"] = str(persist_directory)
+    else:  # in memory: in-memory clients share one store per process, so each retriever gets its own collection
+        kwargs["collection_name"] = in_memory_collection(collection_name)
     return langchain_chroma.Chroma(**kwargs)

@@ -21,30 +21,36 @@ from typing import Any
 from llama_index.core import StorageContext, VectorStoreIndex
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
-from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle
+from llama_index.core.schema import BaseNode, MetadataMode, NodeWithScore, QueryBundle
 
+from ctx_retrieval._names import in_memory_collection
 from ctx_retrieval._optional import require
 from ctx_retrieval.fusion import DEFAULT_RRF_K, reciprocal_rank_fusion
+from ctx_retrieval.types import make_chunk_id
 
 from .bm25 import BM25IndexRetriever
 
 __all__ = ["ContextualHybridRetriever"]
 
 DEFAULT_COLLECTION = "ctx_retrieval"
-DEFAULT_PERSIST_DIRECTORY = ".ctx_retrieval/llama_index_chroma"
 
 
-def chroma_vector_store(*, client: Any = None, persist_directory: str | Path | None = DEFAULT_PERSIST_DIRECTORY,
+def chroma_vector_store(*, client: Any = None, persist_directory: str | Path | None = None,
                         collection_name: str = DEFAULT_COLLECTION) -> Any:
-    """A ``ChromaVectorStore`` on ``client`` (any Chroma client: persistent, HTTP, ephemeral) or on an embedded
-    ``PersistentClient`` under ``persist_directory``."""
+    """A ``ChromaVectorStore`` on ``client`` (any Chroma client: persistent, HTTP, ephemeral), on an embedded
+    ``PersistentClient`` under ``persist_directory``, or, by default, in memory like ``VectorStoreIndex(nodes)``:
+    nothing is written to disk unless you pass a folder or a client."""
     require("llama_index.vector_stores.chroma", "llama-index")
     from llama_index.vector_stores.chroma import ChromaVectorStore
 
-    if client is None:
+    if client is None and persist_directory is not None:
         from ctx_retrieval.chroma import persistent_client
 
-        client = persistent_client(persist_directory or DEFAULT_PERSIST_DIRECTORY)
+        client = persistent_client(persist_directory)
+    elif client is None:
+        chromadb = require("chromadb", "chroma")
+        client = chromadb.EphemeralClient()
+        collection_name = in_memory_collection(collection_name)  # in-memory clients share one process store
     collection = client.get_or_create_collection(collection_name, metadata={"hnsw:space": "cosine"})
     return ChromaVectorStore(chroma_collection=collection)
 
@@ -95,10 +101,13 @@ class ContextualHybridRetriever(BaseRetriever):
     @classmethod
     def from_nodes(cls, nodes: Sequence[BaseNode], *, vector_store: Any = None, embed_model: Any = None,
                    **kwargs: Any) -> ContextualHybridRetriever:
-        """Index contextualized nodes into ``vector_store`` (embedded Chroma by default) and BM25."""
+        """Index contextualized nodes into ``vector_store`` (in-memory Chroma by default) and BM25. Nodes are
+        stored under a stable id (source, offset and text digest), so indexing the same nodes into a persistent
+        store again replaces them instead of adding copies."""
         vector_store = vector_store if vector_store is not None else chroma_vector_store()
         storage = StorageContext.from_defaults(vector_store=vector_store)
-        index = VectorStoreIndex(list(nodes), storage_context=storage, embed_model=embed_model)
+        index = VectorStoreIndex([_with_stable_id(n) for n in nodes], storage_context=storage,
+                                 embed_model=embed_model)
         return cls(index, **kwargs)
 
     @classmethod
@@ -158,3 +167,14 @@ class ContextualHybridRetriever(BaseRetriever):
         else:
             dense, sparse = await dense_task, []
         return self._fuse(query_bundle, dense, sparse)
+
+
+def _with_stable_id(node: BaseNode) -> BaseNode:
+    """A copy of ``node`` whose id derives from its source, offset and text (node parsers draw random ids, so the
+    same chunk indexed twice would be two entries); nodes without a source keep their id."""
+    source = node.ref_doc_id
+    if source is None:
+        return node
+    start = getattr(node, "start_char_idx", None)
+    text = node.get_content(metadata_mode=MetadataMode.NONE)
+    return node.model_copy(update={"id_": make_chunk_id(source, start if isinstance(start, int) else -1, text)})

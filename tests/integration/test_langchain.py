@@ -276,3 +276,25 @@ def test_sources_1_and_quoted_1_stay_two_documents() -> None:
     report = transformer.last_report
     assert report is not None and report.documents == 2
     assert "Alpha" in out[0].page_content.split("\n\n")[0] and "Beta" in out[1].page_content.split("\n\n")[0]
+
+
+def test_langchain_retriever_keeps_no_hidden_state_and_reindexing_never_duplicates(tmp_path: Path) -> None:
+    import os
+
+    transformer = ContextualDocumentTransformer(HeuristicContextualizer())
+    splitter = RecursiveCharacterTextSplitter(chunk_size=120, chunk_overlap=0, add_start_index=True)
+    chunks = transformer.transform_documents(splitter.split_documents(
+        [Document(ACME, metadata={"source": "acme"}), Document(GLOBEX, metadata={"source": "globex"})]))
+    embeddings = MiniLMEmbeddings()
+    cwd = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        one = ContextualHybridRetriever.from_documents(chunks, embeddings, k=4)
+        two = ContextualHybridRetriever.from_documents(chunks, embeddings, k=4)
+        assert not (tmp_path / ".ctx_retrieval").exists()
+    finally:
+        os.chdir(cwd)
+    assert [d.page_content for d in one.invoke(QUERY)] == [d.page_content for d in two.invoke(QUERY)]
+    for _ in range(2):
+        kept = ContextualHybridRetriever.from_documents(chunks, embeddings, k=4, persist_directory=tmp_path / "db")
+    assert len(kept.vectorstore.get()["ids"]) == len(chunks)

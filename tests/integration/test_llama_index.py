@@ -235,3 +235,28 @@ def test_the_ingestion_cache_key_covers_every_setting_that_changes_contexts(chan
         again = len(server.messages) - first
     # A changed setting writes new contexts; the same settings are served by the ingestion cache.
     assert first > 0 and (again == 0 if change == "none" else again == first)
+
+
+def test_retrievers_keep_no_hidden_state_and_reindexing_never_duplicates(tmp_path: Path,
+                                                                         embed_model: MiniLMEmbedding) -> None:
+    import os
+
+    nodes = splitter()(documents())
+    cwd = os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        first = ContextualHybridRetriever.from_nodes(nodes, embed_model=embed_model, k=5)
+        second = ContextualHybridRetriever.from_nodes(nodes, embed_model=embed_model, k=5)
+        assert not (tmp_path / ".ctx_retrieval").exists()  # nothing written to disk by default
+    finally:
+        os.chdir(cwd)
+    assert len(first.stored_nodes()) == len(second.stored_nodes()) == len(nodes)
+    assert [r.node.get_content() for r in first.retrieve(QUERY)] == [
+        r.node.get_content() for r in second.retrieve(QUERY)]
+    store = tmp_path / "store"
+    for _ in range(2):  # a persistent store indexed twice with fresh nodes of the same documents
+        again = ContextualHybridRetriever.from_nodes(splitter()(documents()), embed_model=embed_model, k=5,
+                                                     vector_store=chroma_vector_store(persist_directory=store))
+    assert len(again.stored_nodes()) == len(nodes)
+    texts = [r.node.get_content() for r in again.retrieve(QUERY)]
+    assert len(texts) == len(set(texts))  # never the same chunk twice
