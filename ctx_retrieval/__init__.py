@@ -35,7 +35,7 @@ from .generator import ContextGenerator, ContextRun, CostEstimate
 from .heuristic import HeuristicContextualizer
 from .models import MODELS, ModelInfo
 from .prompts import DEFAULT_PROMPT, PROMPT_VERSION, PromptTemplate, clean_context
-from .providers import AnthropicProvider, Provider
+from .providers import AnthropicProvider, OpenAICompatibleProvider, Provider
 from .rerank import ClaudeReranker
 from .scheduling import RateLimit, RetryPolicy
 from .types import Chunk, ContextResult, SourceDocument, make_chunk_id, split_into_chunks
@@ -73,6 +73,7 @@ __all__ = [
     "MiniLMEmbedder",
     "MissingDependencyError",
     "ModelInfo",
+    "OpenAICompatibleProvider",
     "PromptTemplate",
     "Provider",
     "ProviderAuthenticationError",

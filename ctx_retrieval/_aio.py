@@ -15,7 +15,10 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     (Jupyter, async web handlers), so sync callers never see "event loop is already running"."""
     try:
         asyncio.get_running_loop()
+        running = True
     except RuntimeError:
+        running = False
+    if not running:  # outside the except: an error of the run is not chained to "no running event loop"
         return asyncio.run(coro)
     box: dict[str, Any] = {}
 

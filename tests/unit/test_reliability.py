@@ -304,3 +304,19 @@ def test_cli_checks_arguments_and_outputs_before_any_work(tmp_path: Path, capsys
     queries.write_text("")
     assert main(["eval", "--documents", str(corpus), "--queries", str(queries), "--contextualizer", "none"]) == 2
     assert "no queries" in capsys.readouterr().err
+
+
+def test_an_error_from_the_sync_path_is_not_chained_to_the_event_loop_check() -> None:
+    from ctx_retrieval import OpenAICompatibleProvider, ProviderAuthenticationError
+
+    assert OpenAICompatibleProvider.__module__ == "ctx_retrieval.providers.openai_compat"  # exported at the top
+    document, chunks = make_document("s", paragraphs=2)
+    with FakeAnthropicServer(api_key="sk-ant-the-right-key-000") as server:
+        generator = ContextGenerator(AnthropicProvider(api_key=TEST_KEY, base_url=server.base_url), cache=False)
+        with pytest.raises(ProviderAuthenticationError) as caught:
+            generator.contextualize(document, chunks)
+    chain, error = [], caught.value
+    while error is not None:
+        chain.append(str(error))
+        error = error.__cause__ or error.__context__
+    assert not any("no running event loop" in text for text in chain)
