@@ -1121,12 +1121,21 @@ class ContextGenerator:
         return run
 
 
+@dataclass(frozen=True)
+class _ScaledEstimate:
+    """The offline estimate times a tokenizer ratio; a class, not a lambda, so a generator pickles (LlamaIndex's
+    ``num_workers`` sends it to worker processes)."""
+
+    ratio: float
+
+    def __call__(self, text: str) -> int:
+        return round(estimate_tokens(text) * self.ratio)
+
+
 def _model_token_estimate(info: ModelInfo | None) -> TokenCounter:
     """The offline token estimate scaled by the model's tokenizer ratio (newer tokenizers count ~30% more)."""
     ratio = info.tokenizer_ratio if info is not None else 1.0
-    if ratio == 1.0:
-        return estimate_tokens
-    return lambda text: round(estimate_tokens(text) * ratio)
+    return estimate_tokens if ratio == 1.0 else _ScaledEstimate(ratio)
 
 
 def _answer_problem(response: ProviderResponse, max_context_tokens: int,

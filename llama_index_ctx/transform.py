@@ -94,6 +94,16 @@ class ContextualNodeTransform(TransformComponent):
     def class_name(cls) -> str:
         return "ContextualNodeTransform"
 
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        # LlamaIndex rebuilds a component from its public fields only; the contextualizer (and docstore) travel
+        # as private state: a worker process (IngestionPipeline(num_workers=...)) gets them back. Keys never
+        # travel: providers drop them when pickled and read the environment again in the worker.
+        super().__setstate__(state)
+        private = state.get("__pydantic_private__") or {}
+        for name in ("_contextualizer", "_docstore"):
+            if private.get(name) is not None:
+                setattr(self, name, private[name])
+
     # -- finding the source documents --------------------------------------------------------------------
 
     def _plan(self, nodes: Sequence[BaseNode]) -> list[tuple[SourceDocument, list[Chunk]]]:

@@ -260,3 +260,39 @@ def test_retrievers_keep_no_hidden_state_and_reindexing_never_duplicates(tmp_pat
     assert len(again.stored_nodes()) == len(nodes)
     texts = [r.node.get_content() for r in again.retrieve(QUERY)]
     assert len(texts) == len(set(texts))  # never the same chunk twice
+
+
+WORKERS_SCRIPT = """
+import json, sys
+from llama_index.core import Document
+from llama_index.core.ingestion import IngestionPipeline
+from llama_index.core.node_parser import SentenceSplitter
+from ctx_retrieval import AnthropicProvider, ContextGenerator
+from llama_index_ctx import ContextualNodeTransform
+
+if __name__ == "__main__":
+    generator = ContextGenerator(AnthropicProvider(base_url=sys.argv[1]), cache=False)  # the key: from the env
+    transform = ContextualNodeTransform.from_generator(generator)
+    docs = [Document(text=sys.argv[2], id_="acme"), Document(text=sys.argv[3], id_="globex")]
+    nodes = SentenceSplitter(chunk_size=40, chunk_overlap=5)(docs)  # split here: the splitter does not pickle
+    out = IngestionPipeline(transformations=[transform]).run(nodes=nodes, num_workers=2)
+    print(json.dumps([n.metadata.get("context") for n in out]))
+"""
+
+
+def test_pipeline_runs_with_two_worker_processes(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    script = tmp_path / "workers.py"
+    script.write_text(WORKERS_SCRIPT)
+    with FakeAnthropicServer(responder=filing_responder) as server:
+        done = subprocess.run([sys.executable, str(script), server.base_url, ACME, GLOBEX], capture_output=True,
+                              text=True, timeout=180, env={**os.environ, "ANTHROPIC_API_KEY": TEST_KEY})
+        answered = len(server.successful())
+    assert done.returncode == 0, done.stderr[-2000:]
+    contexts = json.loads(done.stdout.strip().splitlines()[-1])
+    # Both workers had the contextualizer (rebuilt from its pickle, the key read from their environment).
+    assert contexts and all(contexts) and answered == len(contexts)
+    assert TEST_KEY not in done.stdout
