@@ -178,18 +178,7 @@ def document_from_row(row: Any, where: str, *, chunks_required: bool,
 
 
 def _numbered_jsonl(path: str | Path) -> list[tuple[int, Any]]:
-    return list(zip(_jsonl_line_numbers(path), _read_jsonl(path), strict=True))
-
-
-def _jsonl_line_numbers(path: str | Path) -> list[int]:
-    try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError:
-        raise InvalidInputError(f"no such file: {path}") from None
-    return [n for n, line in enumerate(lines, start=1) if line.strip()]
-
-
-def _read_jsonl(path: str | Path) -> list[dict[str, Any]]:
+    """The rows of a JSONL file with their line numbers (blank lines skipped), read once."""
     path = Path(path)
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
@@ -199,10 +188,14 @@ def _read_jsonl(path: str | Path) -> list[dict[str, Any]]:
     for n, line in enumerate(lines, start=1):
         if line.strip():
             try:
-                rows.append(json.loads(line))
+                rows.append((n, json.loads(line)))
             except json.JSONDecodeError as exc:
                 raise InvalidInputError(f"{path}:{n}: not a JSON line ({exc.msg}); expected JSONL") from None
     return rows
+
+
+def _read_jsonl(path: str | Path) -> list[Any]:
+    return [row for _, row in _numbered_jsonl(path)]
 
 
 class RecordedContextualizer:
