@@ -114,13 +114,18 @@ class _Contextualizer:
     close: Callable[[], None]
 
 
+def _resolved_choice(args: argparse.Namespace) -> str:
+    """``--contextualizer``, with ``auto`` resolved: Claude when a key is set, else the heuristic."""
+    if args.contextualizer != "auto":
+        return str(args.contextualizer)
+    return "anthropic" if os.environ.get("ANTHROPIC_API_KEY") else "heuristic"
+
+
 def _make_contextualizer(args: argparse.Namespace) -> _Contextualizer:
-    choice = args.contextualizer
-    if choice == "auto":
-        choice = "anthropic" if os.environ.get("ANTHROPIC_API_KEY") else "heuristic"
-        if choice == "heuristic":
-            _say("no ANTHROPIC_API_KEY: using the heuristic contextualizer (title and nearest heading, no LLM); "
-                 "set the key to use Claude")
+    choice = _resolved_choice(args)
+    if args.contextualizer == "auto" and choice == "heuristic":
+        _say("no ANTHROPIC_API_KEY: using the heuristic contextualizer (title and nearest heading, no LLM); "
+             "set the key to use Claude")
     if choice == "none":
         return _Contextualizer("none (plain chunks)", lambda items: {}, lambda: None)
     if choice == "heuristic":
@@ -194,9 +199,7 @@ def _check_out(out: str) -> None:
 
 def _dry_run(args: argparse.Namespace, items: list[tuple[SourceDocument, list[Chunk]]]) -> int:
     """An estimate for the chosen contextualizer and cache, writing no file."""
-    choice = args.contextualizer
-    if choice == "auto":
-        choice = "anthropic" if os.environ.get("ANTHROPIC_API_KEY") else "heuristic"
+    choice = _resolved_choice(args)
     if choice != "anthropic":  # no LLM bill: the heuristic, recorded contexts, the fake API, none
         chunks = sum(len(c) for _, c in items)
         print(f"estimate: {len(items)} documents, {chunks} chunks: 0 requests, cost $0.0000 ({choice} contexts)")
