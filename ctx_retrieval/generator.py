@@ -817,22 +817,20 @@ class ContextGenerator:
                     item = wanted.get(key)
                     if response is not None:
                         self._count_usage(state, response.usage, batch=True)
-                        problem = _answer_problem(response, self.max_context_tokens, self.count_tokens)
-                        if problem is None:  # a refused, cut-off or empty answer is never cached
+                        answer = _read_answer(response, self.max_context_tokens, self.count_tokens)
+                        if answer.problem is None:  # a refused, cut-off or empty answer is never cached
                             cache.put(key, CachedContext(response.text, self.provider.name, self.provider.model,
                                                          self.prompt.version, response.usage))
                         if item is not None:
                             plan, i = item
                             self._note_cache_use(state, plan, response.usage)
-                            if problem is None:
+                            if answer.problem is None:
                                 state.report.generated += 1
-                                context = clean_context(response.text, max_tokens=self.max_context_tokens,
-                                                        count_tokens=self.count_tokens)
-                                self._set(state, plan, i, context, "generated", response.usage)
-                            elif problem[0] == "max_tokens":
+                                self._set(state, plan, i, answer.context, "generated", response.usage)
+                            elif answer.problem[0] == "max_tokens":
                                 retry.append(item)  # asked again as an ordinary request, with room to finish
                             else:
-                                self._fail(state, plan, i, problem[0], problem[1], response.usage)
+                                self._fail(state, plan, i, *answer.problem, response.usage)
                     elif item is not None and why is not None and why.startswith("errored:invalid_request"):
                         # The API rejected the request itself: sending it again cannot succeed.
                         plan, i = item
@@ -948,18 +946,16 @@ class ContextGenerator:
                     report.retries += 1
                     request = dataclasses.replace(request, max_tokens=request.max_tokens * _MAX_TOKENS_RETRY_FACTOR)
                     continue
-                problem = _answer_problem(response, self.max_context_tokens, self.count_tokens)
-                if problem is not None:
-                    self._fail(state, plan, i, problem[0], problem[1], response.usage)
+                answer = _read_answer(response, self.max_context_tokens, self.count_tokens)
+                if answer.problem is not None:
+                    self._fail(state, plan, i, *answer.problem, response.usage)
                     return False
-                context = clean_context(response.text, max_tokens=self.max_context_tokens,
-                                        count_tokens=self.count_tokens)
                 cache = self.cache
                 if cache is not None:
                     cache.put(key, CachedContext(response.text, self.provider.name, self.provider.model,
                                                  self.prompt.version, response.usage))
                 report.generated += 1
-                self._set(state, plan, i, context, "generated", response.usage)
+                self._set(state, plan, i, answer.context, "generated", response.usage)
                 return True
             assert error is not None and decision is not None
             report.errors_by_type[decision.kind] = report.errors_by_type.get(decision.kind, 0) + 1
@@ -1138,13 +1134,20 @@ def _model_token_estimate(info: ModelInfo | None) -> TokenCounter:
     return estimate_tokens if ratio == 1.0 else _ScaledEstimate(ratio)
 
 
-def _answer_problem(response: ProviderResponse, max_context_tokens: int,
-                    count_tokens: TokenCounter) -> tuple[str, str] | None:
-    """Why an answer is not a context (``(kind, message)``), or None when it is one."""
+@dataclass(frozen=True)
+class _Answer:
+    """An answer read once: its cleaned context, or why it is none (``(kind, message)``)."""
+
+    context: str | None
+    problem: tuple[str, str] | None = None
+
+
+def _read_answer(response: ProviderResponse, max_context_tokens: int, count_tokens: TokenCounter) -> _Answer:
     if response.stop_reason == "refusal":
-        return "refusal", "the model declined to write a context (stop_reason refusal)"
+        return _Answer(None, ("refusal", "the model declined to write a context (stop_reason refusal)"))
     if response.stop_reason == "max_tokens":
-        return "max_tokens", "the answer was cut off at max_tokens, also with a larger budget"
-    if not clean_context(response.text, max_tokens=max_context_tokens, count_tokens=count_tokens):
-        return "empty_response", "the model answered with no context text"
-    return None
+        return _Answer(None, ("max_tokens", "the answer was cut off at max_tokens, also with a larger budget"))
+    context = clean_context(response.text, max_tokens=max_context_tokens, count_tokens=count_tokens)
+    if not context:
+        return _Answer(None, ("empty_response", "the model answered with no context text"))
+    return _Answer(context)
