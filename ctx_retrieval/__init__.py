@@ -30,7 +30,8 @@ from .errors import (
     UnknownModelError,
     UnsupportedSettingError,
 )
-from .fusion import reciprocal_rank_fusion
+from .filters import compile_where
+from .fusion import FusedHit, fuse, reciprocal_rank_fusion
 from .generator import ContextGenerator, ContextRun, CostEstimate
 from .heuristic import HeuristicContextualizer
 from .models import MODELS, ModelInfo
@@ -38,6 +39,7 @@ from .prompts import DEFAULT_PROMPT, PROMPT_VERSION, PromptTemplate, clean_conte
 from .providers import AnthropicProvider, OpenAICompatibleProvider, Provider
 from .rerank import ClaudeReranker
 from .scheduling import RateLimit, RetryPolicy
+from .text import indexed_text
 from .types import Chunk, ContextResult, SourceDocument, make_chunk_id, split_into_chunks
 from .usage import FailedChunk, RunReport, TokenUsage
 from .windowing import WindowConfig
@@ -67,6 +69,7 @@ __all__ = [
     "DuplicateChunkIdError",
     "EmbeddingCache",
     "FailedChunk",
+    "FusedHit",
     "HeuristicContextualizer",
     "InvalidInputError",
     "InvalidTextError",
@@ -92,7 +95,10 @@ __all__ = [
     "WindowConfig",
     "__version__",
     "clean_context",
+    "compile_where",
     "default_cache_path",
+    "fuse",
+    "indexed_text",
     "make_chunk_id",
     "reciprocal_rank_fusion",
     "split_into_chunks",

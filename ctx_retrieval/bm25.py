@@ -118,11 +118,19 @@ class BM25Index:
         weights = np.concatenate([self._weights[s] for s in slices])
         return np.bincount(docs, weights=weights, minlength=len(self.ids)).astype(np.float32)
 
-    def search(self, query: str, k: int = 10) -> list[tuple[str, float]]:
-        """The ``k`` best (id, score) pairs, best first; texts without any query term are not returned."""
+    def search(self, query: str, k: int = 10, *, allowed: Any = None) -> list[tuple[str, float]]:
+        """The ``k`` best (id, score) pairs, best first; texts without any query term are not returned.
+
+        ``allowed`` (a boolean array, one entry per text) restricts the search to some texts, e.g. those that pass
+        a metadata filter: the ``k`` best among them, not a filtered top ``k``."""
         import numpy as np
 
         scores = self.scores(query)
+        if allowed is not None:
+            allowed = np.asarray(allowed, dtype=bool)
+            if allowed.shape != scores.shape:
+                raise ValueError(f"allowed has {allowed.size} entries for {len(self.ids)} texts")
+            scores = np.where(allowed, scores, np.float32(0))
         k = min(k, len(self.ids))
         if k <= 0:
             return []

@@ -13,6 +13,7 @@ import hashlib
 import logging
 import os
 import threading
+from collections import Counter
 from collections.abc import Callable, Sequence
 from importlib import resources
 from pathlib import Path
@@ -184,6 +185,24 @@ class MiniLMEmbedder:
                 over, len(texts), what, self.model_id, MINILM_MAX_TOKENS)
             self._warned_long = over
         return over
+
+    def warn_if_corpus_truncated(self, texts: Sequence[str], names: Sequence[str],
+                                 what: str = "context + chunk") -> int:
+        """Log one warning for a whole indexing call: how many texts exceed the model's input and which documents
+        (by ``names``, e.g. file names) hold them; later per-batch checks stay quiet."""
+        over = Counter(name for text, name in zip(texts, names, strict=True)
+                       if self.count_tokens(text) > MINILM_MAX_TOKENS)
+        total = sum(over.values())
+        if total:
+            shown = ", ".join(f"{name} ({n})" for name, n in over.most_common(5))
+            more = f" and {len(over) - 5} more" if len(over) > 5 else ""
+            logger.warning(
+                "%d of %d texts (%s) exceed %s's %d-token input and are truncated for embedding, in %d documents: "
+                "%s%s. The words past the limit still reach BM25; smaller chunks (about 150 tokens leave room for "
+                "a 100-token context) keep them whole.",
+                total, len(texts), what, self.model_id, MINILM_MAX_TOKENS, len(over), shown, more)
+        self._warned_long = max(self._warned_long, total) or -1  # checked: the per-batch warning stays quiet
+        return total
 
     def _embed_batch(self, texts: Sequence[str]) -> np.ndarray:
         import numpy as np

@@ -22,6 +22,7 @@ from typing import Any, Protocol
 from .bm25 import BM25Index
 from .errors import InvalidInputError
 from .fusion import reciprocal_rank_fusion
+from .text import indexed_text
 from .types import Chunk, SourceDocument, split_into_chunks
 
 __all__ = [
@@ -357,15 +358,19 @@ def run_ablation(
     candidates: int = DEFAULT_CANDIDATES,
     reranker: Callable[[list[str], list[list[str]], dict[str, str]], list[list[str]]] | None = None,
     progress: Callable[[str], None] | None = None,
+    baseline: tuple[str, dict[str, str | None]] | None = None,
 ) -> EvalResult:
-    """Pass@5/10/20 for plain and contextual dense, BM25 and hybrid retrieval (and hybrid + rerank)."""
+    """Pass@5/10/20 for plain and contextual dense, BM25 and hybrid retrieval (and hybrid + rerank).
+
+    ``baseline`` (a label and its contexts, e.g. the heuristic's) adds a row: contextual hybrid retrieval with those
+    contexts instead, so LLM contexts are read against a cheap alternative."""
     say = progress or (lambda message: logger.info("%s", message))
     started = time.perf_counter()
     chunks = corpus.chunks
     ids = [c.id for c in chunks]
     text_of = {c.id: c.text for c in chunks}
     plain = [c.text for c in chunks]
-    contextual = [f"{contexts[c.id]}\n\n{c.text}" if contexts.get(c.id) else c.text for c in chunks]
+    contextual = [indexed_text(c.text, contexts.get(c.id)) for c in chunks]
     with_context = sum(1 for c in chunks if contexts.get(c.id))
     queries = [q.query for q in corpus.queries]
 
@@ -395,6 +400,15 @@ def run_ablation(
             for d, b in zip(rankings[f"{variant} dense"], rankings[f"{variant} BM25"], strict=True)]
     order = ["plain dense", "contextual dense", "plain BM25", "contextual BM25", "plain hybrid", "contextual hybrid"]
     rows = [_score(name, rankings[name], corpus, text_of) for name in order]
+    if baseline is not None:
+        label, baseline_contexts = baseline
+        texts = [indexed_text(c.text, baseline_contexts.get(c.id)) for c in chunks]
+        dense_ranking = dense(texts, embedder.embed(texts), "baseline").search(query_vectors, candidates)
+        bm25 = BM25Index(ids, texts)
+        name = f"contextual hybrid ({label})"
+        rankings[name] = [[i for i, _ in reciprocal_rank_fusion([d, [j for j, _ in bm25.search(q, candidates)]])]
+                          for d, q in zip(dense_ranking, queries, strict=True)]
+        rows.append(_score(name, rankings[name], corpus, text_of))
     if reranker is not None:
         say("reranking the contextual hybrid candidates")
         contextual_text = dict(zip(ids, contextual, strict=True))

@@ -1,41 +1,98 @@
-"""Reciprocal rank fusion: one ranking from several, robust to their incomparable score scales."""
+"""Reciprocal rank fusion: one ranking from several, robust to their incomparable score scales.
+
+Both adapters and the core store fuse with ``fuse`` and name its parameter ``rrf_k``; their results carry the
+fused score on one documented scale and each side's rank.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Sequence
-from typing import TypeVar
+from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Generic, TypeVar
 
-__all__ = ["DEFAULT_RRF_K", "reciprocal_rank_fusion"]
+from .errors import InvalidInputError
+
+__all__ = ["DEFAULT_RRF_K", "SIDES", "FusedHit", "fuse", "reciprocal_rank_fusion", "side_weights"]
 
 DEFAULT_RRF_K = 60
+SIDES = ("vector", "bm25")
+"""The order of the two sides everywhere a pair of weights or ranks appears."""
 T = TypeVar("T", bound=Hashable)
 
 
 def reciprocal_rank_fusion(
     rankings: Sequence[Sequence[T]],
     *,
-    k: int = DEFAULT_RRF_K,
+    rrf_k: int = DEFAULT_RRF_K,
     weights: Sequence[float] | None = None,
     limit: int | None = None,
 ) -> list[tuple[T, float]]:
-    """Fuse rankings (ids, best first): ``score(id) = sum_i weight_i / (k + rank_i(id))``, ranks from 1.
+    """Fuse rankings (ids, best first): ``score(id) = sum_i weight_i / (rrf_k + rank_i(id))``, ranks from 1.
 
     An id repeated within one ranking counts at its best rank only (dedupe by id). Ties keep the order in which
-    ids were first seen, ranking by ranking, so the result is deterministic.
+    ids were first seen, ranking by ranking, so the result is deterministic (LangChain's ``EnsembleRetriever``
+    orders the same way).
     """
+    return [(hit.id, hit.raw_score) for hit in fuse(rankings, rrf_k=rrf_k, weights=weights, limit=limit)]
+
+
+@dataclass(frozen=True)
+class FusedHit(Generic[T]):
+    """One fused result. ``score`` is the RRF score divided by its maximum (first on every side), so it lies in
+    (0, 1]: 1.0 is first on both sides, about 0.5 first on one side of two equally weighted and absent from the
+    other, and a chunk ranked 150th on one side only scores about 0.15 (``rrf_k=60``). ``ranks`` holds each
+    side's rank from 1, or ``None`` where that side did not return it."""
+
+    id: T
+    score: float
+    raw_score: float
+    ranks: tuple[int | None, ...]
+
+
+def fuse(
+    rankings: Sequence[Sequence[T]],
+    *,
+    rrf_k: int = DEFAULT_RRF_K,
+    weights: Sequence[float] | None = None,
+    limit: int | None = None,
+) -> list[FusedHit[T]]:
+    """``reciprocal_rank_fusion`` with each result's normalized score and per-side ranks."""
     if weights is None:
         weights = [1.0] * len(rankings)
     if len(weights) != len(rankings):
-        raise ValueError(f"{len(weights)} weights for {len(rankings)} rankings")
-    if k < 0:
-        raise ValueError("k must be >= 0")
-    scores: dict[T, float] = {}
-    for ranking, weight in zip(rankings, weights, strict=True):
-        seen: set[T] = set()
+        raise InvalidInputError(f"{len(weights)} weights for {len(rankings)} rankings")
+    if rrf_k < 0:
+        raise InvalidInputError(f"rrf_k must be >= 0, not {rrf_k}")
+    if any(w < 0 for w in weights) or (rankings and not any(w > 0 for w in weights)):
+        raise InvalidInputError(f"weights must be >= 0 with at least one above 0, not {list(weights)}")
+    ranks: dict[T, list[int | None]] = {}
+    for side, ranking in enumerate(rankings):
         for rank, item in enumerate(ranking, start=1):
-            if item in seen:
-                continue
-            seen.add(item)
-            scores[item] = scores.get(item, 0.0) + weight / (k + rank)
-    fused = sorted(scores.items(), key=lambda pair: -pair[1])  # stable: first-seen order breaks ties
-    return fused[:limit] if limit is not None else fused
+            held = ranks.setdefault(item, [None] * len(rankings))
+            if held[side] is None:  # an id repeated within one ranking counts at its best rank
+                held[side] = rank
+    best = sum(weights) / (rrf_k + 1) if rankings else 1.0
+    hits = []
+    for item, item_ranks in ranks.items():  # insertion order: first seen, ranking by ranking
+        raw = sum(w / (rrf_k + r) for w, r in zip(weights, item_ranks, strict=True) if r is not None)
+        hits.append(FusedHit(item, raw / best, raw, tuple(item_ranks)))
+    hits.sort(key=lambda hit: -hit.raw_score)  # stable: first-seen order breaks ties
+    return hits[:limit] if limit is not None else hits
+
+
+def side_weights(weights: Sequence[float] | Mapping[str, float]) -> tuple[float, float]:
+    """Weights for the two sides, as ``(vector, bm25)`` or ``{"vector": ..., "bm25": ...}`` (the mapping cannot be
+    read the wrong way round)."""
+    if isinstance(weights, Mapping):
+        unknown = set(weights) - set(SIDES)
+        if unknown or len(weights) != 2:
+            raise InvalidInputError(f"weights as a dict need the keys 'vector' and 'bm25', not {sorted(weights)}")
+        pair = (float(weights["vector"]), float(weights["bm25"]))
+    else:
+        values = list(weights)
+        if len(values) != 2:
+            raise InvalidInputError(f"two weights, (vector, bm25), not {values}")
+        pair = (float(values[0]), float(values[1]))
+    if min(pair) < 0 or max(pair) <= 0:
+        raise InvalidInputError(f"weights must be >= 0 with at least one above 0, not {pair}")
+    return pair

@@ -9,3 +9,11 @@ CONTEXT_PROMPT_VERSION_KEY = "context_prompt_version"
 CONTEXT_STATUS_KEY = "context_status"
 PROVENANCE_KEYS = (CONTEXT_PROVIDER_KEY, CONTEXT_MODEL_KEY, CONTEXT_PROMPT_VERSION_KEY, CONTEXT_STATUS_KEY)
 CONTEXT_SEPARATOR = "\n\n"
+CONTEXT_CHARS_KEY = "context_chars"
+"""Characters before the chunk in a LangChain document's ``page_content`` (its context header): the original chunk
+is ``page_content[context_chars:]``, so the chunk text is not stored twice."""
+FUSED_SCORE_KEY = "fused_score"
+VECTOR_RANK_KEY = "vector_rank"
+BM25_RANK_KEY = "bm25_rank"
+RETRIEVAL_KEYS = (FUSED_SCORE_KEY, VECTOR_RANK_KEY, BM25_RANK_KEY)
+"""Written on each retrieved result (never on stored chunks): its fused score and each side's rank."""

@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from .bm25 import BM25Index
 from .errors import InvalidInputError
-from .fusion import reciprocal_rank_fusion
+from .fusion import DEFAULT_RRF_K, fuse, side_weights
+from .text import indexed_text
 
 __all__ = ["IndexedChunk", "SearchHit", "build_store", "open_store"]
 
@@ -33,11 +34,14 @@ class IndexedChunk:
 
     @property
     def indexed_text(self) -> str:
-        return f"{self.context}\n\n{self.text}" if self.context else self.text
+        return indexed_text(self.text, self.context)
 
 
 @dataclass(frozen=True)
 class SearchHit:
+    """A result: ``score`` is the fused score in (0, 1] (1.0: first on both sides; see ``ctx_retrieval.FusedHit``),
+    or, for one side alone, ``1 / rank``."""
+
     chunk: IndexedChunk
     score: float
     dense_rank: int | None
@@ -63,8 +67,10 @@ class HybridStore:
         self.embedder = embedder
 
     def search(self, query: str, *, k: int = 20, mode: str = "hybrid", candidates: int = 150,
-               weights: Sequence[float] = (1.0, 1.0)) -> list[SearchHit]:
-        """The top ``k`` chunks for ``query``: ``hybrid`` (RRF of both), ``dense`` or ``bm25``."""
+               weights: Sequence[float] | Mapping[str, float] = (1.0, 1.0),
+               rrf_k: int = DEFAULT_RRF_K) -> list[SearchHit]:
+        """The top ``k`` chunks for ``query``: ``hybrid`` (RRF of both; ``weights`` as ``(vector, bm25)``),
+        ``dense`` or ``bm25``."""
         if mode not in ("hybrid", "dense", "bm25"):
             raise InvalidInputError(f"mode must be hybrid, dense or bm25, not {mode!r}")
         n = len(self.chunks)
@@ -77,7 +83,8 @@ class HybridStore:
         dense_rank = {cid: r for r, cid in enumerate(dense, start=1)}
         bm25_rank = {cid: r for r, cid in enumerate(bm25, start=1)}
         if mode == "hybrid":
-            fused = reciprocal_rank_fusion([dense, bm25], weights=list(weights), limit=k)
+            fused = [(hit.id, hit.score) for hit in fuse([dense, bm25], rrf_k=rrf_k, weights=side_weights(weights),
+                                                         limit=k)]
         else:
             ranking = dense if mode == "dense" else bm25
             fused = [(cid, 1.0 / r) for r, cid in enumerate(ranking[:k], start=1)]

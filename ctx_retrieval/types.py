@@ -110,7 +110,10 @@ class ContextResult:
     def ok(self) -> bool:
         return self.context is not None
 
-    def contextualized_text(self, chunk_text: str, separator: str = "\n\n") -> str:
-        """``context + separator + chunk`` as indexed by contextual embeddings and contextual BM25."""
-        return f"{self.context}{separator}{chunk_text}" if self.context else chunk_text
+    def contextualized_text(self, chunk_text: str) -> str:
+        """``context + blank line + chunk`` as indexed by contextual embeddings and contextual BM25 (the core's
+        ``indexed_text``, the same in both adapters)."""
+        from .text import indexed_text
+
+        return indexed_text(chunk_text, self.context)
 

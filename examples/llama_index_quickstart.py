@@ -51,7 +51,8 @@ def main() -> None:
         print(f"{len(nodes)} nodes contextualized\n" + transform.last_report.format())  # type: ignore[union-attr]
 
         store = chroma_vector_store(client=chromadb.EphemeralClient())
-        retriever = ContextualHybridRetriever.from_nodes(nodes, vector_store=store, embed_model=MiniLMEmbedding(), k=3)
+        retriever = ContextualHybridRetriever.from_nodes(nodes, vector_store=store, embed_model=MiniLMEmbedding(),
+                                                         similarity_top_k=3)
         for question in QUESTIONS:
             print(f"\nQ: {question}")
             for n, hit in enumerate(retriever.retrieve(question), start=1):

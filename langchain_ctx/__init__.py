@@ -13,7 +13,12 @@ from .embeddings import MiniLMEmbeddings  # noqa: E402 - after the dependency ch
 from .providers import LangChainChatProvider  # noqa: E402
 from .rerank import ClaudeRerankCompressor  # noqa: E402
 from .retrievers import BM25IndexRetriever, ContextualHybridRetriever  # noqa: E402
-from .transformer import ContextualDocumentTransformer, for_answering, split_and_contextualize  # noqa: E402
+from .transformer import (  # noqa: E402
+    ContextualDocumentTransformer,
+    for_answering,
+    original_text,
+    split_and_contextualize,
+)
 
 __all__ = [
     "BM25IndexRetriever",
@@ -23,5 +28,6 @@ __all__ = [
     "LangChainChatProvider",
     "MiniLMEmbeddings",
     "for_answering",
+    "original_text",
     "split_and_contextualize",
 ]

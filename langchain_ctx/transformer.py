@@ -12,6 +12,7 @@ from ctx_retrieval._aio import run_sync
 from ctx_retrieval.errors import InvalidInputError
 from ctx_retrieval.keys import (
     CHUNK_ID_KEY,
+    CONTEXT_CHARS_KEY,
     CONTEXT_KEY,
     CONTEXT_MODEL_KEY,
     CONTEXT_PROMPT_VERSION_KEY,
@@ -21,10 +22,12 @@ from ctx_retrieval.keys import (
     ORIGINAL_TEXT_KEY,
 )
 from ctx_retrieval.reconstruct import Piece, source_document
+from ctx_retrieval.text import indexed_header, indexed_text
 from ctx_retrieval.types import Chunk, ContextResult, SourceDocument, make_chunk_id
 from ctx_retrieval.usage import RunReport
 
-__all__ = ["ContextualDocumentTransformer", "UnplaceableChunkError", "for_answering", "split_and_contextualize"]
+__all__ = ["ContextualDocumentTransformer", "UnplaceableChunkError", "for_answering", "original_text",
+           "split_and_contextualize"]
 
 logger = logging.getLogger(__name__)
 
@@ -52,6 +55,10 @@ class ContextualDocumentTransformer(BaseDocumentTransformer):
         source_key: the metadata key naming each chunk's source document (``"source"``).
         on_unplaceable: ``"raise"`` (default) or ``"skip"`` (pass the chunk through without a context).
         progress: show a progress bar (needs ``tqdm``: ``ctx-retrieval[progress]``).
+        indexed_metadata_keys: metadata keys whose values also enter ``page_content`` after the context (default
+            none: ``page_content`` is the core's ``indexed_text``, context + blank line + chunk).
+        keep_original_text: also store the chunk text in ``metadata["original_text"]`` (default False: it is
+            ``page_content[metadata["context_chars"]:]``, and ``for_answering`` recovers it).
 
     Instantiate:
         .. code-block:: python
@@ -64,7 +71,8 @@ class ContextualDocumentTransformer(BaseDocumentTransformer):
 
             contextual = transformer.transform_documents(splitter.split_documents(docs))
             contextual[0].page_content        # context + blank line + chunk
-            contextual[0].metadata["context"], contextual[0].metadata["original_text"]
+            contextual[0].metadata["context"], contextual[0].metadata["context_status"]
+            for_answering(contextual)         # the chunks without their contexts, for the answering model
             transformer.last_report.format()  # tokens, cache hits, dollars
 
     Async:
@@ -84,6 +92,8 @@ class ContextualDocumentTransformer(BaseDocumentTransformer):
         source_key: str = "source",
         on_unplaceable: Literal["raise", "skip"] = "raise",
         progress: bool = False,
+        indexed_metadata_keys: Sequence[str] = (),
+        keep_original_text: bool = False,
     ) -> None:
         if contextualizer is None:
             from ctx_retrieval.generator import ContextGenerator
@@ -94,6 +104,8 @@ class ContextualDocumentTransformer(BaseDocumentTransformer):
         self.contextualizer = contextualizer
         self.source_key = source_key
         self.on_unplaceable = on_unplaceable
+        self.indexed_metadata_keys = tuple(indexed_metadata_keys)
+        self.keep_original_text = keep_original_text
         self.last_report: RunReport | None = None
 
     def __repr__(self) -> str:
@@ -111,7 +123,7 @@ class ContextualDocumentTransformer(BaseDocumentTransformer):
         groups: dict[str, list[int]] = {}
         placement: list[tuple[str, str] | None] = [None] * len(documents)
         for i, doc in enumerate(documents):
-            if CONTEXT_KEY in doc.metadata and ORIGINAL_TEXT_KEY in doc.metadata:
+            if CONTEXT_STATUS_KEY in doc.metadata and CONTEXT_CHARS_KEY in doc.metadata:
                 continue  # this transformer's own output: passed through as it is, never given a second context
             source = doc.metadata.get(self.source_key)
             if source is None or (source_documents is not None and _source_id(source) not in sources):
@@ -147,10 +159,16 @@ class ContextualDocumentTransformer(BaseDocumentTransformer):
                 out.append(Document(page_content=doc.page_content, metadata=dict(doc.metadata), id=doc.id))
                 continue
             result = by_id[where]
-            metadata = {**doc.metadata, CONTEXT_KEY: result.context, ORIGINAL_TEXT_KEY: doc.page_content,
-                        CHUNK_ID_KEY: where[1], CONTEXT_PROVIDER_KEY: result.provider, CONTEXT_MODEL_KEY: result.model,
+            content = indexed_text(doc.page_content, result.context, doc.metadata, self.indexed_metadata_keys)
+            header = indexed_header(result.context, doc.metadata, self.indexed_metadata_keys)
+            chars = len(header) + len(CONTEXT_SEPARATOR) if header else 0
+            metadata = {**doc.metadata, CHUNK_ID_KEY: where[1], CONTEXT_CHARS_KEY: chars,
+                        CONTEXT_PROVIDER_KEY: result.provider, CONTEXT_MODEL_KEY: result.model,
                         CONTEXT_PROMPT_VERSION_KEY: result.prompt_version, CONTEXT_STATUS_KEY: result.status}
-            content = f"{result.context}{CONTEXT_SEPARATOR}{doc.page_content}" if result.context else doc.page_content
+            if result.context:
+                metadata[CONTEXT_KEY] = result.context
+            if self.keep_original_text:
+                metadata[ORIGINAL_TEXT_KEY] = doc.page_content
             out.append(Document(page_content=content, metadata=metadata, id=where[1]))
         return out
 
@@ -194,8 +212,17 @@ def for_answering(documents: Sequence[Document], *, with_context: bool = False) 
     context (the index holds context + chunk; the context helps finding, the model may not need it)."""
     out = []
     for doc in documents:
-        original = doc.metadata.get(ORIGINAL_TEXT_KEY, doc.page_content)
+        original = original_text(doc)
         context = doc.metadata.get(CONTEXT_KEY)
         text = f"{context}{CONTEXT_SEPARATOR}{original}" if with_context and context else original
         out.append(Document(page_content=text, metadata=dict(doc.metadata), id=doc.id))
     return out
+
+
+def original_text(document: Document) -> str:
+    """The chunk a contextualized document was made from: its ``page_content`` without the context header (the
+    chunk's trailing whitespace aside, which the indexed text strips, as LlamaIndex's node rendering does)."""
+    if ORIGINAL_TEXT_KEY in document.metadata:
+        return str(document.metadata[ORIGINAL_TEXT_KEY])
+    chars = document.metadata.get(CONTEXT_CHARS_KEY)
+    return document.page_content[chars:] if isinstance(chars, int) and chars >= 0 else document.page_content

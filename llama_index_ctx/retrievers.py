@@ -1,36 +1,41 @@
-"""Contextual hybrid retrieval for LlamaIndex: a Chroma-backed ``VectorStoreIndex`` and a BM25 retriever over the
-same contextualized nodes, fused by reciprocal rank fusion.
+"""Contextual hybrid retrieval for LlamaIndex: any ``VectorStoreIndex`` and a BM25 retriever over the same
+contextualized nodes, fused by reciprocal rank fusion.
 
 The BM25 side is ``BM25IndexRetriever``, the core index as a LlamaIndex retriever (identifier-aware tokens, the
 configuration the evaluation measures, 3x faster per hybrid query than LlamaIndex's bm25s ``BM25Retriever`` at
-100k nodes); pass ``bm25=`` for any other retriever, LlamaIndex's included.
+100k nodes); pass ``bm25=`` for any other retriever, LlamaIndex's included. It is built from the index's nodes:
+from the docstore for stores that keep only vectors (``SimpleVectorStore``, the default), from the store itself
+for stores that keep text (Chroma and others with ``get_nodes``), so it survives a restart without pickle and
+follows inserts and deletes.
 
-Fusion is the core's ``reciprocal_rank_fusion`` (k=60, dedupe by node id) rather than ``QueryFusionRetriever``:
-the same result, without an LLM to configure (``QueryFusionRetriever`` wants one even with ``num_queries=1``).
-The BM25 side is rebuilt from the nodes stored in the Chroma collection, so it survives a restart without
-pickle and follows inserts and deletes.
+Fusion is the core's ``fuse`` (reciprocal rank fusion, ``rrf_k=60``, dedupe by node id) rather than
+``QueryFusionRetriever``: the same ranking, without an LLM to configure (``QueryFusionRetriever`` wants one even
+with ``num_queries=1``), with each result's per-side ranks, and with metadata filters applied to both sides.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from llama_index.core import StorageContext, VectorStoreIndex
 from llama_index.core.base.base_retriever import BaseRetriever
+from llama_index.core.callbacks import CallbackManager
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import BaseNode, MetadataMode, NodeWithScore, QueryBundle
+from llama_index.core.vector_stores.types import MetadataFilters
 
 from ctx_retrieval._names import in_memory_collection
 from ctx_retrieval._optional import require
-from ctx_retrieval.fusion import DEFAULT_RRF_K, reciprocal_rank_fusion
+from ctx_retrieval.fusion import DEFAULT_RRF_K, fuse, side_weights
+from ctx_retrieval.keys import BM25_RANK_KEY, FUSED_SCORE_KEY, RETRIEVAL_KEYS, VECTOR_RANK_KEY
 from ctx_retrieval.types import make_chunk_id
 
 from .bm25 import BM25IndexRetriever
 
-__all__ = ["ContextualHybridRetriever"]
+__all__ = ["ContextualHybridRetriever", "chroma_vector_store"]
 
 DEFAULT_COLLECTION = "ctx_retrieval"
 
@@ -38,9 +43,9 @@ DEFAULT_COLLECTION = "ctx_retrieval"
 def chroma_vector_store(*, client: Any = None, persist_directory: str | Path | None = None,
                         collection_name: str = DEFAULT_COLLECTION) -> Any:
     """A ``ChromaVectorStore`` on ``client`` (any Chroma client: persistent, HTTP, ephemeral), on an embedded
-    ``PersistentClient`` under ``persist_directory``, or, by default, in memory like ``VectorStoreIndex(nodes)``:
-    nothing is written to disk unless you pass a folder or a client."""
-    require("llama_index.vector_stores.chroma", "llama-index")
+    ``PersistentClient`` under ``persist_directory``, or in memory: nothing is written to disk unless you pass a
+    folder or a client. Needs ``ctx-retrieval[llama-index-chroma]``."""
+    require("llama_index.vector_stores.chroma", "llama-index-chroma")
     from llama_index.vector_stores.chroma import ChromaVectorStore
 
     if client is None and persist_directory is not None:
@@ -56,87 +61,166 @@ def chroma_vector_store(*, client: Any = None, persist_directory: str | Path | N
 
 
 class ContextualHybridRetriever(BaseRetriever):
-    """Contextual embeddings + contextual BM25, fused, optionally reranked, cut to ``k``.
+    """Contextual embeddings + contextual BM25, fused, optionally post-processed (reranked), cut to
+    ``similarity_top_k``.
 
     Setup:
-        pip install "ctx-retrieval[llama-index,chroma,local]"
+        pip install "ctx-retrieval[llama-index,local]"        # add llama-index-chroma for Chroma
+
+    Key init args:
+        index: a ``VectorStoreIndex`` over contextualized nodes, on any vector store.
+        similarity_top_k: results returned (20); candidates: results taken from each side before fusion (150).
+        weights: fusion weights, ``(vector, bm25)`` or ``{"vector": .., "bm25": ..}``; rrf_k: the RRF constant.
+        filters: ``MetadataFilters`` applied to both sides.
+        node_postprocessors: applied to the fused candidates before the cut (``ClaudeRerankPostprocessor``...).
+        bm25: another keyword retriever (then it is yours to filter and keep in sync).
 
     Instantiate:
         .. code-block:: python
 
-            retriever = ContextualHybridRetriever.from_nodes(nodes, embed_model=MiniLMEmbedding())
-            # after a restart, over the same collection:
-            retriever = ContextualHybridRetriever.from_vector_store(chroma_vector_store(), embed_model=...)
+            retriever = ContextualHybridRetriever.from_defaults(nodes=nodes, embed_model=MiniLMEmbedding())
+            retriever = ContextualHybridRetriever.from_defaults(index=index, similarity_top_k=5,
+                                                                filters=MetadataFilters.from_dicts([...]))
 
     Use:
         .. code-block:: python
 
             results = retriever.retrieve("How did ACME's revenue change in Q2 2023?")   # NodeWithScore list
+            results[0].score                         # fused, in (0, 1]: 1.0 = first on both sides
+            results[0].node.metadata["vector_rank"], results[0].node.metadata["bm25_rank"]
             engine = RetrieverQueryEngine.from_args(retriever, llm=...)                # answering
+
+    ``NodeWithScore.score`` is the RRF score divided by its maximum: 1.0 for a node ranked first on both sides,
+    0.5 for a node first on one side and absent from the other (equal weights), falling slowly with rank (0.38
+    at rank 100 on both sides), so ``SimilarityPostprocessor(similarity_cutoff=0.3)`` keeps the nodes both sides
+    rank in their top 143 and those one side alone ranks in its top 41 (``rrf_k=60``).
     """
 
     def __init__(
         self,
         index: VectorStoreIndex,
         *,
-        k: int = 20,
+        similarity_top_k: int = 20,
         candidates: int = 150,
-        weights: Sequence[float] = (1.0, 1.0),
+        weights: Sequence[float] | Mapping[str, float] = (1.0, 1.0),
         rrf_k: int = DEFAULT_RRF_K,
-        postprocessors: Sequence[BaseNodePostprocessor] = (),
+        filters: MetadataFilters | None = None,
+        node_postprocessors: Sequence[BaseNodePostprocessor] = (),
         bm25: BaseRetriever | None = None,
+        callback_manager: CallbackManager | None = None,
+        verbose: bool = False,
     ) -> None:
-        super().__init__()
+        super().__init__(callback_manager=callback_manager, verbose=verbose)
+        if similarity_top_k < 1 or candidates < 1:
+            raise ValueError(f"similarity_top_k and candidates must be >= 1 (got {similarity_top_k}, {candidates})")
+        if filters is not None and not isinstance(filters, MetadataFilters):
+            raise TypeError(f"filters must be llama_index MetadataFilters, not {type(filters).__name__}: "
+                            "MetadataFilters.from_dicts([{'key': 'tenant', 'value': 'a'}])")
         self.index = index
-        self.k = k
+        self.similarity_top_k = similarity_top_k
         self.candidates = candidates
-        self.weights = list(weights)
+        self.weights = side_weights(weights)
         self.rrf_k = rrf_k
-        self.postprocessors = list(postprocessors)
+        self.filters = filters
+        self.node_postprocessors = list(node_postprocessors)
         self._fixed_bm25 = bm25 is not None
+        self._given_nodes: dict[str, BaseNode] = {}
         self.bm25 = bm25 if bm25 is not None else self._build_bm25()
 
     # -- construction ------------------------------------------------------------------------------------
 
     @classmethod
+    def from_defaults(
+        cls,
+        *,
+        index: VectorStoreIndex | None = None,
+        nodes: Sequence[BaseNode] | None = None,
+        vector_store: Any = None,
+        embed_model: Any = None,
+        **kwargs: Any,
+    ) -> ContextualHybridRetriever:
+        """Over an existing ``index``, or a new one holding ``nodes`` (in memory unless ``vector_store`` is
+        given), as LlamaIndex's retrievers are made."""
+        if (index is None) == (nodes is None):
+            raise ValueError("pass exactly one of index= (an existing VectorStoreIndex) or nodes= (to index them)")
+        if index is not None:
+            if vector_store is not None:
+                raise ValueError("vector_store= is for new indexes (with nodes=); an index has its store")
+            return cls(index, **kwargs)
+        return cls.from_nodes(nodes or [], vector_store=vector_store, embed_model=embed_model, **kwargs)
+
+    @classmethod
     def from_nodes(cls, nodes: Sequence[BaseNode], *, vector_store: Any = None, embed_model: Any = None,
                    **kwargs: Any) -> ContextualHybridRetriever:
-        """Index contextualized nodes into ``vector_store`` (in-memory Chroma by default) and BM25. Nodes are
-        stored under a stable id (source, offset and text digest), so indexing the same nodes into a persistent
-        store again replaces them instead of adding copies."""
-        vector_store = vector_store if vector_store is not None else chroma_vector_store()
+        """Index contextualized nodes into ``vector_store`` (LlamaIndex's in-memory ``SimpleVectorStore`` by
+        default, as ``VectorStoreIndex(nodes)``) and BM25. Nodes are stored under a stable id (source, offset
+        and text digest), so indexing the same nodes into a persistent store again replaces them instead of
+        adding copies."""
+        stable = [_with_stable_id(n) for n in nodes]
+        _warn_truncation(embed_model, stable)
         storage = StorageContext.from_defaults(vector_store=vector_store)
-        index = VectorStoreIndex([_with_stable_id(n) for n in nodes], storage_context=storage,
-                                 embed_model=embed_model)
-        return cls(index, **kwargs)
+        index = VectorStoreIndex(stable, storage_context=storage, embed_model=embed_model)
+        retriever = cls(index, **kwargs)
+        if retriever._needs_given_nodes():
+            retriever._given_nodes.update((n.node_id, n) for n in stable)
+            retriever._refresh()
+        return retriever
 
     @classmethod
     def from_vector_store(cls, vector_store: Any, *, embed_model: Any = None,
                           **kwargs: Any) -> ContextualHybridRetriever:
-        """Over an existing collection (after a restart): the BM25 side is rebuilt from its stored nodes."""
+        """Over an existing store that keeps its nodes' text (after a restart): BM25 is rebuilt from them."""
         return cls(VectorStoreIndex.from_vector_store(vector_store, embed_model=embed_model), **kwargs)
 
-    def stored_nodes(self) -> list[BaseNode]:
+    # -- the nodes both sides hold -----------------------------------------------------------------------
+
+    def _needs_given_nodes(self) -> bool:
         store = self.index.vector_store
-        if not hasattr(store, "get_nodes"):
-            raise TypeError("pass bm25= for vector stores that cannot list their nodes (no get_nodes())")
-        return list(store.get_nodes(node_ids=None))
+        return bool(store.stores_text) and not hasattr(store, "get_nodes") and not self._fixed_bm25
+
+    def stored_nodes(self) -> list[BaseNode]:
+        """The index's nodes: from the docstore when the vector store keeps only vectors, from the store when it
+        keeps text, otherwise the nodes given to this retriever."""
+        store = self.index.vector_store
+        if not store.stores_text:
+            node_ids = list(self.index.index_struct.nodes_dict.values())
+            return list(self.index.docstore.get_nodes(node_ids, raise_error=False)) if node_ids else []
+        if hasattr(store, "get_nodes"):
+            try:
+                return list(store.get_nodes(node_ids=None))
+            except NotImplementedError:
+                pass
+        return list(self._given_nodes.values())
 
     def _build_bm25(self) -> BaseRetriever | None:
         nodes = self.stored_nodes()
         if not nodes:
             return None
-        return BM25IndexRetriever(nodes, similarity_top_k=self.candidates)
+        return BM25IndexRetriever(nodes, similarity_top_k=self.candidates, filters=self.filters,
+                                  callback_manager=self.callback_manager)
 
     # -- keeping both sides in sync ----------------------------------------------------------------------
 
     def insert_nodes(self, nodes: Sequence[BaseNode]) -> None:
-        self.index.insert_nodes(list(nodes))
+        """Add (or replace, by stable id) nodes on both sides."""
+        stable = [_with_stable_id(n) for n in nodes]
+        _warn_truncation(getattr(self.index, "_embed_model", None), stable)
+        self.index.insert_nodes(stable)
+        if self._needs_given_nodes():
+            self._given_nodes.update((n.node_id, n) for n in stable)
+        self._refresh()
+
+    def delete_nodes(self, node_ids: Sequence[str]) -> None:
+        """Delete nodes (by node id) from both sides."""
+        self.index.delete_nodes(list(node_ids), delete_from_docstore=True)
+        for node_id in node_ids:
+            self._given_nodes.pop(node_id, None)
         self._refresh()
 
     def delete_ref_doc(self, ref_doc_id: str) -> None:
         """Delete a source document's nodes from both sides."""
         self.index.delete_ref_doc(ref_doc_id, delete_from_docstore=True)
+        self._given_nodes = {i: n for i, n in self._given_nodes.items() if n.ref_doc_id != ref_doc_id}
         self._refresh()
 
     def _refresh(self) -> None:
@@ -145,28 +229,63 @@ class ContextualHybridRetriever(BaseRetriever):
 
     # -- retrieval ---------------------------------------------------------------------------------------
 
+    def _vector_retriever(self) -> BaseRetriever:
+        retriever = self.index.as_retriever(similarity_top_k=self.candidates, filters=self.filters)
+        retriever.callback_manager = self.callback_manager  # as_retriever passes the index's own
+        return retriever
+
     def _fuse(self, query_bundle: QueryBundle, dense: list[NodeWithScore],
               sparse: list[NodeWithScore]) -> list[NodeWithScore]:
-        nodes = {n.node.node_id: n.node for n in [*dense, *sparse]}
-        fused = reciprocal_rank_fusion([[n.node.node_id for n in dense], [n.node.node_id for n in sparse]],
-                                       k=self.rrf_k, weights=self.weights, limit=self.candidates)
-        results = [NodeWithScore(node=nodes[node_id], score=score) for node_id, score in fused]
-        for postprocessor in self.postprocessors:
+        nodes = {n.node.node_id: n.node for n in [*sparse, *dense]}  # the vector side's copy wins
+        hits = fuse([[n.node.node_id for n in dense], [n.node.node_id for n in sparse]], rrf_k=self.rrf_k,
+                    weights=self.weights, limit=self.candidates)
+        results = [NodeWithScore(node=_annotated(nodes[hit.id], hit.score, *hit.ranks), score=hit.score)
+                   for hit in hits]
+        for postprocessor in self.node_postprocessors:
             results = postprocessor.postprocess_nodes(results, query_bundle=query_bundle)
-        return results[: self.k]
+        return results[: self.similarity_top_k]
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        dense = self.index.as_retriever(similarity_top_k=self.candidates).retrieve(query_bundle)
+        dense = self._vector_retriever().retrieve(query_bundle)
         sparse = self.bm25.retrieve(query_bundle) if self.bm25 is not None else []
         return self._fuse(query_bundle, dense, sparse)
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        dense_task = self.index.as_retriever(similarity_top_k=self.candidates).aretrieve(query_bundle)
+        dense_task = self._vector_retriever().aretrieve(query_bundle)
         if self.bm25 is not None:
             dense, sparse = await asyncio.gather(dense_task, self.bm25.aretrieve(query_bundle))
         else:
             dense, sparse = await dense_task, []
         return self._fuse(query_bundle, dense, sparse)
+
+
+def _annotated(node: BaseNode, score: float, vector_rank: int | None, bm25_rank: int | None) -> BaseNode:
+    """A copy of ``node`` carrying its fused score and per-side ranks in metadata, hidden from the embedding and
+    the answering LLM (the stored node is not changed)."""
+    metadata = {**node.metadata, FUSED_SCORE_KEY: score, VECTOR_RANK_KEY: vector_rank, BM25_RANK_KEY: bm25_rank}
+    hidden = [k for k in RETRIEVAL_KEYS if k not in node.excluded_embed_metadata_keys]
+    hidden_llm = [k for k in RETRIEVAL_KEYS if k not in node.excluded_llm_metadata_keys]
+    return node.model_copy(update={
+        "metadata": metadata,
+        "excluded_embed_metadata_keys": [*node.excluded_embed_metadata_keys, *hidden],
+        "excluded_llm_metadata_keys": [*node.excluded_llm_metadata_keys, *hidden_llm],
+    })
+
+
+def _warn_truncation(embed_model: Any, nodes: Sequence[BaseNode]) -> None:
+    """One warning per indexing call, naming documents by file name, when the offline embedder truncates."""
+    embedder = getattr(embed_model, "_embedder", None)
+    if embedder is None or not hasattr(embedder, "warn_if_corpus_truncated") or not nodes:
+        return
+    embedder.warn_if_corpus_truncated([n.get_content(metadata_mode=MetadataMode.EMBED) for n in nodes],
+                                      [_document_name(n) for n in nodes])
+
+
+def _document_name(node: BaseNode) -> str:
+    for key in ("file_name", "file_path", "source"):
+        if node.metadata.get(key):
+            return Path(str(node.metadata[key])).name
+    return str(node.ref_doc_id or node.node_id)
 
 
 def _with_stable_id(node: BaseNode) -> BaseNode:

@@ -6,11 +6,19 @@ import logging
 from collections.abc import Sequence
 from typing import Any
 
-from llama_index.core.schema import BaseNode, MetadataMode, TransformComponent
+from llama_index.core.schema import BaseNode, MetadataMode, TextNode, TransformComponent
 from pydantic import ConfigDict, Field, PrivateAttr
 
 from ctx_retrieval._aio import run_sync
-from ctx_retrieval.keys import CHUNK_ID_KEY, CONTEXT_KEY, PROVENANCE_KEYS
+from ctx_retrieval.keys import (
+    CONTEXT_KEY,
+    CONTEXT_MODEL_KEY,
+    CONTEXT_PROMPT_VERSION_KEY,
+    CONTEXT_PROVIDER_KEY,
+    CONTEXT_SEPARATOR,
+    CONTEXT_STATUS_KEY,
+    PROVENANCE_KEYS,
+)
 from ctx_retrieval.reconstruct import Piece, source_document
 from ctx_retrieval.types import Chunk, SourceDocument
 from ctx_retrieval.usage import RunReport
@@ -31,6 +39,10 @@ class ContextualNodeTransform(TransformComponent):
             the BM25 side (``MetadataMode.EMBED``).
         context_for_llm: whether the answering LLM also sees the context (default False: it is added to
             ``excluded_llm_metadata_keys``). Provenance keys are stored but excluded from both.
+        indexed_metadata_keys: metadata keys whose values also enter the indexed text, after the context
+            (default none: the embedding and BM25 see ``context + blank line + chunk``, exactly the core's
+            ``indexed_text``, so the published figures describe this path). Every other key is added to
+            ``excluded_embed_metadata_keys``; nodes render metadata as values (``metadata_template="{value}"``).
         contextualize_whole_documents: a node that is its whole document has nothing to situate (default
             False: it gets no context).
         show_progress: a progress bar over the chunks (not part of the ingestion-cache key).
@@ -38,7 +50,7 @@ class ContextualNodeTransform(TransformComponent):
     Instantiate:
         .. code-block:: python
 
-            transform = ContextualNodeTransform.from_generator(ContextGenerator(AnthropicProvider()))
+            transform = ContextualNodeTransform(llm=AnthropicProvider())  # or from_generator(ContextGenerator(...))
             pipeline = IngestionPipeline(transformations=[SentenceSplitter(), transform, embed_model],
                                          cache=IngestionCache())
 
@@ -60,6 +72,7 @@ class ContextualNodeTransform(TransformComponent):
 
     context_key: str = CONTEXT_KEY
     context_for_llm: bool = False
+    indexed_metadata_keys: tuple[str, ...] = ()
     contextualize_whole_documents: bool = False
     contextualizer_id: str = Field(default="", description="the contextualizer's identity: every setting that "
                                    "changes its contexts (LlamaIndex's ingestion-cache key)")
@@ -68,27 +81,47 @@ class ContextualNodeTransform(TransformComponent):
     _contextualizer: Any = PrivateAttr(default=None)
     _docstore: Any = PrivateAttr(default=None)
     _last_report: RunReport | None = PrivateAttr(default=None)
+    _notes: list[str] = PrivateAttr(default_factory=list)
+
+    def __init__(self, llm: Any = None, *, contextualizer: Any = None, docstore: Any = None, **data: Any) -> None:
+        """``llm``: who writes the contexts: a ``ctx_retrieval`` provider (``AnthropicProvider(...)``,
+        ``OpenAICompatibleProvider(...)``), a LlamaIndex LLM, or a ready contextualizer (``ContextGenerator``,
+        ``HeuristicContextualizer``); Claude (``ContextGenerator()``) when omitted. A missing or malformed key
+        fails here, not when the pipeline runs. ``docstore`` (optional) holds the source documents."""
+        if llm is not None and contextualizer is not None:
+            raise ValueError("pass llm= or contextualizer=, not both")
+        chosen = _contextualizer_for(llm if llm is not None else contextualizer)
+        data.setdefault("contextualizer_id", _identity(chosen))
+        super().__init__(**data)
+        self._contextualizer = chosen
+        self._docstore = docstore
 
     @property
-    def last_report(self) -> RunReport | None:
-        """The report of the last call: tokens, cache hits, dollars, failures."""
-        return self._last_report
+    def last_report(self) -> RunReport:
+        """What this transform's last call did and cost: tokens, cache hits, dollars, failures. Before any call,
+        and after a run whose ``IngestionCache`` served this step (LlamaIndex then does not call the transform), it
+        is an empty report that says so."""
+        if self._last_report is not None:
+            return self._last_report
+        provider = getattr(self._contextualizer, "provider", None)
+        return RunReport(provider=str(getattr(provider, "name", type(self._contextualizer).__name__)),
+                         model=str(getattr(provider, "model", "-")),
+                         prompt_version=str(getattr(getattr(self._contextualizer, "prompt", None), "version", "-")),
+                         warnings=["this transform generated no contexts in its last pipeline run: the run's "
+                                   "IngestionCache served its nodes (0 requests, $0), or it has not run yet"])
+
+    def to_dict(self, **kwargs: Any) -> dict[str, Any]:
+        # IngestionPipeline hashes each step with to_dict() right before it either calls the step or serves the
+        # step's nodes from its IngestionCache: forgetting the last report here keeps it from going stale.
+        self._last_report = None
+        return super().to_dict(**kwargs)
 
     @classmethod
     def from_generator(cls, contextualizer: Any = None, *, docstore: Any = None,
                        **kwargs: Any) -> ContextualNodeTransform:
         """Wrap a ``ContextGenerator`` (Claude by default) or ``HeuristicContextualizer``; ``docstore`` (optional)
         holds the source documents."""
-        if contextualizer is None:
-            from ctx_retrieval.generator import ContextGenerator
-
-            contextualizer = ContextGenerator()
-        # The serialized fields are LlamaIndex's IngestionCache key: the contextualizer's identity covers every
-        # setting that changes its contexts (endpoint, extra_body, model, prompt, windowing, context length).
-        transform = cls(contextualizer_id=_identity(contextualizer), **kwargs)
-        transform._contextualizer = contextualizer
-        transform._docstore = docstore
-        return transform
+        return cls(contextualizer=contextualizer, docstore=docstore, **kwargs)
 
     @classmethod
     def class_name(cls) -> str:
@@ -108,13 +141,27 @@ class ContextualNodeTransform(TransformComponent):
 
     def _plan(self, nodes: Sequence[BaseNode]) -> list[tuple[SourceDocument, list[Chunk]]]:
         groups: dict[str, list[BaseNode]] = {}
+        whole = 0
         for node in nodes:
             ref = node.ref_doc_id
             if ref is None:
                 if self.contextualize_whole_documents:
                     groups.setdefault(node.node_id, []).append(node)
-                continue  # a whole document: nothing to situate it in
+                else:
+                    whole += 1  # a whole document: nothing to situate it in
+                continue
             groups.setdefault(ref, []).append(node)
+        self._notes = []
+        if whole:
+            self._notes.append(
+                f"{whole} of {len(nodes)} nodes are whole documents (no source document: was a node parser such as "
+                "SentenceSplitter left out before ContextualNodeTransform?) and got no context; "
+                "contextualize_whole_documents=True gives them one")
+            logger.warning("%s", self._notes[-1])
+        single = sum(1 for members in groups.values() if len(members) == 1)
+        if single:
+            self._notes.append(f"{single} documents are a single node: each got a context written from a document "
+                               "no larger than the node")
         items: list[tuple[SourceDocument, list[Chunk]]] = []
         for ref, members in groups.items():
             pieces = [Piece(n.node_id, n.get_content(metadata_mode=MetadataMode.NONE),
@@ -130,16 +177,26 @@ class ContextualNodeTransform(TransformComponent):
 
     def _apply(self, nodes: Sequence[BaseNode], results: Sequence[Any]) -> list[BaseNode]:
         by_id = {r.chunk_id: r for r in results}
-        hidden = [k for k in PROVENANCE_KEYS if k != CHUNK_ID_KEY]
         for node in nodes:
             result = by_id.get(node.node_id)
             if result is None:
                 continue
-            node.metadata[self.context_key] = result.context
-            node.metadata.update({"context_provider": result.provider, "context_model": result.model,
-                                  "context_prompt_version": result.prompt_version, "context_status": result.status})
-            node.excluded_embed_metadata_keys = _with(node.excluded_embed_metadata_keys, hidden)
-            llm_hidden = hidden if self.context_for_llm else [*hidden, self.context_key]
+            # The indexed text is the core's indexed_text: the context first, then the keys asked for, in order.
+            rest = {k: v for k, v in node.metadata.items() if k != self.context_key}
+            first = {self.context_key: result.context} if result.context else {}
+            asked = {k: rest.pop(k) for k in self.indexed_metadata_keys if k in rest}
+            node.metadata = {**first, **asked, **rest, CONTEXT_PROVIDER_KEY: result.provider,
+                             CONTEXT_MODEL_KEY: result.model, CONTEXT_PROMPT_VERSION_KEY: result.prompt_version,
+                             CONTEXT_STATUS_KEY: result.status}
+            if isinstance(node, TextNode):
+                node.metadata_template, node.metadata_separator = "{value}", "\n"
+                node.text_template = "{metadata_str}" + CONTEXT_SEPARATOR + "{content}"
+            shown = {self.context_key, *self.indexed_metadata_keys}
+            node.excluded_embed_metadata_keys = _with(node.excluded_embed_metadata_keys,
+                                                      [k for k in node.metadata if k not in shown])
+            llm_hidden = list(PROVENANCE_KEYS)
+            if not self.context_for_llm:
+                llm_hidden.append(self.context_key)
             node.excluded_llm_metadata_keys = _with(node.excluded_llm_metadata_keys, llm_hidden)
         return list(nodes)
 
@@ -153,6 +210,7 @@ class ContextualNodeTransform(TransformComponent):
             raise ValueError("build the transform with ContextualNodeTransform.from_generator(...)")
         items = self._plan(nodes)
         if not items:
+            self._last_report = None
             return list(nodes)
         show = self.show_progress or bool(kwargs.get("show_progress"))
         previous = getattr(self._contextualizer, "progress", None)
@@ -163,8 +221,37 @@ class ContextualNodeTransform(TransformComponent):
         finally:
             if show and previous is not None:
                 self._contextualizer.progress = previous
-        self._last_report = getattr(results, "report", None)
+        report = getattr(results, "report", None) or getattr(self._contextualizer, "last_report", None)
+        if report is not None:
+            report.warnings.extend(self._notes)
+        self._last_report = report
         return self._apply(nodes, results)
+
+
+def _contextualizer_for(given: Any) -> Any:
+    """A contextualizer for what ``ContextualNodeTransform`` was given, checked now (key present and well-formed)."""
+    from ctx_retrieval.generator import ContextGenerator
+    from ctx_retrieval.providers.base import Provider
+
+    if given is None:
+        chosen: Any = ContextGenerator()
+    elif hasattr(given, "acontextualize_many"):
+        chosen = given
+    elif isinstance(given, Provider):
+        chosen = ContextGenerator(given)
+    else:
+        from llama_index.core.llms import LLM
+
+        if not isinstance(given, LLM):
+            raise TypeError(f"llm= takes a ctx_retrieval provider (AnthropicProvider(...)), a LlamaIndex LLM or a "
+                            f"contextualizer (ContextGenerator(...)), not {type(given).__name__}")
+        from .providers import LlamaIndexLLMProvider
+
+        chosen = ContextGenerator(LlamaIndexLLMProvider(given))
+    provider = getattr(chosen, "provider", None)
+    if provider is not None and hasattr(provider, "check_ready"):
+        provider.check_ready()
+    return chosen
 
 
 def _identity(contextualizer: Any) -> str:

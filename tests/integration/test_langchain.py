@@ -28,7 +28,7 @@ from langchain_ctx import (
     MiniLMEmbeddings,
     split_and_contextualize,
 )
-from langchain_ctx.transformer import UnplaceableChunkError
+from langchain_ctx.transformer import UnplaceableChunkError, original_text
 from tests.conftest import TEST_KEY
 
 ACME = """ACME Corp 10-Q filing for the second quarter of 2023.
@@ -86,8 +86,11 @@ def test_transformer_adds_contexts_without_mutating_inputs(tmp_path: Path) -> No
         out = fake_transformer(server, tmp_path).transform_documents(chunks)
     assert [(d.page_content, d.metadata) for d in chunks] == before
     assert len(out) == len(chunks)
-    revenue = next(d for d in out if "grew by 3%" in d.metadata["original_text"])
-    assert revenue.page_content == revenue.metadata["context"] + "\n\n" + revenue.metadata["original_text"]
+    revenue = next(d for d in out if "grew by 3%" in original_text(d))
+    chunk = next(d for d in chunks if "grew by 3%" in d.page_content)
+    assert revenue.page_content == revenue.metadata["context"] + "\n\n" + chunk.page_content.rstrip()
+    assert original_text(revenue) == chunk.page_content.rstrip()
+    assert "original_text" not in revenue.metadata  # the chunk text is not stored twice unless asked
     assert revenue.metadata["context"] == "From ACME Corp's 10-Q filing for Q2 2023, on revenue growth."
     assert revenue.metadata["source"] == "acme.txt" and revenue.metadata["start_index"] > 0
     assert revenue.metadata["context_model"] == "claude-haiku-5-5"
@@ -143,14 +146,14 @@ def test_the_revenue_chunk_is_found_only_through_its_context(tmp_path: Path, emb
     chunks = split((ACME, "acme.txt"), (GLOBEX, "globex.txt"))
     with FakeAnthropicServer(responder=filing_responder) as server:
         contextual = fake_transformer(server, tmp_path).transform_documents(chunks)
-    plain = [Document(page_content=d.metadata["original_text"], metadata={"chunk_id": d.metadata["chunk_id"]},
+    plain = [Document(page_content=original_text(d), metadata={"chunk_id": d.metadata["chunk_id"]},
                       id=d.id) for d in contextual]
     results = {}
     for name, docs in (("contextual", contextual), ("plain", plain)):
         retriever = ContextualHybridRetriever.from_documents(
             docs, embeddings, client=chromadb.EphemeralClient(), collection_name=f"t-{name}", k=3)
         results[name] = retriever.invoke(QUERY)
-    gold = next(d.metadata["chunk_id"] for d in contextual if "grew by 3%" in d.metadata["original_text"])
+    gold = next(d.metadata["chunk_id"] for d in contextual if "grew by 3%" in original_text(d))
     assert results["contextual"][0].metadata["chunk_id"] == gold
     assert results["plain"][0].metadata["chunk_id"] != gold
 

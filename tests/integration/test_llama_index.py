@@ -132,7 +132,8 @@ def test_the_revenue_chunk_is_found_only_through_its_context(tmp_path: Path, emb
     firsts = {}
     for name, nodes in (("contextual", contextual), ("plain", plain)):
         store = chroma_vector_store(client=chromadb.EphemeralClient(), collection_name=f"li-{name}")
-        retriever = ContextualHybridRetriever.from_nodes(nodes, vector_store=store, embed_model=embed_model, k=3)
+        retriever = ContextualHybridRetriever.from_nodes(nodes, vector_store=store, embed_model=embed_model,
+                                                         similarity_top_k=3)
         firsts[name] = retriever.retrieve(QUERY)[0].node.get_content(metadata_mode=MetadataMode.NONE)
     assert gold_text in firsts["contextual"]
     assert gold_text not in firsts["plain"]
@@ -143,7 +144,7 @@ def test_bm25_survives_a_restart_and_follows_inserts_and_deletes(tmp_path: Path,
     ContextualHybridRetriever.from_nodes(nodes, vector_store=chroma_vector_store(persist_directory=tmp_path / "db"),
                                          embed_model=embed_model)
     reopened = ContextualHybridRetriever.from_vector_store(chroma_vector_store(persist_directory=tmp_path / "db"),
-                                                           embed_model=embed_model, k=2)
+                                                           embed_model=embed_model, similarity_top_k=2)
     assert isinstance(reopened.bm25, BM25IndexRetriever)  # the core index by default
     assert "Tucson" in reopened.retrieve("Tucson foundry move")[0].node.get_content()
     extra = TextNode(text="Zanzibar spice import ledger.", id_="extra")
@@ -181,7 +182,7 @@ def test_a_llama_index_bm25_retriever_can_be_passed(tmp_path: Path, embed_model:
     store = chroma_vector_store(client=chromadb.EphemeralClient(), collection_name="li-pass-bm25")
     bm25 = BM25Retriever.from_defaults(nodes=nodes, similarity_top_k=10)
     retriever = ContextualHybridRetriever.from_nodes(nodes, vector_store=store, embed_model=embed_model,
-                                                     bm25=bm25, k=2)
+                                                     bm25=bm25, similarity_top_k=2)
     assert retriever.bm25 is bm25
     assert "Tucson" in retriever.retrieve("Tucson foundry move")[0].node.get_content()
 
@@ -193,10 +194,10 @@ def test_claude_rerank_postprocessor(tmp_path: Path, embed_model: MiniLMEmbeddin
 
     nodes = [TextNode(text=f"Revenue note number {i}.", id_=f"r{i}") for i in range(4)]
     store = chroma_vector_store(client=chromadb.EphemeralClient(), collection_name="li-rerank")
-    plain = ContextualHybridRetriever.from_nodes(nodes, vector_store=store, embed_model=embed_model, k=4)
+    plain = ContextualHybridRetriever.from_nodes(nodes, vector_store=store, embed_model=embed_model, similarity_top_k=4)
     with FakeAnthropicServer(responder=reverse) as server:
         rerank = ClaudeRerankPostprocessor.from_provider(AnthropicProvider(api_key=TEST_KEY, base_url=server.base_url))
-        reranked = ContextualHybridRetriever(plain.index, k=4, postprocessors=[rerank])
+        reranked = ContextualHybridRetriever(plain.index, similarity_top_k=4, node_postprocessors=[rerank])
         before = [r.node.node_id for r in plain.retrieve("revenue note")]
         after = [r.node.node_id for r in reranked.retrieve("revenue note")]
     assert after == list(reversed(before))
@@ -245,8 +246,8 @@ def test_retrievers_keep_no_hidden_state_and_reindexing_never_duplicates(tmp_pat
     cwd = os.getcwd()
     os.chdir(tmp_path)
     try:
-        first = ContextualHybridRetriever.from_nodes(nodes, embed_model=embed_model, k=5)
-        second = ContextualHybridRetriever.from_nodes(nodes, embed_model=embed_model, k=5)
+        first = ContextualHybridRetriever.from_nodes(nodes, embed_model=embed_model, similarity_top_k=5)
+        second = ContextualHybridRetriever.from_nodes(nodes, embed_model=embed_model, similarity_top_k=5)
         assert not (tmp_path / ".ctx_retrieval").exists()  # nothing written to disk by default
     finally:
         os.chdir(cwd)
@@ -255,7 +256,8 @@ def test_retrievers_keep_no_hidden_state_and_reindexing_never_duplicates(tmp_pat
         r.node.get_content() for r in second.retrieve(QUERY)]
     store = tmp_path / "store"
     for _ in range(2):  # a persistent store indexed twice with fresh nodes of the same documents
-        again = ContextualHybridRetriever.from_nodes(splitter()(documents()), embed_model=embed_model, k=5,
+        again = ContextualHybridRetriever.from_nodes(splitter()(documents()), embed_model=embed_model,
+                                                     similarity_top_k=5,
                                                      vector_store=chroma_vector_store(persist_directory=store))
     assert len(again.stored_nodes()) == len(nodes)
     texts = [r.node.get_content() for r in again.retrieve(QUERY)]
@@ -296,3 +298,51 @@ def test_pipeline_runs_with_two_worker_processes(tmp_path: Path) -> None:
     # Both workers had the contextualizer (rebuilt from its pickle, the key read from their environment).
     assert contexts and all(contexts) and answered == len(contexts)
     assert TEST_KEY not in done.stdout
+
+
+def test_last_report_is_never_stale_nor_missing(tmp_path: Path) -> None:
+    cache = IngestionCache()
+    with FakeAnthropicServer(responder=filing_responder) as server:
+        transform = transform_for(server, tmp_path)
+        assert transform.last_report.requests == 0 and "has not run yet" in transform.last_report.format()
+        IngestionPipeline(transformations=[splitter(), transform], cache=cache).run(documents=documents())
+        assert transform.last_report.generated > 0 and transform.last_report.requests > 0
+        # the same transform, the same pipeline cache: LlamaIndex serves the nodes and never calls the transform
+        IngestionPipeline(transformations=[splitter(), transform], cache=cache).run(documents=documents())
+    assert transform.last_report.requests == 0 and transform.last_report.generated == 0
+    assert "IngestionCache served its nodes" in transform.last_report.format()
+
+
+def test_llm_is_accepted_directly_and_checked_at_construction(tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    from ctx_retrieval import HeuristicContextualizer, ProviderAuthenticationError
+
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    monkeypatch.delenv("ANTHROPIC_AUTH_TOKEN", raising=False)
+    with pytest.raises(ProviderAuthenticationError, match="ANTHROPIC_API_KEY"):
+        ContextualNodeTransform()  # Claude by default: no key fails here, not when the pipeline runs
+    with pytest.raises(ProviderAuthenticationError):
+        ContextualNodeTransform(llm=AnthropicProvider())
+    with pytest.raises(TypeError, match="llm= takes"):
+        ContextualNodeTransform(llm="claude-haiku-5-5")
+    with FakeAnthropicServer(responder=filing_responder) as server:
+        transform = ContextualNodeTransform(llm=AnthropicProvider(api_key=TEST_KEY, base_url=server.base_url))
+        nodes = transform(splitter()(documents()))
+        assert server.requests and all(n.metadata.get("context") for n in nodes)
+    heuristic = ContextualNodeTransform(llm=HeuristicContextualizer())
+    assert heuristic.contextualizer_id and all(n.metadata.get("context") for n in heuristic(splitter()(documents())))
+
+
+def test_documents_without_a_node_parser_are_reported_and_one_node_documents_counted(
+        caplog: pytest.LogCaptureFixture) -> None:
+    from ctx_retrieval import HeuristicContextualizer
+
+    transform = ContextualNodeTransform(llm=HeuristicContextualizer())
+    with caplog.at_level("WARNING"):
+        out = transform(documents())  # whole documents, no node parser before the step
+    assert all("context" not in n.metadata for n in out)
+    assert "node parser" in caplog.text and "2 of 2 nodes are whole documents" in caplog.text
+    short = Document(text="A short note on ACME's revenue.", id_="note")
+    nodes = splitter()([*documents(), short])
+    transform(nodes)
+    assert any("1 documents are a single node" in w for w in transform.last_report.warnings)

@@ -95,7 +95,7 @@ def test_matches_bm25s_rankings() -> None:
 
 
 def test_rrf_formula_weights_and_dedupe() -> None:
-    fused = reciprocal_rank_fusion([["a", "b", "c"], ["b", "d", "b"]], k=60)
+    fused = reciprocal_rank_fusion([["a", "b", "c"], ["b", "d", "b"]], rrf_k=60)
     scores = dict(fused)
     assert scores["b"] == pytest.approx(1 / 62 + 1 / 61)
     assert scores["a"] == pytest.approx(1 / 61) and scores["d"] == pytest.approx(1 / 62)

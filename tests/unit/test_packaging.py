@@ -56,9 +56,36 @@ def test_every_extra_named_in_the_code_exists() -> None:
     import re
 
     named = set()
-    for path in (ROOT / "ctx_retrieval").rglob("*.py"):
+    for path in [p for package in ("ctx_retrieval", "llama_index_ctx", "langchain_ctx")
+                 for p in (ROOT / package).rglob("*.py")]:
         named |= set(re.findall(r'require\("[\w.]+", "([\w-]+)"\)', path.read_text(encoding="utf-8")))
     assert named and named <= _extras()
+
+
+def _resolved(extra: str) -> set[str]:
+    """The distributions an extra installs directly (self-references followed), lower-case names."""
+    import re
+
+    tomllib = pytest.importorskip("tomllib")
+    extras = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["optional-dependencies"]
+    names: set[str] = set()
+    for requirement in extras[extra]:
+        nested = re.fullmatch(r"ctx-retrieval\[([\w,-]+)\]", requirement)
+        if nested:
+            for inner in nested.group(1).split(","):
+                names |= _resolved(inner)
+        else:
+            names.add(re.split(r"[<>=!\[; ]", requirement, maxsplit=1)[0].lower())
+    return names
+
+
+def test_framework_extras_do_not_pull_in_chroma() -> None:
+    for extra in ("llama-index", "langchain"):
+        assert not {n for n in _resolved(extra) if "chroma" in n}, extra
+    assert "chromadb" in _resolved("chroma")
+    assert {"chromadb", "llama-index-vector-stores-chroma"} <= _resolved("llama-index-chroma")
+    assert {"chromadb", "langchain-chroma"} <= _resolved("langchain-chroma")
+    assert _resolved("all") >= _resolved("llama-index-chroma") | _resolved("langchain-chroma")
 
 
 def test_wheel_holds_exactly_the_three_packages(tmp_path: Path) -> None:
