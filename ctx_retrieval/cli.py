@@ -14,7 +14,7 @@ import os
 import sys
 import textwrap
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -28,10 +28,12 @@ __all__ = ["main"]
 
 SAMPLE_DOCUMENT = "sample_acme_q2_2023.md"
 WORK_DIR = Path(".ctx_retrieval")
-TEXT_SUFFIXES = {".txt", ".md", ".rst", ".py", ".rs", ".go", ".js", ".ts", ".java", ".c", ".h", ".cpp", ".html"}
-CONTEXTUALIZERS = ["auto", "anthropic", "heuristic", "recorded", "fake", "none"]
+TEXT_SUFFIXES = {".txt", ".md", ".rst", ".py", ".rs", ".go", ".js", ".ts", ".java", ".c", ".h", ".cpp", ".html",
+                 ".ipynb"}
+CONTEXTUALIZERS = ["auto", "anthropic", "openai", "heuristic", "recorded", "fake", "none"]
 
 DEMO_QUERIES = 3
+DEFAULT_MODEL = "claude-haiku-5-5"
 
 
 def _say(message: str) -> None:
@@ -39,14 +41,15 @@ def _say(message: str) -> None:
 
 
 def split_paragraphs(text: str, max_chars: int = 900) -> list[str]:
-    """Split ``text`` at blank lines into chunks of whole paragraphs of at most ``max_chars`` (a paragraph
-    longer than that is its own chunk). The chunks concatenate back to the text."""
+    """Split ``text`` at blank lines into chunks of whole paragraphs of at most ``max_chars``; a longer paragraph
+    is split at line ends, and a longer line at the last space before the limit (or at the limit). The chunks
+    concatenate back to the text."""
     paragraphs: list[str] = []
     start = 0
     while start < len(text):
         end = text.find("\n\n", start)
         end = len(text) if end < 0 else end + 2
-        paragraphs.append(text[start:end])
+        paragraphs.extend(_pieces(text[start:end], max_chars))
         start = end
     chunks: list[str] = []
     for paragraph in paragraphs:
@@ -55,6 +58,38 @@ def split_paragraphs(text: str, max_chars: int = 900) -> list[str]:
         else:
             chunks.append(paragraph)
     return chunks
+
+
+def _pieces(paragraph: str, max_chars: int) -> list[str]:
+    """``paragraph`` in pieces of at most ``max_chars``: whole lines where they fit, then words, then characters."""
+    if len(paragraph) <= max_chars:
+        return [paragraph]
+    pieces: list[str] = []
+    for line in paragraph.splitlines(keepends=True):
+        while len(line) > max_chars:
+            cut = line.rfind(" ", 0, max_chars) + 1 or max_chars
+            pieces.append(line[:cut])
+            line = line[cut:]
+        if pieces and len(pieces[-1]) + len(line) <= max_chars:
+            pieces[-1] += line
+        elif line:
+            pieces.append(line)
+    return pieces
+
+
+def notebook_text(path: Path) -> str:
+    """The cells of a Jupyter notebook as one text: each cell's source, blank-line separated (outputs left out)."""
+    try:
+        cells = json.loads(path.read_text(encoding="utf-8")).get("cells", [])
+    except (json.JSONDecodeError, AttributeError) as exc:
+        raise InvalidInputError(f"{path} is not a readable notebook ({exc}); leave it out") from None
+    texts = []
+    for cell in cells:
+        source = cell.get("source", "") if isinstance(cell, dict) else ""
+        text = "".join(source) if isinstance(source, list) else str(source)
+        if text.strip():
+            texts.append(text.strip("\n"))
+    return "\n\n".join(texts) + "\n"
 
 
 def load_sample() -> tuple[SourceDocument, list[Chunk]]:
@@ -97,7 +132,7 @@ _EMPTY_QUERIES = Path(os.devnull)
 
 def _text_file(path: Path, chunk_chars: int, *, doc_id: str) -> tuple[SourceDocument, list[Chunk]]:
     try:
-        text = path.read_text(encoding="utf-8")
+        text = notebook_text(path) if path.suffix.lower() == ".ipynb" else path.read_text(encoding="utf-8")
     except UnicodeDecodeError:
         raise InvalidInputError(f"{path} is not UTF-8 text; convert it or leave it out") from None
     document = SourceDocument(doc_id, text, {"source": str(path)})
@@ -112,6 +147,8 @@ class _Contextualizer:
     label: str
     run: Callable[[list[tuple[SourceDocument, list[Chunk]]]], dict[str, str | None]]
     close: Callable[[], None]
+    # per chunk id: status and provenance of its context, filled by run (written to the contextualize output)
+    records: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 def _resolved_choice(args: argparse.Namespace) -> str:
@@ -139,9 +176,14 @@ def _make_contextualizer(args: argparse.Namespace) -> _Contextualizer:
         return _Contextualizer("none (plain chunks)", lambda items: {}, lambda: None)
     if choice == "heuristic":
         heuristic = HeuristicContextualizer()
-        return _Contextualizer("heuristic (title and nearest heading, no LLM)",
-                               lambda items: {r.chunk_id: r.context for r in heuristic.contextualize_many(items)},
-                               lambda: None)
+
+        def run_heuristic(items: list[tuple[SourceDocument, list[Chunk]]]) -> dict[str, str | None]:
+            results = heuristic.contextualize_many(items)
+            made.records.update((r.chunk_id, _record(r)) for r in results)
+            return {r.chunk_id: r.context for r in results}
+
+        made = _Contextualizer("heuristic (title and nearest heading, no LLM)", run_heuristic, lambda: None)
+        return made
     if choice == "recorded":
         from .eval import RecordedContextualizer
 
@@ -153,9 +195,12 @@ def _make_contextualizer(args: argparse.Namespace) -> _Contextualizer:
             if missing:
                 raise InvalidInputError(f"{len(missing)} chunks have no recorded context (first: {missing[0]}); "
                                         "recorded contexts exist for the bundled cookbook corpus only")
+            made.records.update((c.id, {"status": "recorded", "provider": "recorded", "model": recorded.model,
+                                        "prompt_version": "cookbook"}) for _, chunks in items for c in chunks)
             return dict(contexts)
 
-        return _Contextualizer(f"{recorded.label} ({recorded.model})", read, lambda: None)
+        made = _Contextualizer(f"{recorded.label} ({recorded.model})", read, lambda: None)
+        return made
     from .generator import ContextGenerator
     from .providers.anthropic import AnthropicProvider
 
@@ -167,9 +212,10 @@ def _make_contextualizer(args: argparse.Namespace) -> _Contextualizer:
         provider = AnthropicProvider(args.model, api_key="sk-ant-fake-cli-key-0000000", base_url=server.base_url,
                                      endpoint_id="ctx-retrieval-twin")  # its port changes; its answers do not
         label = "the local FAKE Anthropic API (canned contexts, real request flow)"
-    elif choice == "anthropic":
-        provider = AnthropicProvider(args.model)
-        label = f"Claude ({args.model})"
+    elif choice in ("anthropic", "openai"):
+        provider = _llm_provider(args, choice)
+        label = (f"Claude ({args.model})" if choice == "anthropic"
+                 else f"{args.model} at {args.base_url} (OpenAI-compatible)")
     else:  # pragma: no cover - argparse restricts the choices
         raise InvalidInputError(f"unknown contextualizer {choice!r}")
     cache = getattr(args, "cache", None)
@@ -182,9 +228,34 @@ def _make_contextualizer(args: argparse.Namespace) -> _Contextualizer:
         _say(generator.estimate(items).format())
         result = generator.contextualize_many(items)
         _say("context generation report:\n" + textwrap.indent(result.report.format(), "  "))
+        made.records.update((r.chunk_id, _record(r)) for r in result)
         return {r.chunk_id: r.context for r in result}
 
-    return _Contextualizer(label, run, server.stop if server else (lambda: None))
+    made = _Contextualizer(label, run, server.stop if server else (lambda: None))
+    return made
+
+
+def _llm_provider(args: argparse.Namespace, choice: str) -> Any:
+    """The provider for ``--contextualizer anthropic`` or ``openai`` (``--base-url``, ``--model``)."""
+    base_url = getattr(args, "base_url", None)
+    if choice == "anthropic":
+        from .providers.anthropic import AnthropicProvider
+
+        return AnthropicProvider(args.model, base_url=base_url)
+    if args.model == DEFAULT_MODEL or not base_url:
+        raise InvalidInputError("--contextualizer openai needs --base-url and --model: the server's address and the "
+                                "model it serves (e.g. --base-url http://127.0.0.1:8080/v1 --model qwen2.5-coder-1.5b)")
+    from .providers.openai_compat import OpenAICompatibleProvider
+
+    return OpenAICompatibleProvider(args.model, base_url=base_url)
+
+
+def _record(result: Any) -> dict[str, Any]:
+    record = {"status": result.status, "provider": result.provider, "model": result.model,
+              "prompt_version": result.prompt_version}
+    if result.error:
+        record["error"] = result.error
+    return record
 
 
 # -- commands --------------------------------------------------------------------------------------------
@@ -209,16 +280,15 @@ def _check_out(out: str) -> None:
 def _dry_run(args: argparse.Namespace, items: list[tuple[SourceDocument, list[Chunk]]]) -> int:
     """An estimate for the chosen contextualizer and cache, writing no file."""
     choice = _resolved_choice(args)
-    if choice != "anthropic":  # no LLM bill: the heuristic, recorded contexts, the fake API, none
+    if choice not in ("anthropic", "openai"):  # no LLM bill: the heuristic, recorded contexts, the fake API, none
         chunks = sum(len(c) for _, c in items)
         print(f"estimate: {len(items)} documents, {chunks} chunks: 0 requests, cost $0.0000 ({choice} contexts)")
         return 0
     from .generator import ContextGenerator
-    from .providers.anthropic import AnthropicProvider
 
     path = Path(args.cache) if args.cache else default_cache_path()
     cache: ContextCache | bool = ContextCache(path) if path.exists() else False  # read what exists, create nothing
-    print(ContextGenerator(AnthropicProvider(args.model), cache=cache).estimate(items).format())
+    print(ContextGenerator(_llm_provider(args, choice), cache=cache).estimate(items).format())
     return 0
 
 
@@ -238,7 +308,8 @@ def _cmd_contextualize(args: argparse.Namespace) -> int:
         for document, chunks in items:
             for chunk in chunks:
                 out.write(json.dumps({"document_id": document.id, "chunk_id": chunk.id, "position": chunk.position,
-                                      "text": chunk.text, "context": contexts.get(chunk.id)},
+                                      "text": chunk.text, "context": contexts.get(chunk.id),
+                                      **contextualizer.records.get(chunk.id, {})},
                                      ensure_ascii=False) + "\n")
     finally:
         if out is not sys.stdout:
@@ -270,6 +341,15 @@ def _cmd_index(args: argparse.Namespace) -> int:
                                         "string or null 'context' (a 'contextualize' output line)")
             contexts[chunk_id] = context
         label = f"contexts from {args.contexts}"
+        wanted = [c.id for _, cs in items for c in cs]
+        covered = sum(1 for i in wanted if i in contexts)
+        if covered < len(wanted):
+            _say(f"warning: {args.contexts} covers {covered} of {len(wanted)} chunks; the other "
+                 f"{len(wanted) - covered} are indexed without a context (same inputs and --chunk-chars as the "
+                 "'contextualize' run give the same chunk ids)")
+        unused = len(set(contexts) - set(wanted))
+        if unused:
+            _say(f"warning: {unused} contexts in {args.contexts} match no chunk of these inputs")
     else:
         contextualizer = _make_contextualizer(args)
         label = contextualizer.label
@@ -430,9 +510,13 @@ def _demo_sample(args: argparse.Namespace) -> int:
 def _add_contextualizer_args(parser: argparse.ArgumentParser, *, default: str = "auto") -> None:
     parser.add_argument("--contextualizer", choices=CONTEXTUALIZERS, default=default,
                         help="who writes contexts: auto = Claude if ANTHROPIC_API_KEY is set, else heuristic "
-                             "(default %(default)s); recorded = contexts recorded from a local LLM (cookbook "
+                             "(the demo: recorded) (default %(default)s); openai = an OpenAI-compatible server "
+                             "(--base-url, --model); recorded = contexts recorded from a local LLM (cookbook "
                              "corpus); fake = the local fake API; none = no contexts")
-    parser.add_argument("--model", default="claude-haiku-5-5", help="Claude model (default %(default)s)")
+    parser.add_argument("--model", default=DEFAULT_MODEL,
+                        help="Claude model (default %(default)s), or the served model with openai")
+    parser.add_argument("--base-url", help="the API's address: an Anthropic-compatible gateway with anthropic, or an "
+                        "OpenAI-compatible server with openai (llama.cpp, vLLM, Ollama: http://127.0.0.1:8080/v1)")
     parser.add_argument("--cache", help="context cache file (default: ~/.cache/ctx-retrieval/contexts.sqlite)")
     parser.add_argument("--max-concurrency", type=_positive_int, default=8,
                         help="requests in flight (default %(default)s)")

@@ -117,3 +117,74 @@ def test_help_lists_the_commands(capsys: pytest.CaptureFixture[str]) -> None:
     out = capsys.readouterr().out
     for command in ("demo", "contextualize", "index", "query", "eval"):
         assert command in out
+
+
+def test_long_paragraphs_and_notebooks_are_split_within_the_limit(tmp_path: Path) -> None:
+    from ctx_retrieval.cli import load_documents
+
+    one_line = "word " * 400  # one 2,000-character paragraph without a blank line or a line end
+    lines = "".join(f"line {n} of a long block\n" for n in range(200))
+    for text in (one_line, lines, "x" * 2500):
+        pieces = split_paragraphs(text, max_chars=300)
+        assert "".join(pieces) == text and max(len(p) for p in pieces) <= 300
+    assert all(p.endswith("\n") for p in split_paragraphs(lines, max_chars=300)[:-1])  # cut at line ends
+    notebook = {"cells": [{"cell_type": "markdown", "source": ["# Loading data\n", "Read the CSV first."]},
+                          {"cell_type": "code", "source": "import pandas as pd\ndf = pd.read_csv('x.csv')",
+                           "outputs": [{"text": "OUTPUT NOT INDEXED"}]},
+                          {"cell_type": "code", "source": []}]}
+    path = tmp_path / "nb.ipynb"
+    path.write_text(json.dumps(notebook), encoding="utf-8")
+    ((document, chunks),) = load_documents([str(path)], 900)
+    assert document.text == "# Loading data\nRead the CSV first.\n\nimport pandas as pd\ndf = pd.read_csv('x.csv')\n"
+    assert "OUTPUT" not in document.text and "".join(c.text for c in chunks) == document.text
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "nb.ipynb").write_text(json.dumps(notebook), encoding="utf-8")
+    assert load_documents([str(tmp_path / "docs")], 900)[0][0].id == "nb.ipynb"  # folders include notebooks
+
+
+def test_contextualize_output_carries_status_and_provenance(tmp_path: Path) -> None:
+    doc = tmp_path / "acme.md"
+    doc.write_text(ACME, encoding="utf-8")
+    out = tmp_path / "out.jsonl"
+    assert main(["contextualize", str(doc), "--out", str(out), "--contextualizer", "fake"]) == 0
+    rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert rows and all(r["status"] == "generated" and r["provider"] == "anthropic" and
+                        r["model"] == "claude-haiku-5-5" and r["prompt_version"] for r in rows)
+    assert main(["contextualize", str(doc), "--out", str(out), "--contextualizer", "heuristic"]) == 0
+    rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert all(r["provider"] == "heuristic" for r in rows)
+
+
+def test_an_openai_compatible_server_writes_the_contexts(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("openai")
+    from ctx_retrieval.testing import FakeOpenAIServer
+
+    doc = tmp_path / "acme.md"
+    doc.write_text(ACME, encoding="utf-8")
+    out = tmp_path / "out.jsonl"
+    assert main(["contextualize", str(doc), "--contextualizer", "openai", "--out", str(out)]) == 2
+    assert "--base-url and --model" in capsys.readouterr().err
+    with FakeOpenAIServer(known_models=["qwen2.5-coder"]) as server:
+        assert main(["contextualize", str(doc), "--out", str(out), "--contextualizer", "openai", "--base-url",
+                     server.base_url, "--model", "qwen2.5-coder", "--cache", str(tmp_path / "c.sqlite")]) == 0
+        assert server.requests
+    rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert rows and all(r["context"] and r["provider"] == "openai-compatible" and r["model"] == "qwen2.5-coder"
+                        for r in rows)
+
+
+def test_index_warns_when_contexts_cover_only_some_chunks(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("chromadb")
+    doc = tmp_path / "acme.md"
+    doc.write_text(ACME, encoding="utf-8")
+    contexts = tmp_path / "contexts.jsonl"
+    assert main(["contextualize", str(doc), "--out", str(contexts), "--contextualizer", "heuristic",
+                 "--chunk-chars", "40"]) == 0
+    rows = contexts.read_text(encoding="utf-8").splitlines()
+    contexts.write_text("\n".join([*rows[:1], json.dumps({"chunk_id": "elsewhere", "context": "x"})]),
+                        encoding="utf-8")
+    capsys.readouterr()
+    assert main(["index", str(doc), "--store", str(tmp_path / "store"), "--contexts", str(contexts),
+                 "--chunk-chars", "40"]) == 0
+    err = capsys.readouterr().err
+    assert f"covers 1 of {len(rows)} chunks" in err and "1 contexts in" in err
