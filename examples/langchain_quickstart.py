@@ -1,4 +1,4 @@
-"""LangChain quickstart: split, contextualize, index into Chroma + BM25, ask, read the usage report.
+"""LangChain quickstart: split, contextualize, index (in memory: vectors + BM25), ask, read the usage report.
 
     .venv/bin/python examples/langchain_quickstart.py
 
@@ -12,7 +12,6 @@ import os
 import tempfile
 from pathlib import Path
 
-import chromadb
 from langchain_core.documents import Document
 from langchain_text_splitters import RecursiveCharacterTextSplitter
 
@@ -48,12 +47,14 @@ def main() -> None:
                 server.stop()
         print(f"{len(contextual)} chunks contextualized\n" + transformer.last_report.format())  # type: ignore[union-attr]
 
-        retriever = ContextualHybridRetriever.from_documents(contextual, MiniLMEmbeddings(),
-                                                             client=chromadb.EphemeralClient(), k=3)
+        # LangChain's InMemoryVectorStore + the core BM25; pass client= or persist_directory= for Chroma.
+        retriever = ContextualHybridRetriever.from_documents(contextual, MiniLMEmbeddings(), k=3)
         for question in QUESTIONS:
             print(f"\nQ: {question}")
             for n, doc in enumerate(for_answering(retriever.invoke(question)), start=1):
-                print(f"  {n}. [{doc.metadata['chunk_id']}] {' '.join(doc.page_content.split())[:110]}...")
+                ranks = f"vector #{doc.metadata['vector_rank'] or '-'}, bm25 #{doc.metadata['bm25_rank'] or '-'}"
+                print(f"  {n}. score {doc.metadata['fused_score']:.2f} [{ranks}] "
+                      f"{' '.join(doc.page_content.split())[:90]}...")
                 print(f"     context: {doc.metadata['context']}")
 
 

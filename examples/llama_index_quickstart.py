@@ -1,4 +1,4 @@
-"""LlamaIndex quickstart: an IngestionPipeline with a contextual step, Chroma + BM25 hybrid retrieval, a report.
+"""LlamaIndex quickstart: an IngestionPipeline with a contextual step, hybrid retrieval (vectors + BM25), a report.
 
     .venv/bin/python examples/llama_index_quickstart.py
 
@@ -12,7 +12,6 @@ import os
 import tempfile
 from pathlib import Path
 
-import chromadb
 from llama_index.core import Document
 from llama_index.core.ingestion import IngestionPipeline
 from llama_index.core.node_parser import SentenceSplitter
@@ -21,7 +20,7 @@ from llama_index.core.schema import MetadataMode
 from ctx_retrieval import AnthropicProvider, ContextGenerator
 from ctx_retrieval.cli import load_sample
 from ctx_retrieval.testing import FakeAnthropicServer
-from llama_index_ctx import ContextualHybridRetriever, ContextualNodeTransform, MiniLMEmbedding, chroma_vector_store
+from llama_index_ctx import ContextualHybridRetriever, ContextualNodeTransform, MiniLMEmbedding
 
 QUESTIONS = ["How much did ACME's revenue grow over the previous quarter?",
              "Which company did ACME agree to acquire after the quarter?"]
@@ -40,24 +39,26 @@ def main() -> None:
         provider = AnthropicProvider(api_key="sk-ant-example-0000000000", base_url=server.base_url)
         print("contextualizer: no ANTHROPIC_API_KEY, so the local FAKE Anthropic API (canned contexts)")
     with tempfile.TemporaryDirectory() as tmp:
-        transform = ContextualNodeTransform.from_generator(ContextGenerator(provider, cache=Path(tmp) / "c.sqlite"))
+        transform = ContextualNodeTransform(llm=ContextGenerator(provider, cache=Path(tmp) / "c.sqlite"))
         try:
-            splitter = SentenceSplitter(chunk_size=160, chunk_overlap=16)
+            splitter = SentenceSplitter(chunk_size=150, chunk_overlap=15)
             pipeline = IngestionPipeline(transformations=[splitter, transform])
             nodes = pipeline.run(documents=documents)
         finally:
             if server is not None:
                 server.stop()
-        print(f"{len(nodes)} nodes contextualized\n" + transform.last_report.format())  # type: ignore[union-attr]
+        print(f"{len(nodes)} nodes contextualized\n" + transform.last_report.format())
 
-        store = chroma_vector_store(client=chromadb.EphemeralClient())
-        retriever = ContextualHybridRetriever.from_nodes(nodes, vector_store=store, embed_model=MiniLMEmbedding(),
-                                                         similarity_top_k=3)
+        # In memory (SimpleVectorStore, as VectorStoreIndex(nodes)); vector_store= takes any other store.
+        retriever = ContextualHybridRetriever.from_defaults(nodes=nodes, embed_model=MiniLMEmbedding(),
+                                                            similarity_top_k=3)
         for question in QUESTIONS:
             print(f"\nQ: {question}")
             for n, hit in enumerate(retriever.retrieve(question), start=1):
                 text = " ".join(hit.node.get_content(metadata_mode=MetadataMode.NONE).split())
-                print(f"  {n}. score {hit.score:.4f}  {text[:110]}...")
+                meta = hit.node.metadata
+                ranks = f"vector #{meta['vector_rank'] or '-'}, bm25 #{meta['bm25_rank'] or '-'}"
+                print(f"  {n}. score {hit.score:.2f} [{ranks}] {text[:90]}...")
                 print(f"     context: {hit.node.metadata['context']}")
 
 
