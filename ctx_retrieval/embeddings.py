@@ -126,6 +126,7 @@ class MiniLMEmbedder:
         self._counter: Any = None
         self._lock = threading.Lock()
         self._warned_long = 0
+        self._warned_corpora: set[str] = set()
 
     def __repr__(self) -> str:
         return f"MiniLMEmbedder(model={self.model_id!r}, batch_size={self.batch_size}, threads={self.threads})"
@@ -193,7 +194,9 @@ class MiniLMEmbedder:
         over = Counter(name for text, name in zip(texts, names, strict=True)
                        if self.count_tokens(text) > MINILM_MAX_TOKENS)
         total = sum(over.values())
-        if total:
+        corpus = hashlib.sha256("\x00".join(texts).encode("utf-8", "surrogatepass")).hexdigest()
+        if total and corpus not in self._warned_corpora:  # the same texts indexed again: said already
+            self._warned_corpora.add(corpus)
             shown = ", ".join(f"{name} ({n})" for name, n in over.most_common(5))
             more = f" and {len(over) - 5} more" if len(over) > 5 else ""
             logger.warning(

@@ -13,7 +13,7 @@ import hashlib
 import json
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -208,9 +208,44 @@ class RecordedContextualizer:
         self.label = label
         self.name = "recorded"
         self.model = self.path.stem
+        self.last_report: Any = None
 
     def contexts(self) -> dict[str, str]:
         return {row["chunk_id"]: row["context"] for row in _read_jsonl(self.path)}
+
+    @property
+    def identity(self) -> str:
+        return f"recorded|{self.path.name}"
+
+    def contextualize_many(self, items: Iterable[tuple[SourceDocument, Sequence[Chunk]]]) -> Any:
+        """The recorded context of each chunk, as a contextualizer's run (so the framework adapters take it); a
+        chunk without one fails with ``not_recorded``, never gets an invented context."""
+        from .generator import ContextRun
+        from .types import ContextResult
+        from .usage import FailedChunk, RunReport
+
+        contexts = self.contexts()
+        report = RunReport(provider=self.name, model=self.model, prompt_version="recorded", cost_usd=0.0)
+        results = []
+        for document, chunks in items:
+            report.documents += 1
+            for chunk in chunks:
+                report.chunks += 1
+                context = contexts.get(chunk.id)
+                if context:
+                    report.cached += 1
+                else:
+                    report.failures.append(FailedChunk(document, chunk, tuple(chunks), "not_recorded",
+                                                       f"no recorded context for chunk {chunk.id}"))
+                results.append(ContextResult(
+                    document_id=document.id, chunk_id=chunk.id, position=chunk.position, context=context or None,
+                    status="cached" if context else "failed", provider=self.name, model=self.model,
+                    prompt_version="recorded", error=None if context else "not_recorded"))
+        self.last_report = report
+        return ContextRun(results, report)
+
+    async def acontextualize_many(self, items: Iterable[tuple[SourceDocument, Sequence[Chunk]]]) -> Any:
+        return self.contextualize_many(items)
 
 
 # -- scoring ---------------------------------------------------------------------------------------------

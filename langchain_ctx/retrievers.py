@@ -286,6 +286,9 @@ class ContextualHybridRetriever(BaseRetriever):
         search_kwargs = {**self.search_kwargs, "k": self.candidates}
         if filter is not None:
             search_kwargs["filter"] = filter
+        chosen = search_kwargs.get("filter")
+        if isinstance(chosen, Mapping) and isinstance(getattr(self.vectorstore, "store", None), dict):
+            search_kwargs["filter"] = document_filter(chosen)  # InMemoryVectorStore takes callables: same rules
         return self.vectorstore.as_retriever(search_kwargs=search_kwargs)
 
     def _bm25_kwargs(self, filter: Filter | None) -> dict[str, Any]:  # noqa: A002

@@ -150,8 +150,10 @@ def test_langchain_filters_apply_to_both_sides(store: str, embedder: MiniLMEmbed
     assert {d.metadata["tenant"] for d in everyone.invoke(QUERY)} == {"a", "b"}
     per_call = everyone.invoke(QUERY, filter=in_store_filter)  # the per-call form
     assert [d.id for d in per_call] == [d.id for d in results]
-    if store == "memory":  # the where-dict form on the BM25 side, the callable form on the store
-        assert {d.metadata["tenant"] for d in retriever.bm25.invoke(QUERY, filter={"tenant": {"$in": ["b"]}})} == {"b"}
+    if store == "memory":  # a where dict works on InMemoryVectorStore too (turned into its callable form)
+        only_b = everyone.invoke(QUERY, filter={"tenant": {"$in": ["b"]}})
+        assert only_b and {d.metadata["tenant"] for d in only_b} == {"b"}
+        assert any(d.metadata["vector_rank"] for d in only_b) and any(d.metadata["bm25_rank"] for d in only_b)
 
 
 def test_unknown_filter_operators_fail_before_any_search() -> None:
