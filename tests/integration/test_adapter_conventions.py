@@ -260,3 +260,56 @@ def test_langchain_callbacks_see_both_sides(embedder: MiniLMEmbedder) -> None:
     retriever = LCRetriever.from_documents(lc_documents(), MiniLMEmbeddings(embedder), k=2)
     retriever.invoke(QUERY, config={"callbacks": [recorder]})
     assert len(recorder.started) == 3  # ours, then the vector side and the BM25 side as child runs
+
+
+def test_add_documents_says_when_it_cannot_update_a_bm25_side_of_yours(embedder: MiniLMEmbedder) -> None:
+    from langchain_ctx import BM25IndexRetriever
+
+    documents = lc_documents()
+    mine = BM25IndexRetriever.from_documents(documents[:3], k=10)
+    retriever = LCRetriever.from_documents(documents[:3], MiniLMEmbeddings(embedder), bm25=mine, k=5)
+    with pytest.warns(UserWarning, match="not updated by add_documents"):
+        retriever.add_documents(documents[3:])
+    assert retriever.bm25 is mine and len(mine.documents) == 3
+    built = LCRetriever.from_documents(documents[:3], MiniLMEmbeddings(embedder), k=5)
+    built.add_documents(documents[3:])  # the built-in side follows, silently
+    assert len(built.bm25.documents) == len(documents)  # type: ignore[union-attr]
+
+
+def test_a_store_that_cannot_list_its_documents_gets_bm25_from_what_was_added(embedder: MiniLMEmbedder) -> None:
+    from langchain_core.vectorstores import VectorStore
+
+    class Opaque(VectorStore):
+        """A vector store with no way to list its contents (as many hosted stores)."""
+
+        def __init__(self, embedding: Any) -> None:
+            self._inner = InMemoryVectorStore(embedding)
+
+        def add_documents(self, documents: list[LCDocument], **kwargs: Any) -> list[str]:
+            return self._inner.add_documents(documents, **kwargs)
+
+        def add_texts(self, texts: Any, metadatas: Any = None, **kwargs: Any) -> list[str]:
+            return self._inner.add_texts(texts, metadatas, **kwargs)
+
+        def delete(self, ids: Any = None, **kwargs: Any) -> None:
+            self._inner.delete(ids)
+
+        def similarity_search(self, query: str, k: int = 4, **kwargs: Any) -> list[LCDocument]:
+            return self._inner.similarity_search(query, k=k, **kwargs)
+
+        @classmethod
+        def from_texts(cls, texts: Any, embedding: Any, metadatas: Any = None, **kwargs: Any) -> Opaque:
+            raise NotImplementedError
+
+    documents = lc_documents()
+    embeddings = MiniLMEmbeddings(embedder)
+    with pytest.raises(TypeError, match="cannot list its documents"):
+        LCRetriever.from_vectorstore(Opaque(embeddings))
+    retriever = LCRetriever(vectorstore=Opaque(embeddings), k=50)
+    retriever.add_documents(documents)
+    assert len(retriever.stored_documents()) == len(documents)
+    results = retriever.invoke(QUERY)
+    assert any(d.metadata["bm25_rank"] for d in results) and any(d.metadata["vector_rank"] for d in results)
+    gone = documents[0].metadata["chunk_id"]
+    retriever.delete([gone])
+    assert gone not in {d.metadata["chunk_id"] for d in retriever.invoke(QUERY)}

@@ -109,3 +109,15 @@ def test_adapter_all_is_exact(package: str) -> None:
     public = {n for n in vars(module) if not n.startswith("_") and not isinstance(getattr(module, n), type(module))
               and n != "require"}
     assert public == set(module.__all__)
+
+
+def test_sdist_holds_the_examples_and_notebooks(tmp_path: Path) -> None:
+    import tarfile
+
+    subprocess.run([sys.executable, "-m", "hatchling", "build", "-t", "sdist", "-d", str(tmp_path)],
+                   cwd=ROOT, check=True, capture_output=True)
+    (sdist,) = tmp_path.glob("*.tar.gz")
+    with tarfile.open(sdist) as archive:
+        names = {n.split("/", 1)[1] for n in archive.getnames() if "/" in n}
+    expected = {str(p.relative_to(ROOT)) for p in (ROOT / "examples").iterdir() if p.suffix in (".py", ".ipynb")}
+    assert expected and expected <= names
