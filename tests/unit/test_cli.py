@@ -54,13 +54,18 @@ def test_contextualize_writes_one_line_per_chunk(tmp_path: Path, capsys: pytest.
     assert {r["document_id"] for r in rows} == {"acme.md", "globex.md"}
 
 
-def test_contextualize_with_the_fake_api(tmp_path: Path) -> None:
+def test_contextualize_with_the_fake_api_says_status_and_provenance(tmp_path: Path) -> None:
     doc = tmp_path / "acme.md"
     doc.write_text(ACME, encoding="utf-8")
     out = tmp_path / "out.jsonl"
     assert main(["contextualize", str(doc), "--out", str(out), "--contextualizer", "fake"]) == 0
     rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
     assert rows and all(r["context"].startswith("This chunk is from") for r in rows)
+    # each line says how its context came about
+    assert all(r["status"] == "generated" and r["provider"] == "anthropic" and
+               r["model"] == "claude-haiku-5-5" and r["prompt_version"] for r in rows)
+    assert main(["contextualize", str(doc), "--out", str(out), "--contextualizer", "heuristic"]) == 0
+    assert all(json.loads(line)["provider"] == "heuristic" for line in out.read_text(encoding="utf-8").splitlines())
 
 
 def test_index_then_query(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -140,19 +145,6 @@ def test_long_paragraphs_and_notebooks_are_split_within_the_limit(tmp_path: Path
     (tmp_path / "docs").mkdir()
     (tmp_path / "docs" / "nb.ipynb").write_text(json.dumps(notebook), encoding="utf-8")
     assert load_documents([str(tmp_path / "docs")], 900)[0][0].id == "nb.ipynb"  # folders include notebooks
-
-
-def test_contextualize_output_carries_status_and_provenance(tmp_path: Path) -> None:
-    doc = tmp_path / "acme.md"
-    doc.write_text(ACME, encoding="utf-8")
-    out = tmp_path / "out.jsonl"
-    assert main(["contextualize", str(doc), "--out", str(out), "--contextualizer", "fake"]) == 0
-    rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
-    assert rows and all(r["status"] == "generated" and r["provider"] == "anthropic" and
-                        r["model"] == "claude-haiku-5-5" and r["prompt_version"] for r in rows)
-    assert main(["contextualize", str(doc), "--out", str(out), "--contextualizer", "heuristic"]) == 0
-    rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
-    assert all(r["provider"] == "heuristic" for r in rows)
 
 
 def test_an_openai_compatible_server_writes_the_contexts(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
