@@ -30,7 +30,7 @@ SAMPLE_DOCUMENT = "sample_acme_q2_2023.md"
 WORK_DIR = Path(".ctx_retrieval")
 TEXT_SUFFIXES = {".txt", ".md", ".rst", ".py", ".rs", ".go", ".js", ".ts", ".java", ".c", ".h", ".cpp", ".html",
                  ".ipynb"}
-CONTEXTUALIZERS = ["auto", "anthropic", "openai", "heuristic", "recorded", "fake", "none"]
+CONTEXTUALIZERS = ["auto", "anthropic", "openai", "openai-compatible", "heuristic", "recorded", "fake", "none"]
 
 DEMO_QUERIES = 3
 DEFAULT_MODEL = "claude-haiku-5-5"
@@ -155,6 +155,8 @@ def _resolved_choice(args: argparse.Namespace) -> str:
     """``--contextualizer``, with ``auto`` resolved: Claude when a key is set; else, for the demo on the bundled
     corpus, the contexts recorded from a local LLM (the technique's real effect without a key); else the
     heuristic."""
+    if args.contextualizer == "openai-compatible":
+        return "openai"
     if args.contextualizer != "auto":
         return str(args.contextualizer)
     if os.environ.get("ANTHROPIC_API_KEY"):
@@ -508,7 +510,7 @@ def _demo_sample(args: argparse.Namespace) -> int:
 
 
 def _add_contextualizer_args(parser: argparse.ArgumentParser, *, default: str = "auto") -> None:
-    parser.add_argument("--contextualizer", choices=CONTEXTUALIZERS, default=default,
+    parser.add_argument("--contextualizer", "--provider", choices=CONTEXTUALIZERS, default=default,
                         help="who writes contexts: auto = Claude if ANTHROPIC_API_KEY is set, else heuristic "
                              "(the demo: recorded) (default %(default)s); openai = an OpenAI-compatible server "
                              "(--base-url, --model); recorded = contexts recorded from a local LLM (cookbook "

@@ -51,6 +51,7 @@ __all__ = [
     "ProviderError",
     "ProviderPermissionError",
     "ProviderRequestError",
+    "ProviderUnavailableError",
     "RetiredModelError",
     "UnknownModelError",
     "UnsupportedSettingError",
@@ -165,6 +166,10 @@ class ProviderBillingError(ProviderError):
 
 class ProviderRequestError(ProviderError):
     """The provider refused a request (unknown model, prompt too long, invalid request)."""
+
+
+class ProviderUnavailableError(ProviderError):
+    """Nothing answered at the server's address for longer than ``RetryPolicy.max_outage_s``."""
 
 
 class ContextGenerationError(CtxRetrievalError, RuntimeError):

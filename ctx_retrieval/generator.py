@@ -29,10 +29,12 @@ from .errors import (
     ContextGenerationError,
     CtxRetrievalError,
     InvalidInputError,
+    ProviderUnavailableError,
 )
 from .models import ModelInfo
 from .prompts import DEFAULT_PROMPT, PromptTemplate, clean_context
 from .providers.base import ContextRequest, ErrorDecision, Provider, ProviderResponse, TokenCountingProvider
+from .providers.generic import server_message
 from .scheduling import Limiter, PrioritySlots, RateLimit, RetryPolicy, pace_after
 from .tokens import TokenCounter, estimate_tokens
 from .types import Chunk, ContextResult, ResultStatus, SourceDocument
@@ -176,6 +178,9 @@ class _RunState:
     inflight_cost: float = 0.0
     probe: asyncio.Event | None = None
     overload_streak: int = 0  # 529s since the last answer: two or more in a row pause the run
+    outage_since: float | None = None  # when the server stopped answering (connections refused since then)
+    outage_streak: int = 0
+    per_slot: bool = False  # the server caches one prefix per slot: each document's chunks go one at a time
 
 
 class ContextGenerator:
@@ -456,7 +461,8 @@ class ContextGenerator:
     def _limit(self) -> int:
         info = self.provider.model_info
         if info is None:
-            return self.window.resolved_limit(200_000)
+            served = getattr(self.provider, "context_tokens", None)  # a local server's context size, when known
+            return self.window.resolved_limit(served if isinstance(served, int) and served > 0 else 200_000)
         return self.window.resolved_limit(info.context_window, info.long_prompt_threshold)
 
     def _min_cacheable(self) -> int | None:
@@ -654,6 +660,7 @@ class ContextGenerator:
     async def _arun(self, items: DocumentItems, batch: _BatchOptions | None = None) -> ContextRun:
         started = time.perf_counter()
         self.provider.check_ready()
+        notes = await self._prepare_provider()
         info = self.provider.model_info
         if self.budget_usd is not None and info is None:
             raise ConfigurationError(
@@ -674,10 +681,14 @@ class ContextGenerator:
                            windowed_documents=sum(p.windowed for p in plans))
         results: list[ContextResult | None] = [None] * report.chunks
         progress = self._progress_bar(report.chunks)
+        for note in notes:
+            logger.warning("%s", note)
+            report.warnings.append(note)
+        concurrency, documents, per_slot = self._server_shape()
         state = _RunState(report=report, results=results, plans=plans, limiter=Limiter(self.rate_limit),
-                          slots=PrioritySlots(self.max_concurrency),
-                          doc_slots=asyncio.Semaphore(self.max_documents_in_flight),
-                          rng=random.Random(self._seed), progress=progress, fatal=fatal, stop=fatal is not None)
+                          slots=PrioritySlots(concurrency), doc_slots=asyncio.Semaphore(documents),
+                          rng=random.Random(self._seed), progress=progress, fatal=fatal, stop=fatal is not None,
+                          per_slot=per_slot)
         hits = self._lookup(plans)
         owners: dict[str, tuple[_Plan, int]] = {}
         followers: list[tuple[_Plan, int, _Plan, int]] = []
@@ -711,6 +722,31 @@ class ContextGenerator:
             status: ResultStatus = "cached" if owner.status in ("generated", "cached") else owner.status
             self._set(state, plan, i, owner.context, status, TokenUsage(), error=owner.error)
         return self._finish(state, started)
+
+    async def _prepare_provider(self) -> list[str]:
+        """Let the provider ask its server about itself (slots, context size, the model name) before planning."""
+        prepare = getattr(self.provider, "aprepare", None)
+        if prepare is None:
+            return []
+        try:
+            notes: list[str] = await prepare()
+        except BaseException:
+            await self.provider.aclose()
+            raise
+        return notes
+
+    def _server_shape(self) -> tuple[int, int, bool]:
+        """Requests in flight, documents in flight, and whether each document's chunks go one at a time.
+
+        A server that keeps one cached prefix per slot (llama.cpp, llama-cpp-python, Ollama) gets one document per
+        slot: its chunks one after another, so the slot still holds the document when the next chunk comes; B's
+        first request interleaved between A's chunks would make the server read A whole again. Where the server
+        says how many slots it has, concurrency follows them (more would only queue into timeouts)."""
+        slots = getattr(self.provider, "slots", None)
+        concurrency = min(self.max_concurrency, slots) if isinstance(slots, int) and slots > 0 else self.max_concurrency
+        if getattr(self.provider, "prefix_cache", None) == "per_slot":
+            return concurrency, concurrency, True
+        return concurrency, self.max_documents_in_flight, False
 
     def _progress_bar(self, total: int) -> Any:
         if self.progress:
@@ -752,6 +788,10 @@ class ContextGenerator:
             if len(pending) > 1:
                 await self._count_prefixes(state, [plan])
             rest = list(pending)
+            if state.per_slot:  # one slot per document: its chunks one after another, the prefix stays warm
+                for i in rest:
+                    await self._generate(state, plan, i, priority=0)
+                return
             if len(rest) > 1 and self._cacheable(plan):
                 # One request first: it writes the document's prompt cache, which the others then read.
                 while rest and not state.stop:
@@ -915,9 +955,14 @@ class ContextGenerator:
         report = state.report
         failures = 0
         rate_limit_wait = 0.0
+        last_error: str | None = None  # this chunk's latest failed attempt, if any
         while True:
             if state.stop:
-                self._set(state, plan, i, None, "not_attempted", TokenUsage())
+                # A chunk tried before the run stopped failed (with why); only an untried one was not attempted.
+                if last_error is None:
+                    self._set(state, plan, i, None, "not_attempted", TokenUsage())
+                else:
+                    self._set(state, plan, i, None, "failed", TokenUsage(), error=last_error)
                 return False
             probing = state.probe is None
             if probing:
@@ -940,7 +985,10 @@ class ContextGenerator:
             response, error, decision = outcome
             if response is not None:
                 self._count_usage(state, response.usage)
-                self._note_cache_use(state, plan, response.usage)
+                if response.cache_reported:
+                    self._note_cache_use(state, plan, response.usage)
+                else:
+                    report.cache_reads_reported = False
                 if response.stop_reason == "max_tokens" and request.max_tokens == self.request_max_tokens:
                     # Cut off (by thinking, or a long preamble): never stored; asked once more with room.
                     report.retries += 1
@@ -959,7 +1007,10 @@ class ContextGenerator:
                 return True
             assert error is not None and decision is not None
             report.errors_by_type[decision.kind] = report.errors_by_type.get(decision.kind, 0) + 1
-            detail = f"{type(error).__name__}" + (f" (HTTP {decision.status_code})" if decision.status_code else "")
+            said = server_message(error)  # the server's own reason, once ("exceeds the context size of 8192")
+            detail = (f"{type(error).__name__}" + (f" (HTTP {decision.status_code})" if decision.status_code else "")
+                      + (f": {said}" if said else ""))
+            last_error = f"{decision.kind}: {detail}"
             if decision.action == "fail_run":
                 if state.fatal is None:
                     state.fatal = self.provider.run_error(decision, error)
@@ -967,7 +1018,21 @@ class ContextGenerator:
                 self._fail(state, plan, i, decision.kind, detail, TokenUsage())
                 return False
             if decision.action == "retry":
-                if decision.kind == "rate_limited":
+                if decision.kind == "unreachable":
+                    down = time.monotonic() - (state.outage_since or time.monotonic())
+                    if down <= self.retry.max_outage_s and not state.stop:
+                        report.retries += 1
+                        continue  # the run is paused, one probe at a time: waiting uses no attempt
+                    if state.fatal is None:
+                        state.fatal = ProviderUnavailableError(
+                            f"the server at {getattr(self.provider, 'base_url', None) or self.provider.name} has "
+                            f"refused connections for {down:.0f} s (RetryPolicy.max_outage_s="
+                            f"{self.retry.max_outage_s:.0f}): start it and call retry_failed(error.report); "
+                            "finished contexts are cached", provider=self.provider.name)
+                        logger.warning("%s", state.fatal)
+                    state.stop = True
+                    detail += f", unreachable for {down:.0f} s"
+                elif decision.kind == "rate_limited":
                     report.rate_limited += 1
                     delay = decision.retry_after_s or 0.0  # set by _attempt, which paused the run for it
                     if rate_limit_wait + delay <= self.retry.max_rate_limit_wait_s:
@@ -1010,7 +1075,8 @@ class ContextGenerator:
                 state.report.requests += 1
                 sent_at, reserved = state.limiter.sent(tokens, request.max_tokens), False
                 response = await self.provider.agenerate(request)
-                state.overload_streak = 0
+                state.overload_streak = state.outage_streak = 0
+                state.outage_since = None
                 if response.limits is not None:
                     state.limiter.observe(response.limits, sent_at)
                 return response, None, None
@@ -1025,6 +1091,16 @@ class ContextGenerator:
                 if decision.kind == "rate_limited":
                     rate_limited = True
                     decision = pace_after(decision, state.limiter, self.retry, state.report.rate_limited, state.rng)
+                elif decision.kind == "unreachable":
+                    # Nothing answers at the address: the server is down. Pause the run and let one probe at a
+                    # time find out when it is back, instead of every chunk burning its attempts.
+                    state.outage_streak += 1
+                    if state.outage_since is None:
+                        state.outage_since = time.monotonic()
+                    rate_limited = True
+                    delay = self.retry.backoff(state.outage_streak, state.rng)
+                    state.limiter.pause(delay)
+                    decision = dataclasses.replace(decision, retry_after_s=delay)
                 elif decision.kind == "overloaded":
                     state.overload_streak += 1
                     if state.overload_streak >= 2:
@@ -1054,6 +1130,8 @@ class ContextGenerator:
         if plan.cache_checked or not self.provider.supports_prompt_caching or not getattr(
                 self.provider, "reports_cache_usage", True):
             return
+        if getattr(self.provider, "prefix_cache", "explicit") != "explicit":
+            return  # automatic prefix caching (local servers, OpenAI): there is no minimum length to warn about
         plan.cache_checked = True
         if plan.cache_warm:
             return

@@ -81,9 +81,13 @@ DEFAULT_PROMPT = PromptTemplate(
 _PREAMBLE = re.compile(
     r"^\s*(?:(?:sure|certainly|okay|ok)\b[,.!]?\s*)?"
     r"(?:here(?:'s|\s+is|\s+are)\b[^:\n]{0,80}?\b(?:context|snippet)\b[^:\n]{0,40}:"
+    # small local models restate the task: "Here is a concise snippet of text to situate the chunk within the
+    # overall source document for improving search retrieval:"
+    r"|here(?:'s|\s+is|\s+are)\b[^:\n]{0,120}?\b(?:situate|retriev)\w*\b[^:\n]{0,120}:"
     r"|(?:(?:succinct|short|brief)\s+)?context\s*:)\s*",
     re.IGNORECASE,
 )
+_FENCE = re.compile(r"^```[\w+-]*\s*|\s*```$")
 _TAGS = re.compile(r"</?(?:context|snippet|answer)>", re.IGNORECASE)
 _QUOTES = ('"', "'", "\u201c", "\u201d", "`")
 
@@ -97,6 +101,7 @@ def clean_context(text: str, *, max_tokens: int = 100, count_tokens: TokenCounte
     while previous != text:
         previous = text
         text = _PREAMBLE.sub("", text, count=1).strip()
+        text = _FENCE.sub("", text).strip()  # an answer wrapped in a code fence
         if len(text) >= 2 and text[0] in _QUOTES and text[-1] in _QUOTES:
             text = text[1:-1].strip()
     if count_tokens(text) <= max_tokens:

@@ -25,6 +25,7 @@ DEFAULT_MAX_ATTEMPTS = 6
 DEFAULT_INITIAL_DELAY_S = 1.0
 DEFAULT_MAX_DELAY_S = 60.0
 DEFAULT_MAX_RATE_LIMIT_WAIT_S = 900.0
+DEFAULT_MAX_OUTAGE_S = 300.0
 
 
 _MAX_BACKOFF_EXPONENT = 60
@@ -37,18 +38,21 @@ class RetryPolicy:
     Transient errors (5xx, 529 overloaded, timeouts, dropped connections, truncated answers) are retried up
     to ``max_attempts`` requests per chunk with exponential backoff and jitter. Rate-limit answers (429) do
     not use up attempts: they wait (``retry-after`` when given) until ``max_rate_limit_wait_s`` of waiting
-    has accumulated for the chunk, so a sustained limit slows a run down instead of failing it.
+    has accumulated for the chunk, so a sustained limit slows a run down instead of failing it. A server that
+    refuses connections (stopped, restarting) pauses the whole run as a 429 does, one probe request at a time,
+    using no attempts, for up to ``max_outage_s`` from its first refusal; then the run stops.
     """
 
     max_attempts: int = DEFAULT_MAX_ATTEMPTS
     initial_delay_s: float = DEFAULT_INITIAL_DELAY_S
     max_delay_s: float = DEFAULT_MAX_DELAY_S
     max_rate_limit_wait_s: float = DEFAULT_MAX_RATE_LIMIT_WAIT_S
+    max_outage_s: float = DEFAULT_MAX_OUTAGE_S
 
     def __post_init__(self) -> None:
         if self.max_attempts < 1:
             raise ConfigurationError("RetryPolicy.max_attempts must be >= 1", setting="retry")
-        if self.initial_delay_s < 0 or self.max_delay_s < 0 or self.max_rate_limit_wait_s < 0:
+        if min(self.initial_delay_s, self.max_delay_s, self.max_rate_limit_wait_s, self.max_outage_s) < 0:
             raise ConfigurationError("RetryPolicy delays must be >= 0", setting="retry")
 
     def backoff(self, failures: int, rng: random.Random) -> float:

@@ -143,6 +143,7 @@ class RunReport:
     skipped: list[FailedChunk] = field(default_factory=list)
     wall_time_s: float = 0.0
     warnings: list[str] = field(default_factory=list)
+    cache_reads_reported: bool = True  # False: the server did not say how many prompt tokens it reused
 
     @property
     def failed(self) -> int:
@@ -193,7 +194,8 @@ class RunReport:
             "long_prompt_requests": self.long_prompt_requests,
             "cost_usd": self.cost_usd,
             "cost_per_million_document_tokens": self.cost_per_million_document_tokens,
-            "cache_read_share": self.cache_read_share,
+            "cache_read_share": self.cache_read_share if self.cache_reads_reported else None,
+            "cache_reads_reported": self.cache_reads_reported,
             "document_tokens_estimated": self.document_tokens,
             "windowed_documents": self.windowed_documents,
             "uncacheable_documents": list(self.uncacheable_documents),
@@ -218,7 +220,9 @@ class RunReport:
             f"requests {self.requests} (retries {self.retries}, rate-limited {self.rate_limited})",
             f"tokens: input {u.input_tokens:,}, output {u.output_tokens:,}, cache write "
             f"{u.cache_creation_input_tokens:,}, cache read {u.cache_read_input_tokens:,} "
-            f"({self.cache_read_share:.1%} of prompt tokens)",
+            f"({self.cache_read_share:.1%} of prompt tokens)" if self.cache_reads_reported else
+            f"tokens: input {u.input_tokens:,} (prompt tokens; how many the server reused from its cache is not "
+            f"reported), output {u.output_tokens:,}",
             *([f"batch: {self.batch_requests} requests at half price, tokens: input "
                f"{self.batch_usage.input_tokens:,}, output {self.batch_usage.output_tokens:,}, cache write "
                f"{self.batch_usage.cache_creation_input_tokens:,}, cache read "

@@ -76,6 +76,7 @@ class ProviderResponse:
     usage: TokenUsage
     limits: ServerLimits | None = None  # set by providers whose API reports its rate-limit state
     stop_reason: str | None = None
+    cache_reported: bool = True  # False: the server says nothing about reused prompt tokens (not "0 reused")
 
 
 ErrorAction = Literal["retry", "fail_chunk", "fail_run"]

@@ -18,7 +18,7 @@ from typing import Any
 from .base import ErrorDecision, ServerLimit, ServerLimits
 
 __all__ = ["MalformedAnswer", "classify_exception", "decision_for_status", "retry_after_s", "server_limits",
-           "spend_limit_reached"]
+           "server_message", "spend_limit_reached", "unreachable"]
 
 
 class MalformedAnswer(Exception):  # noqa: N818 - a condition of an answer, classified, never raised to users
@@ -147,11 +147,38 @@ def classify_exception(exc: BaseException) -> ErrorDecision | None:
         for class_name, kind in kinds:
             cls = getattr(module, class_name, None) if module is not None else None
             if isinstance(cls, type) and isinstance(exc, cls):
-                return ErrorDecision("retry", kind)
+                return ErrorDecision("retry", "unreachable" if kind == "connection" and unreachable(exc) else kind)
     if isinstance(exc, MalformedAnswer):
         return ErrorDecision("retry", "invalid_response")
     if isinstance(exc, (TimeoutError, asyncio.TimeoutError)):
         return ErrorDecision("retry", "timeout")
     if isinstance(exc, ConnectionError):
-        return ErrorDecision("retry", "connection")
+        return ErrorDecision("retry", "unreachable" if unreachable(exc) else "connection")
+    return None
+
+
+def unreachable(exc: BaseException) -> bool:
+    """Whether a transport error means nothing answers at the address (connection refused, no route), as opposed
+    to a connection that dropped mid-request: the server is down, and retrying each chunk on its own only burns
+    attempts (the generator pauses the run instead, for ``RetryPolicy.max_outage_s``)."""
+    seen: set[int] = set()
+    current: BaseException | None = exc
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, (ConnectionRefusedError, ConnectionAbortedError)):
+            return True
+        if type(current).__name__ == "ConnectError":  # httpx / httpx2: the connection was never made
+            return True
+        current = current.__cause__ or current.__context__
+    return False
+
+
+def server_message(exc: BaseException) -> str | None:
+    """The server's own explanation of an HTTP error (``error.message`` in the body), once, or None."""
+    body = getattr(exc, "body", None)
+    if isinstance(body, dict):
+        error = body.get("error", body)
+        message = error.get("message") if isinstance(error, dict) else error if isinstance(error, str) else None
+        if isinstance(message, str) and message.strip():
+            return " ".join(message.split())[:500]
     return None

@@ -4,9 +4,13 @@ Setup:
     pip install "ctx-retrieval[openai]"
 
 The prompt is one user message with the document first, so servers with automatic prefix caching (vLLM, OpenAI,
-llama.cpp's slot cache) reuse it across a document's chunks; the generator still sends one request per document
-first. Cached prompt tokens are read from ``usage.prompt_tokens_details.cached_tokens`` when the server reports
-them. Retries and scheduling are the generator's (the SDK's retries are off); errors are classified by type.
+llama.cpp's slot cache) reuse it across a document's chunks. Before a run the provider asks the server about itself
+(``ctx_retrieval.providers.servers``): the model name is checked against ``/v1/models`` (servers that answer any
+name with their loaded model would otherwise cache contexts under a wrong name), and llama.cpp's slots and context
+size size the run: a per-slot prefix cache gets one document per slot at a time, so each document is read once.
+Cached prompt tokens are read from ``usage.prompt_tokens_details.cached_tokens`` (or llama.cpp's
+``timings.cache_n``); a server that reports neither is "not reported", never "0". Retries and scheduling are the
+generator's (the SDK's retries are off); errors are classified by type and keep the server's message.
 """
 
 from __future__ import annotations
@@ -21,7 +25,8 @@ from ..errors import ConfigurationError, ProviderAuthenticationError, ProviderRe
 from ..models import ModelInfo
 from ..usage import TokenUsage
 from .base import ContextRequest, ErrorDecision, ProviderBase, ProviderResponse, endpoint_identity
-from .generic import classify_exception, decision_for_status
+from .generic import classify_exception, decision_for_status, server_message
+from .servers import PrefixCache, ServerInfo, describe_server
 
 if TYPE_CHECKING:
     import openai as openai_sdk
@@ -47,8 +52,13 @@ class OpenAICompatibleProvider(ProviderBase):
         model: the server's model name; base_url: its ``.../v1`` URL.
         api_key: defaults to ``OPENAI_API_KEY``, or a placeholder for local servers that need none.
         model_info: limits and prices (unknown by default: costs are reported as unknown).
-        reports_cache_usage: whether the server reports cached prompt tokens (OpenAI and vLLM do; when it
-            does not, no "caching did nothing" warning is given).
+        reports_cache_usage: False to never read cached-token counts (they are read where the server sends
+            them, and "not reported" where it does not; no "caching did nothing" warning either way).
+        slots: requests the server runs at once (llama.cpp's ``--parallel``, Ollama's ``OLLAMA_NUM_PARALLEL``);
+            asked from the server when it can tell (llama.cpp ``/props``), else the generator's ``max_concurrency``.
+        context_tokens: the server's context size per request, for windowing; asked from the server when it can
+            tell (llama.cpp ``/props``, vLLM's ``max_model_len``).
+        check_model: check ``model`` against ``GET /v1/models`` once before a run (default True).
     """
 
     name = "openai-compatible"
@@ -65,7 +75,14 @@ class OpenAICompatibleProvider(ProviderBase):
         extra_body: dict[str, Any] | None = None,
         reports_cache_usage: bool = True,
         client: openai_sdk.AsyncOpenAI | None = None,
+        slots: int | None = None,
+        context_tokens: int | None = None,
+        check_model: bool = True,
     ) -> None:
+        for name, value in (("slots", slots), ("context_tokens", context_tokens)):
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+                raise ConfigurationError(f"{name} must be a positive whole number or None, not {value!r}",
+                                         setting=name)
         if not base_url:
             raise ConfigurationError("OpenAICompatibleProvider needs base_url, e.g. http://127.0.0.1:8080/v1",
                                      setting="base_url")
@@ -79,6 +96,51 @@ class OpenAICompatibleProvider(ProviderBase):
         self._user_client = client
         self._client: openai_sdk.AsyncOpenAI | None = None
         self._client_loop: asyncio.AbstractEventLoop | None = None
+        self._slots = slots
+        self._context_tokens = context_tokens
+        self.check_model = check_model
+        self.server: ServerInfo | None = None
+
+    # -- what the server says about itself ---------------------------------------------------------------
+
+    @property
+    def slots(self) -> int | None:
+        """Requests the server runs at once: as given, else as the server said, else None (unknown)."""
+        return self._slots if self._slots is not None else (self.server.slots if self.server else None)
+
+    @property
+    def context_tokens(self) -> int | None:
+        return self._context_tokens if self._context_tokens is not None else (
+            self.server.context_tokens if self.server else None)
+
+    @property
+    def prefix_cache(self) -> PrefixCache:
+        """``per_slot``: keep a slot on one document until its chunks are done (llama.cpp, llama-cpp-python,
+        Ollama); ``shared``: any request reuses any cached prefix (vLLM, OpenAI); ``unknown``."""
+        return self.server.prefix_cache if self.server else "unknown"
+
+    async def aprepare(self) -> list[str]:
+        """Ask the server about itself once (model list, slots, context size) and check the model name; returns
+        notes for the run's report. ``UnknownModelError`` lists the served models."""
+        if self.server is not None:
+            return []
+        info = await describe_server(self._get_client(), self.base_url)
+        self.server = info
+        notes = list(info.notes)
+        if self.check_model and info.models and self._model not in info.models:
+            served = ", ".join(repr(m) for m in info.models[:10])
+            raise UnknownModelError(
+                f"the server at {self.base_url} ({info.kind}) serves {served}, not {self._model!r}"
+                + (": it would answer with its loaded model under the name you gave, and contexts would be cached "
+                   "under that name" if info.accepts_any_model else "")
+                + "; pass one of the served ids as the model (or check_model=False)", model=self._model)
+        if self.slots is None and info.prefix_cache != "shared":
+            notes.append(f"the server at {self.base_url} does not say how many requests it runs at once: pass "
+                         "OpenAICompatibleProvider(slots=N) (llama.cpp --parallel, OLLAMA_NUM_PARALLEL) so requests "
+                         "do not queue into timeouts, and each slot keeps one document's prefix")
+        logger.info("server at %s: %s, slots %s, context %s tokens, prefix cache %s", self.base_url, info.kind,
+                    self.slots, self.context_tokens, self.prefix_cache)
+        return notes
 
     def __repr__(self) -> str:
         return f"OpenAICompatibleProvider(model={self._model!r}, base_url={self.base_url!r})"
@@ -114,14 +176,29 @@ class OpenAICompatibleProvider(ProviderBase):
         messages: Any = [{"role": "user", "content": prompt}]
         response = await self._get_client().chat.completions.create(
             model=self._model, messages=messages, max_tokens=request.max_tokens, extra_body=self.extra_body)
-        text = response.choices[0].message.content or "" if response.choices else ""
+        choice = response.choices[0] if response.choices else None
+        text = (choice.message.content or "") if choice is not None else ""
         usage = response.usage
         prompt_tokens = getattr(usage, "prompt_tokens", 0) or 0
-        details = getattr(usage, "prompt_tokens_details", None)
-        cached = (getattr(details, "cached_tokens", 0) or 0) if details is not None else 0
-        return ProviderResponse(text=text, usage=TokenUsage(
-            input_tokens=prompt_tokens - cached, output_tokens=getattr(usage, "completion_tokens", 0) or 0,
-            cache_read_input_tokens=cached))
+        cached = self._cached_tokens(response) if self.reports_cache_usage else None
+        finish = getattr(choice, "finish_reason", None)
+        return ProviderResponse(
+            text=text, usage=TokenUsage(input_tokens=prompt_tokens - (cached or 0),
+                                        output_tokens=getattr(usage, "completion_tokens", 0) or 0,
+                                        cache_read_input_tokens=cached or 0),
+            stop_reason="max_tokens" if finish == "length" else finish, cache_reported=cached is not None)
+
+    @staticmethod
+    def _cached_tokens(response: Any) -> int | None:
+        """Prompt tokens the server reused: ``usage.prompt_tokens_details.cached_tokens`` (OpenAI, vLLM,
+        llama.cpp), else llama.cpp's ``timings.cache_n``; None when the server reports neither."""
+        details = getattr(response.usage, "prompt_tokens_details", None)
+        cached = getattr(details, "cached_tokens", None) if details is not None else None
+        if isinstance(cached, int):
+            return cached
+        timings = (getattr(response, "model_extra", None) or {}).get("timings")
+        cache_n = timings.get("cache_n") if isinstance(timings, dict) else None
+        return cache_n if isinstance(cache_n, int) else None
 
     def classify_error(self, exc: BaseException) -> ErrorDecision | None:
         import openai
@@ -140,8 +217,9 @@ class OpenAICompatibleProvider(ProviderBase):
         if decision.kind == "not_found":
             return UnknownModelError(f"the server at {self.base_url} does not serve model {self._model!r} (HTTP 404): "
                                      "pass a model it lists at /v1/models", model=self._model)
-        return ProviderRequestError(f"request failed: {type(exc).__name__}", provider=self.name,
-                                    status_code=decision.status_code)
+        said = server_message(exc)
+        return ProviderRequestError(f"request failed: {type(exc).__name__}" + (f": {said}" if said else ""),
+                                    provider=self.name, status_code=decision.status_code)
 
     async def aclose(self) -> None:
         client, self._client, self._client_loop = self._client, None, None

@@ -1,44 +1,228 @@
 """A fake OpenAI-compatible chat-completions server on 127.0.0.1, for the OpenAI-compatible provider's tests.
 
-It answers ``POST /v1/chat/completions`` like llama.cpp's server or vLLM (``usage`` with
-``prompt_tokens_details.cached_tokens`` from automatic prefix caching of everything up to ``</document>``),
-injects scripted faults (429 with retry-after, 500, dropped connections) and records requests.
+It answers ``POST /v1/chat/completions`` and ``GET /v1/models`` (and ``GET /props`` as llama.cpp does) with one of
+these profiles, each following the real server's documentation or source (cited in
+``ctx_retrieval.providers.servers``, read 2026-11-30):
+
+- ``"llama.cpp"`` (``llama-server``): ``slots`` parallel slots, each keeping the prompt it processed last; a request
+  takes the free slot whose prompt shares the longest prefix with it (else the least recently used one) and
+  processes only the tokens after that prefix; ``usage.prompt_tokens_details.cached_tokens`` and
+  ``timings.cache_n`` report the reuse; any model name is accepted; ``/props`` gives ``total_slots`` and ``n_ctx``;
+  a prompt over ``n_ctx`` is a 400 ``exceed_context_size_error``.
+- ``"llama-cpp-python"``: one request at a time (one lock), one prompt kept for prefix reuse, no cached-token
+  field in ``usage``, any model name answered by the loaded model (and echoed), ``/v1/models`` ``owned_by: "me"``,
+  no ``/props``; an over-long prompt is a 400 ``context_length_exceeded``.
+- ``"vllm"``: unlimited concurrency, a prefix cache shared by all requests, cached tokens reported (as with
+  ``--enable-prompt-tokens-details``), ``max_model_len`` on its model card, 404 for a model it does not serve.
+- ``"generic"`` (default): a server that does not say what it is (``owned_by`` matches no known server), with
+  automatic prefix caching of everything up to ``</document>`` and cached tokens reported.
+
+Tokens are counted with the offline estimate. ``prompt_tokens_processed`` totals what the server had to compute
+(prompt tokens minus reused ones): the figure per-slot scheduling is measured by. Faults can be scripted (429 with
+retry-after, 500, dropped connections, an answer cut at ``max_tokens``); requests are recorded.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import socket
 import threading
 import time
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from ..tokens import estimate_tokens
 
-__all__ = ["FakeOpenAIServer"]
+__all__ = ["PROFILES", "FakeOpenAIServer"]
+
+PROFILES = ("generic", "llama.cpp", "llama-cpp-python", "vllm")
+SLOT_PROMPT_SIMILARITY = 0.10  # llama-server --slot-prompt-similarity default (tools/server/README.md)
+_OWNED_BY = {"generic": "organization-owner", "llama.cpp": "llamacpp", "llama-cpp-python": "me", "vllm": "vllm"}
+
+
+class _Slot:
+    def __init__(self) -> None:
+        self.prompt = ""
+        self.busy = False
+        self.last_used = 0.0
+
+
+def _common_prefix(a: str, b: str) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
 
 
 class FakeOpenAIServer:
     """``with FakeOpenAIServer() as server: OpenAICompatibleProvider("m", base_url=server.base_url)``"""
 
-    def __init__(self, *, latency_s: float = 0.0, known_models: Iterable[str] | None = None,
-                 retry_after_s: float = 0.05) -> None:
+    def __init__(self, *, profile: str = "generic", latency_s: float = 0.0, known_models: Iterable[str] | None = None,
+                 retry_after_s: float = 0.05, slots: int = 1, n_ctx: int = 8192, model_id: str = "local-model",
+                 seconds_per_prompt_token: float = 0.0, answer: Callable[[str], str] | None = None,
+                 port: int = 0) -> None:
+        if profile not in PROFILES:
+            raise ValueError(f"profile must be one of {PROFILES}, not {profile!r}")
+        self.profile = profile
         self.latency_s = latency_s
         self.known_models = set(known_models) if known_models is not None else None
         self.retry_after_s = retry_after_s
+        self.n_ctx = n_ctx
+        self.model_id = model_id
+        self.seconds_per_prompt_token = seconds_per_prompt_token
+        self.answer = answer
+        self.port_wanted = port
         self.requests: list[dict[str, Any]] = []
+        self.in_flight = 0
+        self.max_in_flight = 0  # the most chat requests the server held at once
+        self.prompt_tokens_total = 0
+        self.prompt_tokens_processed = 0
         self._faults: deque[str | None] = deque()
         self._prefixes: set[str] = set()
         self._lock = threading.Lock()
+        self._slot_free = threading.Condition(self._lock)
+        count = 1 if profile == "llama-cpp-python" else slots
+        self._slots = [_Slot() for _ in range(count)] if profile in ("llama.cpp", "llama-cpp-python") else []
         self._httpd: ThreadingHTTPServer | None = None
+        self._connections: set[socket.socket] = set()
 
     def script_faults(self, kinds: Iterable[str | None]) -> None:
-        """Answer the next requests with these faults: "rate_limit", "server_error", "drop" (None = normally)."""
+        """Answer the next requests with these faults: "rate_limit", "server_error", "drop", or "length" (an
+        answer cut at ``max_tokens``, ``finish_reason: "length"``); None = normally."""
         self._faults.extend(kinds)
+
+    @property
+    def served_models(self) -> list[str]:
+        return sorted(self.known_models) if self.known_models is not None else [self.model_id]
+
+    # -- the server's rules ------------------------------------------------------------------------------
+
+    def _take_slot(self, prompt: str) -> _Slot:
+        """llama.cpp: the free slot whose prompt shares the longest prefix with ``prompt`` when that prefix is at
+        least ``--slot-prompt-similarity`` (default 0.10) of the prompt, else the least recently used free slot."""
+        with self._slot_free:
+            while not any(not s.busy for s in self._slots):
+                self._slot_free.wait()
+            free = [s for s in self._slots if not s.busy]
+            slot = max(free, key=lambda s: (_common_prefix(s.prompt, prompt), -s.last_used))
+            if _common_prefix(slot.prompt, prompt) < SLOT_PROMPT_SIMILARITY * len(prompt):
+                slot = min(free, key=lambda s: s.last_used)
+            slot.busy = True
+            return slot
+
+    def _release_slot(self, slot: _Slot, prompt: str) -> None:
+        with self._slot_free:
+            slot.prompt, slot.busy, slot.last_used = prompt, False, time.monotonic()
+            self._slot_free.notify_all()
+
+    def _too_long(self, prompt_tokens: int, max_tokens: int) -> tuple[int, dict[str, Any]] | None:
+        if self.profile == "llama.cpp" and prompt_tokens >= self.n_ctx:
+            return 400, {"error": {"code": 400, "type": "exceed_context_size_error",
+                                   "message": f"request ({prompt_tokens} tokens) exceeds the available context size "
+                                              f"({self.n_ctx} tokens), try increasing it",
+                                   "n_prompt_tokens": prompt_tokens, "n_ctx": self.n_ctx}}
+        if self.profile == "llama-cpp-python" and prompt_tokens + max_tokens > self.n_ctx:
+            return 400, {"error": {
+                "message": f"This model's maximum context length is {self.n_ctx} tokens. However, you requested "
+                           f"{prompt_tokens + max_tokens} tokens ({prompt_tokens} in the messages, {max_tokens} in "
+                           "the completion). Please reduce the length of the messages or completion.",
+                "type": "invalid_request_error", "param": "messages", "code": "context_length_exceeded"}}
+        if self.profile == "vllm" and prompt_tokens + max_tokens > self.n_ctx:
+            return 400, {"object": "error", "type": "BadRequestError", "code": 400, "param": None,
+                         "message": f"This model's maximum context length is {self.n_ctx} tokens. However, you "
+                                    f"requested {prompt_tokens + max_tokens} tokens ({prompt_tokens} in the "
+                                    f"messages, {max_tokens} in the completion). Please reduce the length of the "
+                                    "messages or completion."}
+        return None
+
+    def _unknown_model(self, model: str) -> tuple[int, dict[str, Any]] | None:
+        if self.profile in ("llama.cpp", "llama-cpp-python"):
+            return None  # answered by the loaded model, whatever the name
+        if self.profile == "vllm" and model not in self.served_models:
+            return 404, {"object": "error", "message": f"The model `{model}` does not exist.", "type": "NotFoundError",
+                         "param": None, "code": 404}
+        if self.known_models is not None and model not in self.known_models:
+            return 404, {"error": {"message": f"model {model} not found", "type": "not_found"}}
+        return None
+
+    def _complete(self, body: dict[str, Any], fault: str | None) -> tuple[int, dict[str, Any]]:
+        model = str(body.get("model", ""))
+        unknown = self._unknown_model(model)
+        if unknown is not None:
+            return unknown
+        with self._lock:
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        try:
+            return self._answer(body, model, fault)
+        finally:
+            with self._lock:
+                self.in_flight -= 1
+
+    def _answer(self, body: dict[str, Any], model: str, fault: str | None) -> tuple[int, dict[str, Any]]:
+        prompt = "".join(str(m.get("content", "")) for m in body.get("messages", []))
+        max_tokens = int(body.get("max_tokens") or 256)
+        prompt_tokens = estimate_tokens(prompt)
+        too_long = self._too_long(prompt_tokens, max_tokens)
+        if too_long is not None:
+            return too_long
+        slot = self._take_slot(prompt) if self._slots else None
+        try:
+            if slot is not None:
+                cached = estimate_tokens(prompt[: _common_prefix(slot.prompt, prompt)])
+            else:
+                prefix = prompt.split("</document>", 1)[0] if "</document>" in prompt else ""
+                key = hashlib.sha256((model + prefix).encode()).hexdigest()
+                with self._lock:
+                    cached = estimate_tokens(prefix) if prefix and key in self._prefixes else 0
+                    if prefix:
+                        self._prefixes.add(key)
+            processed = prompt_tokens - cached
+            with self._lock:
+                self.prompt_tokens_total += prompt_tokens
+                self.prompt_tokens_processed += processed
+            delay = self.latency_s + processed * self.seconds_per_prompt_token
+            if delay:
+                time.sleep(delay)
+        finally:
+            if slot is not None:
+                self._release_slot(slot, prompt)
+        chunk = prompt.split("<chunk>\n", 1)[-1].split("\n</chunk>", 1)[0]
+        text = (self.answer(prompt) if self.answer is not None
+                else "Context: situates the chunk that starts with " + " ".join(chunk.split()[:8]) + ".")
+        finish = "stop"
+        if fault == "length":
+            text, finish = text[: max(1, len(text) // 3)], "length"
+        usage: dict[str, Any] = {"prompt_tokens": prompt_tokens, "completion_tokens": estimate_tokens(text),
+                                 "total_tokens": prompt_tokens + estimate_tokens(text)}
+        if self.profile != "llama-cpp-python":
+            usage["prompt_tokens_details"] = {"cached_tokens": cached}
+        payload: dict[str, Any] = {
+            "id": "chatcmpl-fake", "object": "chat.completion", "created": int(time.time()),
+            "model": model if self.profile in ("llama-cpp-python", "generic", "vllm") else self.model_id,
+            "usage": usage,
+            "choices": [{"index": 0, "finish_reason": finish, "message": {"role": "assistant", "content": text}}]}
+        if self.profile == "llama.cpp":
+            payload["timings"] = {"cache_n": cached, "prompt_n": processed, "predicted_n": estimate_tokens(text)}
+        return 200, payload
+
+    def _models(self) -> dict[str, Any]:
+        cards = []
+        for model in self.served_models:
+            card: dict[str, Any] = {"id": model, "object": "model", "created": 0, "owned_by": _OWNED_BY[self.profile]}
+            if self.profile == "vllm":
+                card["max_model_len"] = self.n_ctx
+            if self.profile == "llama-cpp-python":
+                card["permissions"] = []
+            cards.append(card)
+        return {"object": "list", "data": cards}
+
+    # -- HTTP --------------------------------------------------------------------------------------------
 
     def start(self) -> FakeOpenAIServer:
         fake = self
@@ -49,6 +233,14 @@ class FakeOpenAIServer:
             def setup(self) -> None:
                 super().setup()
                 self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                with fake._lock:
+                    fake._connections.add(self.connection)
+
+            def finish(self) -> None:
+                with fake._lock:
+                    fake._connections.discard(self.connection)
+                with contextlib.suppress(OSError):  # closed by stop()
+                    super().finish()
 
             def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - silence stderr logging
                 return
@@ -63,6 +255,15 @@ class FakeOpenAIServer:
                 self.end_headers()
                 self.wfile.write(body)
 
+            def do_GET(self) -> None:
+                if self.path.rstrip("/").endswith("/v1/models"):
+                    self._send(200, fake._models())
+                elif self.path.rstrip("/") == "/props" and fake.profile == "llama.cpp":
+                    self._send(200, {"total_slots": len(fake._slots), "model_path": fake.model_id,
+                                     "default_generation_settings": {"n_ctx": fake.n_ctx}})
+                else:
+                    self._send(404, {"error": {"message": "not found", "type": "invalid_request_error"}})
+
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers.get("content-length") or 0)) or b"{}")
                 fault = fake._faults.popleft() if fake._faults else None
@@ -73,11 +274,6 @@ class FakeOpenAIServer:
                 if not self.path.endswith("/chat/completions"):
                     record["status"] = 404
                     self._send(404, {"error": {"message": "not found", "type": "invalid_request_error"}})
-                    return
-                model = body.get("model", "")
-                if fake.known_models is not None and model not in fake.known_models:
-                    record["status"] = 404
-                    self._send(404, {"error": {"message": f"model {model} not found", "type": "not_found"}})
                     return
                 if fault == "rate_limit":
                     record["status"] = 429
@@ -92,37 +288,28 @@ class FakeOpenAIServer:
                     record["status"] = -1
                     self.close_connection = True
                     return
-                prompt = "".join(m.get("content", "") for m in body.get("messages", []))
-                prefix = prompt.split("</document>", 1)[0] if "</document>" in prompt else ""
-                key = hashlib.sha256((model + prefix).encode()).hexdigest()
-                with fake._lock:
-                    cached = estimate_tokens(prefix) if prefix and key in fake._prefixes else 0
-                chunk = prompt.split("<chunk>\n", 1)[-1].split("\n</chunk>", 1)[0]
-                text = "Context: situates the chunk that starts with " + " ".join(chunk.split()[:8]) + "."
-                if fake.latency_s:
-                    time.sleep(fake.latency_s)
-                usage = {"prompt_tokens": estimate_tokens(prompt), "completion_tokens": estimate_tokens(text),
-                         "total_tokens": 0, "prompt_tokens_details": {"cached_tokens": cached}}
-                self._send(200, {"id": "chatcmpl-fake", "object": "chat.completion", "created": int(time.time()),
-                                 "model": model, "usage": usage, "choices": [{
-                                     "index": 0, "finish_reason": "stop",
-                                     "message": {"role": "assistant", "content": text}}]})
-                with fake._lock:
-                    if prefix:
-                        fake._prefixes.add(key)
-                record["status"] = 200
-                record["usage"] = usage
+                status, payload = fake._complete(body, fault)
+                record["status"] = status
+                record["usage"] = payload.get("usage")
+                self._send(status, payload)
 
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", self.port_wanted), Handler)
         self._httpd.daemon_threads = True
         threading.Thread(target=self._httpd.serve_forever, name="fake-openai", daemon=True).start()
         return self
 
     def stop(self) -> None:
+        """Stop as a killed server does: the listening socket and every open connection close."""
         if self._httpd is not None:
             self._httpd.shutdown()
             self._httpd.server_close()
             self._httpd = None
+            with self._lock:
+                connections, self._connections = list(self._connections), set()
+            for connection in connections:
+                with contextlib.suppress(OSError):
+                    connection.shutdown(socket.SHUT_RDWR)
+                    connection.close()
 
     def __enter__(self) -> FakeOpenAIServer:
         return self.start()
@@ -135,3 +322,8 @@ class FakeOpenAIServer:
         assert self._httpd is not None, "start() the server first"
         host, port = self._httpd.server_address[:2]
         return f"http://{host!s}:{port}/v1"
+
+    @property
+    def port(self) -> int:
+        assert self._httpd is not None, "start() the server first"
+        return int(self._httpd.server_address[1])

@@ -50,8 +50,12 @@ def test_retries_order_and_resume(tmp_path: Path) -> None:
 def test_unknown_model_stops_the_run(tmp_path: Path) -> None:
     document, chunks = make_document("nf", paragraphs=3)
     with FakeOpenAIServer(known_models=["other"]) as server:
-        with pytest.raises(UnknownModelError, match="/v1/models"):
+        with pytest.raises(UnknownModelError, match="serves 'other', not 'local-model'"):
             generator(server, tmp_path).contextualize(document, chunks)
+        assert server.requests == []  # refused from GET /v1/models, before any chunk request
+        unchecked = OpenAICompatibleProvider("local-model", base_url=server.base_url, check_model=False)
+        with pytest.raises(UnknownModelError, match="/v1/models"):  # the server's own 404 still stops the run
+            ContextGenerator(unchecked, cache=False).contextualize(document, chunks)
         assert len(server.requests) == 1
 
 
@@ -59,6 +63,6 @@ def test_servers_that_report_no_cache_usage_get_no_false_warning(tmp_path: Path,
                                                                  caplog: pytest.LogCaptureFixture) -> None:
     document, chunks = make_document("nw", paragraphs=2)
     with FakeOpenAIServer() as server, caplog.at_level(logging.WARNING):
-        provider = OpenAICompatibleProvider("m", base_url=server.base_url, reports_cache_usage=False)
+        provider = OpenAICompatibleProvider("local-model", base_url=server.base_url, reports_cache_usage=False)
         run = ContextGenerator(provider, cache=False).contextualize(document, chunks)
     assert run.report.uncacheable_documents == [] and "caching did nothing" not in caplog.text
