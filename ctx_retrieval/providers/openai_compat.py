@@ -124,7 +124,7 @@ class OpenAICompatibleProvider(ProviderBase):
         notes for the run's report. ``UnknownModelError`` lists the served models."""
         if self.server is not None:
             return []
-        info = await describe_server(self._get_client(), self.base_url)
+        info = await describe_server(self._get_client(), self.base_url, self._model)
         self.server = info
         notes = list(info.notes)
         if self.check_model and info.models and self._model not in info.models:

@@ -15,13 +15,17 @@ Each rule comes from the server's own documentation or source (read 2026-11-30):
 - vLLM (vllm/entrypoints/openai/protocol.py, https://github.com/vllm-project/vllm): ``/v1/models`` cards have
   ``owned_by: "vllm"`` and ``max_model_len``; automatic prefix caching shares cached blocks across all requests (no
   per-slot affinity); cached tokens are reported only with ``--enable-prompt-tokens-details``.
-- Ollama (docs/openai.md and docs/api.md, https://github.com/ollama/ollama): ``/v1/models`` answers
-  ``owned_by: "library"``; parallel requests per model follow ``OLLAMA_NUM_PARALLEL``, which no endpoint reports.
+- Ollama (docs/openai.md, docs/api.md and docs/context-length.mdx, https://github.com/ollama/ollama):
+  ``/v1/models`` answers ``owned_by: "library"``; ``POST /api/show`` returns the model's ``parameters`` as text
+  (``num_ctx 8192`` when its Modelfile sets one); without it the context defaults by VRAM, 4k below 24 GiB (the
+  smallest default, used here), and a longer prompt is cut silently, so windowing must keep prompts under it;
+  parallel requests per model follow ``OLLAMA_NUM_PARALLEL``, which no endpoint reports.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -52,9 +56,13 @@ class ServerInfo:
     notes: list[str] = field(default_factory=list)
 
 
-async def describe_server(client: Any, base_url: str) -> ServerInfo:
+OLLAMA_SMALLEST_DEFAULT_CONTEXT = 4096  # docs/context-length.mdx: "< 24 GiB VRAM: 4k context"
+
+
+async def describe_server(client: Any, base_url: str, model: str = "") -> ServerInfo:
     """Ask the server at ``base_url`` (its ``.../v1`` address) about itself with ``client`` (an ``openai``
-    ``AsyncOpenAI``); endpoints a server does not have are skipped."""
+    ``AsyncOpenAI``); endpoints a server does not have are skipped. ``model``: the model to describe where the
+    server describes models one by one (Ollama)."""
     listing = await _get(client, f"{base_url}/models")
     cards = [c for c in (listing or {}).get("data", []) if isinstance(c, dict)] if isinstance(listing, dict) else []
     models = tuple(str(c.get("id")) for c in cards if c.get("id"))
@@ -73,13 +81,29 @@ async def describe_server(client: Any, base_url: str) -> ServerInfo:
         lengths = [_positive(c.get("max_model_len")) for c in cards]
         return ServerInfo(kind, models, None, next((n for n in lengths if n), None), "shared")
     if kind == "ollama":
-        return ServerInfo(kind, models, None, None, "per_slot", notes=[
-            "Ollama does not report its parallel requests (OLLAMA_NUM_PARALLEL) or its context size (num_ctx): "
-            "pass OpenAICompatibleProvider(slots=...) to match OLLAMA_NUM_PARALLEL and "
-            "WindowConfig(max_document_tokens=...) to fit num_ctx"])
+        shown = await _post(client, f"{root}/api/show", {"model": model})
+        parameters = shown.get("parameters", "") if isinstance(shown, dict) else ""
+        stated = re.search(r"^\s*num_ctx\s+(\d+)", parameters if isinstance(parameters, str) else "", re.MULTILINE)
+        notes = ["Ollama does not report its parallel requests: pass OpenAICompatibleProvider(slots=N) to match "
+                 "OLLAMA_NUM_PARALLEL (one request at a time is assumed)"]
+        if stated is None:
+            notes.append(f"Ollama does not state {model or 'the model'}'s context size (no num_ctx in its Modelfile), "
+                         f"and cuts longer prompts silently: windowing keeps prompts within its smallest default, "
+                         f"{OLLAMA_SMALLEST_DEFAULT_CONTEXT:,} tokens; pass context_tokens= to match "
+                         "OLLAMA_CONTEXT_LENGTH")
+        context = int(stated.group(1)) if stated else OLLAMA_SMALLEST_DEFAULT_CONTEXT
+        return ServerInfo(kind, models, 1, context, "per_slot", notes=notes)
     if kind == "openai":
         return ServerInfo(kind, models, None, None, "shared")
     return ServerInfo(kind, models)
+
+
+async def _post(client: Any, url: str, body: dict[str, Any]) -> Any:
+    try:
+        return await client.post(url, cast_to=object, body=body)
+    except Exception as exc:
+        logger.debug("POST %s: %s", url, type(exc).__name__)
+        return None
 
 
 async def _get(client: Any, url: str) -> Any:

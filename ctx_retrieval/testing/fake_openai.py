@@ -14,6 +14,9 @@ these profiles, each following the real server's documentation or source (cited 
   no ``/props``; an over-long prompt is a 400 ``context_length_exceeded``.
 - ``"vllm"``: unlimited concurrency, a prefix cache shared by all requests, cached tokens reported (as with
   ``--enable-prompt-tokens-details``), ``max_model_len`` on its model card, 404 for a model it does not serve.
+- ``"ollama"``: one request at a time (``OLLAMA_NUM_PARALLEL=1``) with llama.cpp's per-slot prefix reuse, no
+  cached-token field, ``POST /api/show`` with ``num_ctx`` in ``parameters`` (unless ``states_num_ctx=False``), 404
+  "try pulling it first" for an unknown model, and a prompt over ``n_ctx`` cut silently (counted in ``truncated``).
 - ``"generic"`` (default): a server that does not say what it is (``owned_by`` matches no known server), with
   automatic prefix caching of everything up to ``</document>`` and cached tokens reported.
 
@@ -39,9 +42,10 @@ from ..tokens import estimate_tokens
 
 __all__ = ["PROFILES", "FakeOpenAIServer"]
 
-PROFILES = ("generic", "llama.cpp", "llama-cpp-python", "vllm")
+PROFILES = ("generic", "llama.cpp", "llama-cpp-python", "vllm", "ollama")
 SLOT_PROMPT_SIMILARITY = 0.10  # llama-server --slot-prompt-similarity default (tools/server/README.md)
-_OWNED_BY = {"generic": "organization-owner", "llama.cpp": "llamacpp", "llama-cpp-python": "me", "vllm": "vllm"}
+_OWNED_BY = {"generic": "organization-owner", "llama.cpp": "llamacpp", "llama-cpp-python": "me", "vllm": "vllm",
+             "ollama": "library"}
 
 
 class _Slot:
@@ -65,7 +69,7 @@ class FakeOpenAIServer:
     def __init__(self, *, profile: str = "generic", latency_s: float = 0.0, known_models: Iterable[str] | None = None,
                  retry_after_s: float = 0.05, slots: int = 1, n_ctx: int = 8192, model_id: str = "local-model",
                  seconds_per_prompt_token: float = 0.0, answer: Callable[[str], str] | None = None,
-                 port: int = 0) -> None:
+                 port: int = 0, states_num_ctx: bool = True) -> None:
         if profile not in PROFILES:
             raise ValueError(f"profile must be one of {PROFILES}, not {profile!r}")
         self.profile = profile
@@ -77,6 +81,8 @@ class FakeOpenAIServer:
         self.seconds_per_prompt_token = seconds_per_prompt_token
         self.answer = answer
         self.port_wanted = port
+        self.states_num_ctx = states_num_ctx
+        self.truncated = 0  # prompts the ollama profile cut to n_ctx without saying so
         self.requests: list[dict[str, Any]] = []
         self.in_flight = 0
         self.max_in_flight = 0  # the most chat requests the server held at once
@@ -86,8 +92,8 @@ class FakeOpenAIServer:
         self._prefixes: set[str] = set()
         self._lock = threading.Lock()
         self._slot_free = threading.Condition(self._lock)
-        count = 1 if profile == "llama-cpp-python" else slots
-        self._slots = [_Slot() for _ in range(count)] if profile in ("llama.cpp", "llama-cpp-python") else []
+        count = 1 if profile in ("llama-cpp-python", "ollama") else slots
+        self._slots = [_Slot() for _ in range(count)] if profile in ("llama.cpp", "llama-cpp-python", "ollama") else []
         self._httpd: ThreadingHTTPServer | None = None
         self._connections: set[socket.socket] = set()
 
@@ -143,6 +149,9 @@ class FakeOpenAIServer:
     def _unknown_model(self, model: str) -> tuple[int, dict[str, Any]] | None:
         if self.profile in ("llama.cpp", "llama-cpp-python"):
             return None  # answered by the loaded model, whatever the name
+        if self.profile == "ollama" and model not in self.served_models:
+            return 404, {"error": {"message": f'model "{model}" not found, try pulling it first', "type": "api_error",
+                                   "param": None, "code": None}}
         if self.profile == "vllm" and model not in self.served_models:
             return 404, {"object": "error", "message": f"The model `{model}` does not exist.", "type": "NotFoundError",
                          "param": None, "code": 404}
@@ -168,6 +177,9 @@ class FakeOpenAIServer:
         prompt = "".join(str(m.get("content", "")) for m in body.get("messages", []))
         max_tokens = int(body.get("max_tokens") or 256)
         prompt_tokens = estimate_tokens(prompt)
+        if self.profile == "ollama" and prompt_tokens > self.n_ctx:  # cut silently, as Ollama does
+            with self._lock:
+                self.truncated += 1
         too_long = self._too_long(prompt_tokens, max_tokens)
         if too_long is not None:
             return too_long
@@ -200,11 +212,11 @@ class FakeOpenAIServer:
             text, finish = text[: max(1, len(text) // 3)], "length"
         usage: dict[str, Any] = {"prompt_tokens": prompt_tokens, "completion_tokens": estimate_tokens(text),
                                  "total_tokens": prompt_tokens + estimate_tokens(text)}
-        if self.profile != "llama-cpp-python":
+        if self.profile not in ("llama-cpp-python", "ollama"):
             usage["prompt_tokens_details"] = {"cached_tokens": cached}
         payload: dict[str, Any] = {
             "id": "chatcmpl-fake", "object": "chat.completion", "created": int(time.time()),
-            "model": model if self.profile in ("llama-cpp-python", "generic", "vllm") else self.model_id,
+            "model": model if self.profile != "llama.cpp" else self.model_id,
             "usage": usage,
             "choices": [{"index": 0, "finish_reason": finish, "message": {"role": "assistant", "content": text}}]}
         if self.profile == "llama.cpp":
@@ -266,6 +278,11 @@ class FakeOpenAIServer:
 
             def do_POST(self) -> None:
                 body = json.loads(self.rfile.read(int(self.headers.get("content-length") or 0)) or b"{}")
+                if self.path.rstrip("/") == "/api/show" and fake.profile == "ollama":  # not a chat request
+                    parameters = f"num_ctx {fake.n_ctx}\ntemperature 0.7" if fake.states_num_ctx else "temperature 0.7"
+                    self._send(200, {"parameters": parameters, "details": {"family": "qwen2"},
+                                     "model_info": {"qwen2.context_length": 32768}})
+                    return
                 fault = fake._faults.popleft() if fake._faults else None
                 record = {"path": self.path, "body": body, "fault": fault, "status": 0, "usage": None,
                           "authorization_present": bool(self.headers.get("authorization"))}

@@ -208,3 +208,22 @@ def test_cli_provider_openai_compatible(tmp_path: Path) -> None:
                      "--model", "wrong", "--out", str(out), "--cache", str(tmp_path / "c.sqlite")]) == 2
     rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
     assert rows and all(r["context"] and r["model"] == "qwen" for r in rows)
+
+
+def test_ollama_context_from_api_show_or_its_smallest_default() -> None:
+    small, small_chunks = make_document("o-small", paragraphs=3)
+    large, large_chunks = make_document("o-large", paragraphs=40)  # ~3,600 estimated tokens
+    with FakeOpenAIServer(profile="ollama", n_ctx=2048, model_id="qwen2.5-coder:1.5b") as server:
+        gen = generator(server, "qwen2.5-coder:1.5b", max_concurrency=8)
+        run = gen.contextualize_many([(small, small_chunks), (large, large_chunks)])
+        assert gen.provider.context_tokens == 2048 and gen.provider.slots == 1  # type: ignore[attr-defined]
+        assert run.report.windowed_documents == 1 and server.truncated == 0  # nothing cut silently
+        assert not run.report.cache_reads_reported and server.max_in_flight == 1
+        assert any("OLLAMA_NUM_PARALLEL" in w for w in run.report.warnings)
+        with pytest.raises(UnknownModelError, match="qwen2.5-coder:1.5b"):
+            generator(server, "qwen2.5-coder:7b").contextualize(small, small_chunks)
+    with FakeOpenAIServer(profile="ollama", n_ctx=4096, states_num_ctx=False, model_id="m") as server:
+        gen = generator(server, "m")
+        run = gen.contextualize(large, large_chunks)
+        assert gen.provider.context_tokens == 4096 and server.truncated == 0  # type: ignore[attr-defined]
+        assert any("OLLAMA_CONTEXT_LENGTH" in w for w in run.report.warnings)
