@@ -6,7 +6,7 @@ cheaply (prompt caching, a persistent context cache) and reliably (retries, rate
 the API allows. Importing it imports no framework and no SDK.
 """
 
-from .bm25 import BM25Index, tokenize
+from .bm25 import BM25Index, tokenize, tokenize_parts
 from .cache import ContextCache, default_cache_path
 from .embeddings import EmbeddingCache, MiniLMEmbedder
 from .errors import (
@@ -105,4 +105,5 @@ __all__ = [
     "reciprocal_rank_fusion",
     "split_into_chunks",
     "tokenize",
+    "tokenize_parts",
 ]

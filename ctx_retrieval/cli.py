@@ -422,7 +422,8 @@ def _run_eval(args: argparse.Namespace, corpus: Any, contextualizer: _Contextual
         baseline = ("heuristic baseline", {r.chunk_id: r.context for r in heuristic.contextualize_many(corpus.items)})
     result = run_ablation(corpus, contexts, contextualizer_label=contextualizer.label, embedder=_embedder(),
                           vector_store=args.vector_store, chroma_client=client,
-                          reranker=reranker.rerank_ids if reranker else None, progress=_say, baseline=baseline)
+                          reranker=reranker.rerank_ids if reranker else None, progress=_say, baseline=baseline,
+                          tokenizer=args.bm25_tokenizer)
     return result
 
 
@@ -454,7 +455,8 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
     corpus = load_cookbook()
     print(f"ctx-retrieval demo: Anthropic's contextual-retrieval cookbook corpus, {len(corpus.items)} source files, "
-          f"{len(corpus.chunks)} chunks, {len(corpus.queries)} dev queries; embedded Chroma + BM25, fused by RRF")
+          f"{len(corpus.chunks)} chunks, {len(corpus.queries)} dev queries; "
+          f"{'exact in-memory' if args.vector_store == 'numpy' else 'embedded Chroma'} vectors + BM25, fused by RRF")
     contextualizer = _make_contextualizer(args)
     result = _run_eval(args, corpus, contextualizer)
     contexts = result.contexts
@@ -526,8 +528,11 @@ def _add_contextualizer_args(parser: argparse.ArgumentParser, *, default: str = 
 
 
 def _add_eval_output_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--vector-store", choices=["chroma", "numpy"], default="chroma",
-                        help="embedded Chroma (default) or an exact in-memory numpy index")
+    parser.add_argument("--vector-store", choices=["numpy", "chroma"], default="numpy",
+                        help="exact in-memory search (default: the same figures on every run) or embedded Chroma "
+                             "(approximate HNSW search, which can differ between runs under load)")
+    parser.add_argument("--bm25-tokenizer", choices=["identifiers", "parts"], default="identifiers",
+                        help="BM25 tokens: identifier parts and whole identifiers (default), or parts only")
     parser.add_argument("--work-dir", default=str(WORK_DIR), help="Chroma data and outputs (default %(default)s)")
     parser.add_argument("--json", help="write the results as JSON here (default WORK_DIR/eval/*.json)")
     parser.add_argument("--chart", help="write the Pass@k chart here (default WORK_DIR/eval/*.png)")
@@ -547,7 +552,7 @@ def _build_parser() -> argparse.ArgumentParser:
 
     demo = sub.add_parser("demo", help="index the bundled cookbook corpus and compare plain vs contextual retrieval",
                           description="Index the bundled cookbook corpus (90 source files, 737 chunks) into embedded "
-                          "Chroma + BM25 with and without contexts, show rankings side by side and print the "
+                          "a vector index + BM25 with and without contexts, show rankings side by side and print the "
                           "ablation table for its dev queries. Without a key it uses contexts recorded offline "
                           "from a local LLM, beside the no-LLM heuristic baseline.")
     _add_contextualizer_args(demo)

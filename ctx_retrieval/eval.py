@@ -9,6 +9,7 @@ from each side. Contexts come from any contextualizer (through its persistent ca
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import logging
@@ -251,14 +252,39 @@ class RecordedContextualizer:
 # -- scoring ---------------------------------------------------------------------------------------------
 
 
-def pass_at_k(results: Sequence[Sequence[str]], queries: Sequence[EvalQuery], text_of: dict[str, str], k: int) -> float:
-    """The cookbook's Pass@k: per query, gold chunk texts found among the top-k texts / gold count; averaged."""
-    total = 0.0
+def pass_per_query(results: Sequence[Sequence[str]], queries: Sequence[EvalQuery], text_of: dict[str, str],
+                   k: int) -> list[float]:
+    """Per query, the share of its gold chunk texts found among the top-k texts (the cookbook's Pass@k terms)."""
+    values = []
     for retrieved, query in zip(results, queries, strict=True):
         top = {text_of[r].strip() for r in retrieved[:k]}
-        found = sum(1 for g in query.gold if text_of[g].strip() in top)
-        total += found / len(query.gold)
-    return total / len(queries) if queries else 0.0
+        values.append(sum(1 for g in query.gold if text_of[g].strip() in top) / len(query.gold))
+    return values
+
+
+def pass_at_k(results: Sequence[Sequence[str]], queries: Sequence[EvalQuery], text_of: dict[str, str], k: int) -> float:
+    """The cookbook's Pass@k: per query, gold chunk texts found among the top-k texts / gold count; averaged."""
+    values = pass_per_query(results, queries, text_of, k)
+    return sum(values) / len(values) if values else 0.0
+
+
+BOOTSTRAP_RESAMPLES = 2000
+
+
+def bootstrap_interval(values: Sequence[float], *, against: Sequence[float] | None = None, seed: int = 0,
+                       resamples: int = BOOTSTRAP_RESAMPLES) -> tuple[float, float]:
+    """A 95% percentile bootstrap interval over queries for the mean of ``values`` (paired with ``against``: the
+    mean difference ``values - against``, the same queries resampled for both). Seeded: the same on every run."""
+    import numpy as np
+
+    data = np.asarray(values, dtype=np.float64)
+    if against is not None:
+        data = data - np.asarray(against, dtype=np.float64)
+    if len(data) == 0:
+        return 0.0, 0.0
+    picks = np.random.default_rng(seed).integers(0, len(data), size=(resamples, len(data)))
+    means = data[picks].mean(axis=1)
+    return float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
 
 
 @dataclass(frozen=True)
@@ -267,6 +293,10 @@ class VariantScore:
     pass_at: dict[int, float]
     failure_at_20: float
     failure_reduction_vs_plain_dense: float | None = None
+    failure_interval: tuple[float, float] | None = None  # 95% bootstrap interval of failure@20 over queries
+    compared_with: str | None = None  # the plain variant this one is read against
+    difference: float | None = None  # failure@20 minus compared_with's (negative: fewer failures)
+    difference_interval: tuple[float, float] | None = None
 
 
 @dataclass
@@ -283,13 +313,19 @@ class EvalResult:
     def to_markdown(self) -> str:
         lines = [f"Retrieval on {self.corpus} ({self.chunks} chunks, {self.queries} queries); contexts: "
                  f"{self.contextualizer}", "",
-                 "| variant | Pass@5 | Pass@10 | Pass@20 | failure@20 | failure vs plain dense |",
+                 "| variant | Pass@5 | Pass@10 | Pass@20 | failure@20 [95% CI] | vs plain (points) [95% CI] |",
                  "|---|---|---|---|---|---|"]
         for row in self.rows:
-            reduction = ("" if row.failure_reduction_vs_plain_dense is None
-                         else f"{-row.failure_reduction_vs_plain_dense:+.1%}")
+            interval = (f" [{row.failure_interval[0]:.1%}, {row.failure_interval[1]:.1%}]"
+                        if row.failure_interval else "")
+            versus = ""
+            if row.difference is not None and row.difference_interval is not None:
+                lo, hi = row.difference_interval
+                versus = f"{row.difference * 100:+.1f} [{lo * 100:+.1f}, {hi * 100:+.1f}] vs {row.compared_with}"
             lines.append(f"| {row.name} | {row.pass_at[5]:.1%} | {row.pass_at[10]:.1%} | {row.pass_at[20]:.1%} | "
-                         f"{row.failure_at_20:.1%} | {reduction} |")
+                         f"{row.failure_at_20:.1%}{interval} | {versus} |")
+        lines += ["", f"Intervals: {BOOTSTRAP_RESAMPLES} bootstrap resamples of the queries (seeded), paired for "
+                      f"differences; one query is {100 / max(self.queries, 1):.1f} points."]
         return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:
@@ -382,18 +418,44 @@ def _score(name: str, results: list[list[str]], corpus: EvalCorpus, text_of: dic
     return VariantScore(name, passes, 1.0 - passes[20])
 
 
+def _with_intervals(rows: list[VariantScore], rankings: dict[str, list[list[str]]], corpus: EvalCorpus,
+                    text_of: dict[str, str]) -> list[VariantScore]:
+    """Each row's 95% interval of failure@20, and each contextual row's difference from its plain counterpart
+    (the heuristic baseline and rerank rows against plain hybrid) with its paired interval."""
+    per_query = {r.name: pass_per_query(rankings[r.name], corpus.queries, text_of, 20) for r in rows}
+    out = []
+    for row in rows:
+        fails = [1.0 - v for v in per_query[row.name]]
+        lo, hi = bootstrap_interval(fails)
+        plain = None
+        if row.name.startswith("contextual "):
+            method = row.name.split(" ")[1]
+            plain = f"plain {method}" if f"plain {method}" in per_query else None
+            if "(" in row.name or "rerank" in row.name:
+                plain = "plain hybrid"
+        difference = interval = None
+        if plain is not None:
+            other = [1.0 - v for v in per_query[plain]]
+            difference = sum(fails) / len(fails) - sum(other) / len(other) if fails else 0.0
+            interval = bootstrap_interval(fails, against=other)
+        out.append(dataclasses.replace(row, failure_interval=(lo, hi), compared_with=plain, difference=difference,
+                                       difference_interval=interval))
+    return out
+
+
 def run_ablation(
     corpus: EvalCorpus,
     contexts: dict[str, str | None],
     *,
     contextualizer_label: str,
     embedder: Any,
-    vector_store: str = "chroma",
+    vector_store: str = "numpy",
     chroma_client: Any = None,
     candidates: int = DEFAULT_CANDIDATES,
     reranker: Callable[[list[str], list[list[str]], dict[str, str]], list[list[str]]] | None = None,
     progress: Callable[[str], None] | None = None,
     baseline: tuple[str, dict[str, str | None]] | None = None,
+    tokenizer: str = "identifiers",
 ) -> EvalResult:
     """Pass@5/10/20 for plain and contextual dense, BM25 and hybrid retrieval (and hybrid + rerank).
 
@@ -428,7 +490,7 @@ def run_ablation(
     rankings: dict[str, list[list[str]]] = {}
     for variant, texts, vectors in (("plain", plain, plain_vectors), ("contextual", contextual, contextual_vectors)):
         rankings[f"{variant} dense"] = dense(texts, vectors, variant).search(query_vectors, candidates)
-        bm25 = BM25Index(ids, texts)
+        bm25 = BM25Index(ids, texts, tokenizer=tokenizer)
         rankings[f"{variant} BM25"] = [[i for i, _ in bm25.search(q, candidates)] for q in queries]
         rankings[f"{variant} hybrid"] = [
             [i for i, _ in reciprocal_rank_fusion([d, b])]
@@ -439,7 +501,7 @@ def run_ablation(
         label, baseline_contexts = baseline
         texts = [indexed_text(c.text, baseline_contexts.get(c.id)) for c in chunks]
         dense_ranking = dense(texts, embedder.embed(texts), "baseline").search(query_vectors, candidates)
-        bm25 = BM25Index(ids, texts)
+        bm25 = BM25Index(ids, texts, tokenizer=tokenizer)
         name = f"contextual hybrid ({label})"
         rankings[name] = [[i for i, _ in reciprocal_rank_fusion([d, [j for j, _ in bm25.search(q, candidates)]])]
                           for d, q in zip(dense_ranking, queries, strict=True)]
@@ -453,11 +515,13 @@ def run_ablation(
     rows = [VariantScore(r.name, r.pass_at, r.failure_at_20,
                          None if i == 0 or base == 0 else (base - r.failure_at_20) / base)
             for i, r in enumerate(rows)]
-    meta = {"vector_store": vector_store, "candidates": candidates, "rrf_k": 60,
+    if reranker is not None:
+        rankings["contextual hybrid + rerank"] = reranked
+    rows = _with_intervals(rows, rankings, corpus, text_of)
+    meta = {"vector_store": vector_store, "exact_search": vector_store == "numpy", "bm25_tokenizer": tokenizer,
+            "candidates": candidates, "rrf_k": 60,
             "embedder": getattr(embedder, "model_id", type(embedder).__name__),
             "chunks_with_context": with_context, "contextual_texts_truncated_for_embedding": truncated,
             "embedding_seconds": round(embed_s, 1), "wall_seconds": round(time.perf_counter() - started, 1)}
-    if reranker is not None:
-        rankings["contextual hybrid + rerank"] = reranked
     return EvalResult(corpus.name, contextualizer_label, len(queries), len(chunks), rows, meta, rankings,
                       {c.id: contexts.get(c.id) for c in chunks})

@@ -49,7 +49,7 @@ class SearchHit:
 
 
 def _fingerprint(chunks: Sequence[IndexedChunk]) -> str:
-    h = hashlib.sha256()
+    h = hashlib.sha256(b"tokenizer:identifiers\x00")  # an index built with another tokenizer is stale
     for c in chunks:
         h.update(c.chunk_id.encode() + b"\x00" + c.indexed_text.encode("utf-8", "surrogatepass") + b"\x01")
     return h.hexdigest()[:16]

@@ -26,7 +26,7 @@ from pydantic import ConfigDict, Field, PrivateAttr, field_validator
 
 from ctx_retrieval._names import in_memory_collection
 from ctx_retrieval._optional import require
-from ctx_retrieval.bm25 import BM25Index
+from ctx_retrieval.bm25 import BM25Index, resolve_tokenizer
 from ctx_retrieval.errors import InvalidInputError
 from ctx_retrieval.filters import compile_where
 from ctx_retrieval.fusion import DEFAULT_RRF_K, fuse, side_weights
@@ -57,6 +57,7 @@ class BM25IndexRetriever(BaseRetriever):
     documents: list[Document] = Field(default_factory=list)
     k: int = 4
     search_kwargs: dict[str, Any] = Field(default_factory=dict)
+    tokenizer: str | Callable[[str], list[str]] = "identifiers"
     _index: BM25Index | None = PrivateAttr(default=None)
     _ids: dict[str, int] = PrivateAttr(default_factory=dict)
 
@@ -76,7 +77,8 @@ class BM25IndexRetriever(BaseRetriever):
         if len(set(ids)) != len(ids):
             ids = [str(n) for n in range(len(self.documents))]
         self._ids = {i: n for n, i in enumerate(ids)}
-        self._index = BM25Index(ids, [d.page_content for d in self.documents]) if self.documents else None
+        self._index = (BM25Index(ids, [d.page_content for d in self.documents], tokenizer=self.tokenizer)
+                       if self.documents else None)
 
     @classmethod
     def from_documents(cls, documents: Sequence[Document], *, k: int = 4, **kwargs: Any) -> BM25IndexRetriever:
@@ -119,6 +121,7 @@ class ContextualHybridRetriever(BaseRetriever):
         search_kwargs: passed to the vector store's search (``{"filter": ...}`` in the store's own filter format;
             the BM25 side applies the same filter: a ``where`` dict or a ``Document -> bool`` callable).
         bm25: another keyword retriever (then it is yours to filter and keep in sync).
+        bm25_tokenizer: ``"identifiers"`` (default) or ``"parts"`` (before issue 16), or a callable.
         compressor: a reranking ``BaseDocumentCompressor``, applied to the fused candidates.
 
     Instantiate:
@@ -154,6 +157,7 @@ class ContextualHybridRetriever(BaseRetriever):
     weights: Sequence[float] | Mapping[str, float] = (0.5, 0.5)
     rrf_k: int = DEFAULT_RRF_K
     search_kwargs: dict[str, Any] = Field(default_factory=dict)
+    bm25_tokenizer: str | Callable[[str], list[str]] = "identifiers"
     compressor: BaseDocumentCompressor | None = None
     id_key: str = CHUNK_ID_KEY
     _added: dict[str, Document] = PrivateAttr(default_factory=dict)
@@ -165,6 +169,12 @@ class ContextualHybridRetriever(BaseRetriever):
         if "k" in value:
             raise ValueError("search_kwargs['k'] is not used: pass k= (results returned) or candidates= "
                              "(results taken from each side before fusion)")
+        return value
+
+    @field_validator("bm25_tokenizer")
+    @classmethod
+    def _known_tokenizer(cls, value: Any) -> Any:
+        resolve_tokenizer(value)
         return value
 
     @field_validator("weights")
@@ -278,7 +288,8 @@ class ContextualHybridRetriever(BaseRetriever):
             warnings.warn("the bm25= retriever you passed is not updated by add_documents/delete: rebuild it "
                           "with the new documents (or let the retriever build its own BM25 side)", stacklevel=3)
             return
-        self.bm25 = BM25IndexRetriever(documents=self.stored_documents(), k=self.candidates)
+        self.bm25 = BM25IndexRetriever(documents=self.stored_documents(), k=self.candidates,
+                                       tokenizer=self.bm25_tokenizer)
 
     # -- retrieval ---------------------------------------------------------------------------------------
 

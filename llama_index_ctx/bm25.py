@@ -44,7 +44,7 @@ class BM25IndexRetriever(BaseRetriever):
         similarity_top_k: int = 10,
         filters: MetadataFilters | None = None,
         metadata_mode: MetadataMode = MetadataMode.EMBED,
-        tokenizer: Callable[[str], list[str]] = tokenize,
+        tokenizer: str | Callable[[str], list[str]] = tokenize,
         callback_manager: CallbackManager | None = None,
         verbose: bool = False,
     ) -> None:

@@ -16,7 +16,7 @@ with ``num_queries=1``), with each result's per-side ranks, and with metadata fi
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +29,7 @@ from llama_index.core.vector_stores.types import MetadataFilters
 
 from ctx_retrieval._names import in_memory_collection
 from ctx_retrieval._optional import require
+from ctx_retrieval.bm25 import resolve_tokenizer
 from ctx_retrieval.fusion import DEFAULT_RRF_K, fuse, side_weights
 from ctx_retrieval.keys import BM25_RANK_KEY, FUSED_SCORE_KEY, RETRIEVAL_KEYS, VECTOR_RANK_KEY
 from ctx_retrieval.types import make_chunk_id
@@ -109,8 +110,10 @@ class ContextualHybridRetriever(BaseRetriever):
         bm25: BaseRetriever | None = None,
         callback_manager: CallbackManager | None = None,
         verbose: bool = False,
+        bm25_tokenizer: str | Callable[[str], list[str]] = "identifiers",
     ) -> None:
         super().__init__(callback_manager=callback_manager, verbose=verbose)
+        self.bm25_tokenizer = resolve_tokenizer(bm25_tokenizer)
         if similarity_top_k < 1 or candidates < 1:
             raise ValueError(f"similarity_top_k and candidates must be >= 1 (got {similarity_top_k}, {candidates})")
         if filters is not None and not isinstance(filters, MetadataFilters):
@@ -197,7 +200,7 @@ class ContextualHybridRetriever(BaseRetriever):
         if not nodes:
             return None
         return BM25IndexRetriever(nodes, similarity_top_k=self.candidates, filters=self.filters,
-                                  callback_manager=self.callback_manager)
+                                  tokenizer=self.bm25_tokenizer, callback_manager=self.callback_manager)
 
     # -- keeping both sides in sync ----------------------------------------------------------------------
 

@@ -18,12 +18,30 @@ TEXTS = {
 }
 
 
-def test_tokenizer_splits_identifiers_and_keeps_scripts() -> None:
-    assert tokenize("DiffExecutor.run_target HTTPServer parseJSON2Html") == [
+def test_tokenizer_splits_identifiers_keeps_them_whole_and_keeps_scripts() -> None:
+    from ctx_retrieval import tokenize_parts
+
+    assert tokenize_parts("DiffExecutor.run_target HTTPServer parseJSON2Html") == [
         "diff", "executor", "run", "target", "http", "server", "parse", "json", "2", "html"]
-    assert tokenize("Café 日本語テキスト, emoji 🎉 and RTL שלום") == [
-        "café", "日本語テキスト", "emoji", "and", "rtl", "שלום"]
-    assert tokenize("") == [] and tokenize("--- !!! ---") == []
+    assert tokenize("DiffExecutor.run_target HTTPServer parseJSON2Html") == [
+        "diff", "executor", "diffexecutor", "run", "target", "run_target", "http", "server", "httpserver",
+        "parse", "json", "2", "html", "parsejson2html"]
+    assert tokenize("plain words __init__ x2") == ["plain", "words", "init", "x2"]  # one part: nothing to add
+    for tok in (tokenize, tokenize_parts):
+        assert tok("Café 日本語テキスト, emoji 🎉 and RTL שלום") == [
+            "café", "日本語テキスト", "emoji", "and", "rtl", "שלום"]
+        assert tok("") == [] and tok("--- !!! ---") == []
+    # a query naming the identifier ranks the chunk that defines it above one that only shares its words
+    texts = ["def run_target(self): ...", "run the target, then run the target again: target run"]
+    margin = {}
+    for name in ("identifiers", "parts"):
+        found = dict(BM25Index(["def", "words"], texts, tokenizer=name).search("run_target", 2))
+        margin[name] = found["def"] - found.get("words", 0.0)
+    assert margin["parts"] < 0 < margin["identifiers"]  # only the whole identifier puts the definition first
+    from ctx_retrieval.errors import ConfigurationError
+
+    with pytest.raises(ConfigurationError, match="identifiers, parts"):
+        BM25Index(["a"], ["a"], tokenizer="whitespace")
 
 
 def test_scores_follow_the_bm25_formula() -> None:

@@ -119,3 +119,38 @@ def test_chart_is_a_png(tmp_path: Path) -> None:
                           embedder=BagOfWordsEmbedder(), vector_store="numpy")
     path = result.chart(tmp_path / "chart.png")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and path.stat().st_size > 5000
+
+
+def test_bootstrap_intervals_are_seeded_and_cover_the_mean() -> None:
+    from ctx_retrieval.eval import bootstrap_interval
+
+    values = [1.0] * 20 + [0.0] * 80  # a 20% failure rate over 100 queries
+    lo, hi = bootstrap_interval(values)
+    assert 0.1 < lo < 0.2 < hi < 0.3
+    assert bootstrap_interval(values) == (lo, hi)  # seeded: the same on every run
+    same = bootstrap_interval(values, against=values)
+    assert same == (0.0, 0.0)  # paired: a variant against itself differs by nothing, in every resample
+    better = [0.0] * 100
+    d_lo, d_hi = bootstrap_interval(better, against=values)
+    assert d_hi < 0 and d_lo == pytest.approx(-0.2, abs=0.1)
+
+
+def test_eval_tables_carry_intervals_and_two_concurrent_runs_agree(tmp_path: Path) -> None:
+    """Exact search by default: two evaluations at the same time give the same figures (Chroma's approximate
+    HNSW search could differ between runs under load)."""
+    import subprocess
+    import sys
+
+    documents, queries = _write_corpus(tmp_path)
+    outs = [tmp_path / f"run{n}.json" for n in range(2)]
+    command = [sys.executable, "-m", "ctx_retrieval", "eval", "--documents", str(documents), "--queries",
+               str(queries), "--contextualizer", "heuristic", "--work-dir", str(tmp_path / "work")]
+    runs = [subprocess.Popen([*command, "--json", str(out), "--chart", str(out.with_suffix(".png"))],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for out in outs]
+    printed = [run.communicate(timeout=600)[0] for run in runs]
+    assert all(run.returncode == 0 for run in runs)
+    first, second = (json.loads(out.read_text(encoding="utf-8")) for out in outs)
+    assert first["rows"] == second["rows"] and first["meta"]["exact_search"] is True
+    assert "failure@20 [95% CI]" in printed[0] and "bootstrap" in printed[0]
+    contextual = next(r for r in first["rows"] if r["name"] == "contextual hybrid")
+    assert contextual["compared_with"] == "plain hybrid" and len(contextual["difference_interval"]) == 2

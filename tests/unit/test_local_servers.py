@@ -220,7 +220,7 @@ def test_ollama_context_from_api_show_or_its_smallest_default() -> None:
         assert run.report.windowed_documents == 1 and server.truncated == 0  # nothing cut silently
         assert not run.report.cache_reads_reported and server.max_in_flight == 1
         assert any("OLLAMA_NUM_PARALLEL" in w for w in run.report.warnings)
-        with pytest.raises(UnknownModelError, match="qwen2.5-coder:1.5b"):
+        with pytest.raises(UnknownModelError, match=r"qwen2\.5-coder:1\.5b"):
             generator(server, "qwen2.5-coder:7b").contextualize(small, small_chunks)
     with FakeOpenAIServer(profile="ollama", n_ctx=4096, states_num_ctx=False, model_id="m") as server:
         gen = generator(server, "m")
