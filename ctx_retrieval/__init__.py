@@ -35,6 +35,7 @@ from .filters import compile_where
 from .fusion import FusedHit, fuse, reciprocal_rank_fusion
 from .generator import ContextGenerator, ContextRun, CostEstimate
 from .heuristic import HeuristicContextualizer
+from .late import late_chunk_embeddings
 from .models import MODELS, ModelInfo
 from .prompts import DEFAULT_PROMPT, PROMPT_VERSION, PromptTemplate, clean_context
 from .providers import AnthropicProvider, OpenAICompatibleProvider, Provider
@@ -101,6 +102,7 @@ __all__ = [
     "default_cache_path",
     "fuse",
     "indexed_text",
+    "late_chunk_embeddings",
     "make_chunk_id",
     "reciprocal_rank_fusion",
     "split_into_chunks",

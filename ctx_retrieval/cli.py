@@ -423,7 +423,7 @@ def _run_eval(args: argparse.Namespace, corpus: Any, contextualizer: _Contextual
     result = run_ablation(corpus, contexts, contextualizer_label=contextualizer.label, embedder=_embedder(),
                           vector_store=args.vector_store, chroma_client=client,
                           reranker=reranker.rerank_ids if reranker else None, progress=_say, baseline=baseline,
-                          tokenizer=args.bm25_tokenizer)
+                          tokenizer=args.bm25_tokenizer, late_chunking=args.late_chunking)
     return result
 
 
@@ -531,6 +531,9 @@ def _add_eval_output_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--vector-store", choices=["numpy", "chroma"], default="numpy",
                         help="exact in-memory search (default: the same figures on every run) or embedded Chroma "
                              "(approximate HNSW search, which can differ between runs under load)")
+    parser.add_argument("--late-chunking", action="store_true",
+                        help="add late chunking rows: the no-LLM alternative on the embedding side (each chunk pooled "
+                             "from its whole document's token outputs; about a minute more on 2 cores)")
     parser.add_argument("--bm25-tokenizer", choices=["identifiers", "parts"], default="identifiers",
                         help="BM25 tokens: identifier parts and whole identifiers (default), or parts only")
     parser.add_argument("--work-dir", default=str(WORK_DIR), help="Chroma data and outputs (default %(default)s)")

@@ -207,6 +207,45 @@ class MiniLMEmbedder:
         self._warned_long = max(self._warned_long, total) or -1  # checked: the per-batch warning stays quiet
         return total
 
+    def token_states(self, text: str, *, window: int = MINILM_MAX_TOKENS - 2,
+                     stride: int = (MINILM_MAX_TOKENS - 2) // 2) -> tuple[np.ndarray, list[tuple[int, int]]]:
+        """The model's output for every token of ``text`` read in overlapping windows of its input (``window``
+        tokens plus [CLS] and [SEP], starting every ``stride`` tokens), each token averaged over the windows that
+        hold it; with each token's character span. What late chunking pools chunks from."""
+        import numpy as np
+
+        if not 1 <= stride <= window <= MINILM_MAX_TOKENS - 2:
+            raise ValueError(f"need 1 <= stride <= window <= {MINILM_MAX_TOKENS - 2}")
+        self._load()
+        encoding = self._counter.encode(text, add_special_tokens=False)
+        ids, spans = list(encoding.ids), [tuple(o) for o in encoding.offsets]
+        if not ids:
+            return np.zeros((0, 384), dtype=np.float32), []
+        cls_id, sep_id = self._counter.token_to_id("[CLS]"), self._counter.token_to_id("[SEP]")
+        starts = list(range(0, max(1, len(ids) - window + stride), stride)) or [0]
+        if starts[-1] + window < len(ids):
+            starts.append(len(ids) - window)
+        total: np.ndarray | None = None
+        counts = np.zeros(len(ids), dtype=np.float32)
+        for first in range(0, len(starts), self.batch_size):
+            batch = starts[first: first + self.batch_size]
+            pieces = [ids[start: start + window] for start in batch]
+            width = max(len(p) for p in pieces) + 2
+            input_ids = np.zeros((len(pieces), width), dtype=np.int64)
+            mask = np.zeros_like(input_ids)
+            for row, piece in enumerate(pieces):
+                input_ids[row, : len(piece) + 2] = [cls_id, *piece, sep_id]
+                mask[row, : len(piece) + 2] = 1
+            (hidden,) = self._session.run(None, {"input_ids": input_ids, "attention_mask": mask,
+                                                 "token_type_ids": np.zeros_like(input_ids)})
+            if total is None:
+                total = np.zeros((len(ids), hidden.shape[-1]), dtype=np.float32)
+            for row, (start, piece) in enumerate(zip(batch, pieces, strict=True)):
+                total[start: start + len(piece)] += hidden[row, 1: len(piece) + 1]
+                counts[start: start + len(piece)] += 1
+        assert total is not None
+        return total / counts[:, None], [(int(a), int(b)) for a, b in spans]
+
     def _embed_batch(self, texts: Sequence[str]) -> np.ndarray:
         import numpy as np
 

@@ -433,6 +433,8 @@ def _with_intervals(rows: list[VariantScore], rankings: dict[str, list[list[str]
             plain = f"plain {method}" if f"plain {method}" in per_query else None
             if "(" in row.name or "rerank" in row.name:
                 plain = "plain hybrid"
+        elif row.name.startswith("late-chunked "):
+            plain = f"plain {row.name.split(' ')[1]}"
         difference = interval = None
         if plain is not None:
             other = [1.0 - v for v in per_query[plain]]
@@ -456,11 +458,14 @@ def run_ablation(
     progress: Callable[[str], None] | None = None,
     baseline: tuple[str, dict[str, str | None]] | None = None,
     tokenizer: str = "identifiers",
+    late_chunking: bool = False,
 ) -> EvalResult:
     """Pass@5/10/20 for plain and contextual dense, BM25 and hybrid retrieval (and hybrid + rerank).
 
     ``baseline`` (a label and its contexts, e.g. the heuristic's) adds a row: contextual hybrid retrieval with those
-    contexts instead, so LLM contexts are read against a cheap alternative."""
+    contexts instead, so LLM contexts are read against a cheap alternative. ``late_chunking`` adds the no-LLM
+    alternative on the embedding side: "late-chunked dense" (each chunk pooled from its document's token outputs,
+    ``ctx_retrieval.late``) and "late-chunked hybrid" (that with plain BM25, which late chunking does not change)."""
     say = progress or (lambda message: logger.info("%s", message))
     started = time.perf_counter()
     chunks = corpus.chunks
@@ -506,6 +511,24 @@ def run_ablation(
         rankings[name] = [[i for i, _ in reciprocal_rank_fusion([d, [j for j, _ in bm25.search(q, candidates)]])]
                           for d, q in zip(dense_ranking, queries, strict=True)]
         rows.append(_score(name, rankings[name], corpus, text_of))
+    if late_chunking:
+        from .late import late_chunk_embeddings
+
+        say(f"late chunking: embedding {len(corpus.items)} whole documents in overlapping windows")
+        late = {}
+        for document, document_chunks in corpus.items:
+            for chunk, vector in zip(document_chunks, late_chunk_embeddings(document, document_chunks, embedder),
+                                     strict=True):
+                late[chunk.id] = vector
+        import numpy as np
+
+        rankings["late-chunked dense"] = NumpyDenseIndex(ids, np.stack([late[i] for i in ids])).search(
+            query_vectors, candidates)
+        rankings["late-chunked hybrid"] = [
+            [i for i, _ in reciprocal_rank_fusion([d, b])]
+            for d, b in zip(rankings["late-chunked dense"], rankings["plain BM25"], strict=True)]
+        rows += [_score(name, rankings[name], corpus, text_of)
+                 for name in ("late-chunked dense", "late-chunked hybrid")]
     if reranker is not None:
         say("reranking the contextual hybrid candidates")
         contextual_text = dict(zip(ids, contextual, strict=True))
@@ -519,6 +542,7 @@ def run_ablation(
         rankings["contextual hybrid + rerank"] = reranked
     rows = _with_intervals(rows, rankings, corpus, text_of)
     meta = {"vector_store": vector_store, "exact_search": vector_store == "numpy", "bm25_tokenizer": tokenizer,
+            "late_chunking": late_chunking,
             "candidates": candidates, "rrf_k": 60,
             "embedder": getattr(embedder, "model_id", type(embedder).__name__),
             "chunks_with_context": with_context, "contextual_texts_truncated_for_embedding": truncated,

@@ -11,6 +11,7 @@ require("llama_index.core", "llama-index")
 
 from .bm25 import BM25IndexRetriever  # noqa: E402 - after the dependency check
 from .embeddings import MiniLMEmbedding  # noqa: E402
+from .late import LateChunkingTransform  # noqa: E402
 from .providers import LlamaIndexLLMProvider  # noqa: E402
 from .rerank import ClaudeRerankPostprocessor  # noqa: E402
 from .retrievers import ContextualHybridRetriever, chroma_vector_store  # noqa: E402
@@ -21,6 +22,7 @@ __all__ = [
     "ClaudeRerankPostprocessor",
     "ContextualHybridRetriever",
     "ContextualNodeTransform",
+    "LateChunkingTransform",
     "LlamaIndexLLMProvider",
     "MiniLMEmbedding",
     "chroma_vector_store",
