@@ -423,7 +423,8 @@ def _run_eval(args: argparse.Namespace, corpus: Any, contextualizer: _Contextual
     result = run_ablation(corpus, contexts, contextualizer_label=contextualizer.label, embedder=_embedder(),
                           vector_store=args.vector_store, chroma_client=client,
                           reranker=reranker.rerank_ids if reranker else None, progress=_say, baseline=baseline,
-                          tokenizer=args.bm25_tokenizer, late_chunking=args.late_chunking)
+                          tokenizer=args.bm25_tokenizer, late_chunking=args.late_chunking,
+                          embed_layout=args.embed_layout)
     return result
 
 
@@ -531,6 +532,9 @@ def _add_eval_output_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--vector-store", choices=["numpy", "chroma"], default="numpy",
                         help="exact in-memory search (default: the same figures on every run) or embedded Chroma "
                              "(approximate HNSW search, which can differ between runs under load)")
+    parser.add_argument("--embed-layout", choices=["whole", "windows"], default="whole",
+                        help="windows: also rank chunks whose context + text overflow the embedder by their best "
+                             "window (context + one window of the chunk), as extra rows")
     parser.add_argument("--late-chunking", action="store_true",
                         help="add late chunking rows: the no-LLM alternative on the embedding side (each chunk pooled "
                              "from its whole document's token outputs; about a minute more on 2 cores)")

@@ -431,7 +431,9 @@ def _with_intervals(rows: list[VariantScore], rankings: dict[str, list[list[str]
         if row.name.startswith("contextual "):
             method = row.name.split(" ")[1]
             plain = f"plain {method}" if f"plain {method}" in per_query else None
-            if "(" in row.name or "rerank" in row.name:
+            if "(windows)" in row.name:
+                plain = f"contextual {method}"  # read against the whole layout it would replace
+            elif "(" in row.name or "rerank" in row.name:
                 plain = "plain hybrid"
         elif row.name.startswith("late-chunked "):
             plain = f"plain {row.name.split(' ')[1]}"
@@ -459,6 +461,7 @@ def run_ablation(
     baseline: tuple[str, dict[str, str | None]] | None = None,
     tokenizer: str = "identifiers",
     late_chunking: bool = False,
+    embed_layout: str = "whole",
 ) -> EvalResult:
     """Pass@5/10/20 for plain and contextual dense, BM25 and hybrid retrieval (and hybrid + rerank).
 
@@ -511,6 +514,37 @@ def run_ablation(
         rankings[name] = [[i for i, _ in reciprocal_rank_fusion([d, [j for j, _ in bm25.search(q, candidates)]])]
                           for d, q in zip(dense_ranking, queries, strict=True)]
         rows.append(_score(name, rankings[name], corpus, text_of))
+    if embed_layout == "windows":
+        from .layout import window_texts
+
+        counter = getattr(embedder, "count_tokens", None)
+        if counter is None:
+            raise InvalidInputError("embed_layout='windows' needs an embedder that counts its tokens (MiniLMEmbedder)")
+        window_ids: list[str] = []
+        window_of: list[str] = []
+        for c in chunks:
+            for text in window_texts(c.text, contexts.get(c.id), counter):
+                window_ids.append(f"{c.id}#w{len(window_ids)}")
+                window_of.append(text)
+        owner = {wid: wid.rsplit("#w", 1)[0] for wid in window_ids}
+        say(f"windows layout: {len(window_ids)} vectors for {len(chunks)} chunks")
+        found = NumpyDenseIndex(window_ids, embedder.embed(window_of)).search(query_vectors, 4 * candidates)
+        best: list[list[str]] = []
+        for row in found:
+            seen: dict[str, None] = {}
+            for wid in row:
+                seen.setdefault(owner[wid], None)
+                if len(seen) == candidates:
+                    break
+            best.append(list(seen))
+        rankings["contextual dense (windows)"] = best
+        rankings["contextual hybrid (windows)"] = [
+            [i for i, _ in reciprocal_rank_fusion([d, b])]
+            for d, b in zip(best, rankings["contextual BM25"], strict=True)]
+        rows += [_score(name, rankings[name], corpus, text_of)
+                 for name in ("contextual dense (windows)", "contextual hybrid (windows)")]
+    elif embed_layout != "whole":
+        raise InvalidInputError(f"embed_layout must be 'whole' or 'windows', not {embed_layout!r}")
     if late_chunking:
         from .late import late_chunk_embeddings
 
@@ -542,7 +576,7 @@ def run_ablation(
         rankings["contextual hybrid + rerank"] = reranked
     rows = _with_intervals(rows, rankings, corpus, text_of)
     meta = {"vector_store": vector_store, "exact_search": vector_store == "numpy", "bm25_tokenizer": tokenizer,
-            "late_chunking": late_chunking,
+            "late_chunking": late_chunking, "embed_layout": embed_layout,
             "candidates": candidates, "rrf_k": 60,
             "embedder": getattr(embedder, "model_id", type(embedder).__name__),
             "chunks_with_context": with_context, "contextual_texts_truncated_for_embedding": truncated,

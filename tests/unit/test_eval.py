@@ -154,3 +154,35 @@ def test_eval_tables_carry_intervals_and_two_concurrent_runs_agree(tmp_path: Pat
     assert "failure@20 [95% CI]" in printed[0] and "bootstrap" in printed[0]
     contextual = next(r for r in first["rows"] if r["name"] == "contextual hybrid")
     assert contextual["compared_with"] == "plain hybrid" and len(contextual["difference_interval"]) == 2
+
+
+def test_windows_layout_splits_only_what_overflows_and_keeps_the_context_in_each_window() -> None:
+    from ctx_retrieval.layout import window_texts
+    from ctx_retrieval.tokens import estimate_tokens
+
+    short = window_texts("A short chunk.", "Its context.", estimate_tokens)
+    assert short == ["Its context.\n\nA short chunk."]
+    chunk = " ".join(f"token{n}" for n in range(400))
+    windows = window_texts(chunk, "The context of this chunk.", estimate_tokens, max_tokens=256)
+    assert len(windows) > 1 and all(w.startswith("The context of this chunk.\n\n") for w in windows)
+    assert all(estimate_tokens(w) <= 256 for w in windows)
+    assert " ".join(w.split("\n\n", 1)[1] for w in windows) == chunk  # every word in exactly one window
+
+
+def test_ablation_reports_the_windows_layout_against_the_whole_one(tmp_path: Path) -> None:
+    documents, queries = _write_corpus(tmp_path)
+    corpus = load_corpus(documents, queries)
+
+    class Embedder(BagOfWordsEmbedder):
+        def count_tokens(self, text: str) -> int:
+            return len(text.split()) * 20  # a tiny input: the context + chunk overflow it
+
+    result = run_ablation(corpus, {"acme-1": "ACME 10-Q, Q2 2023 revenue."}, contextualizer_label="t",
+                          embedder=Embedder(), embed_layout="windows")
+    rows = {r.name: r for r in result.rows}
+    assert result.meta["embed_layout"] == "windows"
+    assert all(len(ranking) == len(set(ranking)) for ranking in result.rankings["contextual dense (windows)"])
+    assert rows["contextual dense (windows)"].compared_with == "contextual dense"
+    assert rows["contextual hybrid (windows)"].compared_with == "contextual hybrid"
+    with pytest.raises(InvalidInputError, match="whole' or 'windows"):
+        run_ablation(corpus, {}, contextualizer_label="t", embedder=Embedder(), embed_layout="sliding")
