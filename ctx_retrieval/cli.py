@@ -361,7 +361,7 @@ def _cmd_index(args: argparse.Namespace) -> int:
             contextualizer.close()
     _say(f"contextualizer: {label}")
     chunks = [IndexedChunk(c.id, d.id, c.text, contexts.get(c.id)) for d, cs in items for c in cs]
-    build_store(args.store, chunks, embedder=_embedder())
+    build_store(args.store, chunks, embedder=_embedder(), embed_layout=args.embed_layout)
     print(f"indexed {len(chunks)} chunks ({sum(1 for c in chunks if c.context)} with a context) into {args.store} "
           "(Chroma + BM25)")
     return 0
@@ -584,6 +584,8 @@ def _build_parser() -> argparse.ArgumentParser:
     index.add_argument("--store", required=True, help="index folder")
     index.add_argument("--contexts", help="use contexts from a 'contextualize' output instead of generating them")
     index.add_argument("--chunk-chars", type=_positive_int, default=900)
+    index.add_argument("--embed-layout", choices=["whole", "windows"], default="whole",
+                       help="windows: a chunk whose context + text overflow the embedder gets one vector per window")
     _add_contextualizer_args(index)
     index.set_defaults(func=_cmd_index)
 

@@ -14,7 +14,7 @@ from typing import Literal
 
 from .text import indexed_text
 
-__all__ = ["EMBED_LAYOUTS", "EmbedLayout", "window_texts"]
+__all__ = ["EMBED_LAYOUTS", "EmbedLayout", "chunk_windows", "window_texts"]
 
 EmbedLayout = Literal["whole", "windows"]
 EMBED_LAYOUTS: tuple[EmbedLayout, ...] = ("whole", "windows")
@@ -25,9 +25,15 @@ def window_texts(chunk: str, context: str | None, count_tokens: Callable[[str], 
                  max_tokens: int = 256) -> list[str]:
     """The texts to embed for one chunk: ``[indexed_text]`` when it fits ``max_tokens``, else the context followed
     by each consecutive window of the chunk's words that fits (at least ``_MIN_WINDOW_TOKENS`` of chunk each)."""
-    whole = indexed_text(chunk, context)
-    if count_tokens(whole) <= max_tokens:
-        return [whole]
+    return [indexed_text(part, context) for part in chunk_windows(chunk, context, count_tokens, max_tokens=max_tokens)]
+
+
+def chunk_windows(chunk: str, context: str | None, count_tokens: Callable[[str], int], *,
+                  max_tokens: int = 256) -> list[str]:
+    """The parts of ``chunk`` that ``window_texts`` puts after the context: ``[chunk]`` when context + chunk fit,
+    else consecutive runs of its words (split and joined on single spaces, so the parts join back to it)."""
+    if count_tokens(indexed_text(chunk, context)) <= max_tokens:
+        return [chunk]
     budget = max(_MIN_WINDOW_TOKENS, max_tokens - count_tokens(indexed_text("", context)) - 4)
     words = chunk.split(" ")
     windows: list[str] = []
@@ -36,6 +42,6 @@ def window_texts(chunk: str, context: str | None, count_tokens: Callable[[str], 
         end = start + 1
         while end < len(words) and count_tokens(" ".join(words[start: end + 1])) <= budget:
             end += 1
-        windows.append(indexed_text(" ".join(words[start:end]), context))
+        windows.append(" ".join(words[start:end]))
         start = end
     return windows

@@ -23,6 +23,7 @@ __all__ = ["IndexedChunk", "SearchHit", "build_store", "open_store"]
 
 COLLECTION = "ctx_retrieval_chunks"
 _CHUNKS_FILE = "chunks.jsonl"
+_LAYOUT_FILE = "layout.json"
 
 
 @dataclass(frozen=True)
@@ -59,12 +60,13 @@ class HybridStore:
     """Query side of a store made by ``build_store``."""
 
     def __init__(self, path: Path, chunks: list[IndexedChunk], collection: Any, bm25: BM25Index,
-                 embedder: Any) -> None:
+                 embedder: Any, embed_layout: str = "whole") -> None:
         self.path = path
         self.chunks = {c.chunk_id: c for c in chunks}
         self.collection = collection
         self.bm25 = bm25
         self.embedder = embedder
+        self.embed_layout = embed_layout
 
     def search(self, query: str, *, k: int = 20, mode: str = "hybrid", candidates: int = 150,
                weights: Sequence[float] | Mapping[str, float] = (1.0, 1.0),
@@ -77,8 +79,14 @@ class HybridStore:
         dense: list[str] = []
         if mode in ("hybrid", "dense") and n:
             vector = self.embedder.embed_query(query)
-            dense = self.collection.query(query_embeddings=[vector], n_results=min(candidates, n),
-                                          include=[])["ids"][0]
+            if self.embed_layout == "windows":  # vectors are windows: rank each chunk by its best one
+                stored = self.collection.count()
+                found = self.collection.query(query_embeddings=[vector], n_results=min(4 * candidates, stored),
+                                              include=["metadatas"])
+                dense = list(dict.fromkeys(str(m["chunk_id"]) for m in found["metadatas"][0]))[:candidates]
+            else:
+                dense = self.collection.query(query_embeddings=[vector], n_results=min(candidates, n),
+                                              include=[])["ids"][0]
         bm25 = [i for i, _ in self.bm25.search(query, candidates)] if mode in ("hybrid", "bm25") else []
         dense_rank = {cid: r for r, cid in enumerate(dense, start=1)}
         bm25_rank = {cid: r for r, cid in enumerate(bm25, start=1)}
@@ -91,8 +99,13 @@ class HybridStore:
         return [SearchHit(self.chunks[cid], score, dense_rank.get(cid), bm25_rank.get(cid)) for cid, score in fused]
 
 
-def build_store(path: str | Path, chunks: Sequence[IndexedChunk], *, embedder: Any, client: Any = None) -> HybridStore:
-    """Write (or replace) a store at ``path`` holding ``chunks``; vectors come from ``embedder`` (cached)."""
+def build_store(path: str | Path, chunks: Sequence[IndexedChunk], *, embedder: Any, client: Any = None,
+                embed_layout: str = "whole") -> HybridStore:
+    """Write (or replace) a store at ``path`` holding ``chunks``; vectors come from ``embedder`` (cached).
+    ``embed_layout="windows"`` stores a chunk whose context + text overflow the embedder as several vectors
+    (``ctx_retrieval.layout``), ranked by the best."""
+    if embed_layout not in ("whole", "windows"):
+        raise InvalidInputError(f"embed_layout must be 'whole' or 'windows', not {embed_layout!r}")
     from .chroma import persistent_client
 
     path = Path(path)
@@ -110,17 +123,26 @@ def build_store(path: str | Path, chunks: Sequence[IndexedChunk], *, embedder: A
     collection = client.create_collection(COLLECTION, embedding_function=embedder.chroma_embedding_function(),
                                           metadata={"hnsw:space": "cosine"})
     texts = [c.indexed_text for c in chunks]
-    if hasattr(embedder, "warn_if_truncated"):
-        embedder.warn_if_truncated(texts)
-    vectors = embedder.embed(texts)
-    for start in range(0, len(ids), 1000):
-        end = start + 1000
-        collection.add(ids=ids[start:end], documents=texts[start:end], embeddings=list(vectors[start:end]),
-                       metadatas=[{"document_id": c.document_id} for c in chunks[start:end]])
+    if embed_layout == "windows":
+        from .layout import window_texts
+
+        rows = [(f"{c.chunk_id}#w{n}", text, {"document_id": c.document_id, "chunk_id": c.chunk_id})
+                for c in chunks for n, text in enumerate(window_texts(c.text, c.context, embedder.count_tokens))]
+    else:
+        if hasattr(embedder, "warn_if_truncated"):
+            embedder.warn_if_truncated(texts)
+        rows = [(c.chunk_id, text, {"document_id": c.document_id, "chunk_id": c.chunk_id})
+                for c, text in zip(chunks, texts, strict=True)]
+    vectors = embedder.embed([text for _, text, _ in rows])
+    for start in range(0, len(rows), 1000):
+        batch = rows[start: start + 1000]
+        collection.add(ids=[r[0] for r in batch], documents=[r[1] for r in batch],
+                       embeddings=list(vectors[start: start + 1000]), metadatas=[r[2] for r in batch])
+    (path / _LAYOUT_FILE).write_text(json.dumps({"embed_layout": embed_layout}), encoding="utf-8")
     bm25 = BM25Index(ids, texts)
     bm25.save(path / "bm25")
     (path / "bm25.fingerprint").write_text(_fingerprint(chunks), encoding="utf-8")
-    return HybridStore(path, list(chunks), collection, bm25, embedder)
+    return HybridStore(path, list(chunks), collection, bm25, embedder, embed_layout)
 
 
 def open_store(path: str | Path, *, embedder: Any, client: Any = None) -> HybridStore:
@@ -143,4 +165,6 @@ def open_store(path: str | Path, *, embedder: Any, client: Any = None) -> Hybrid
         bm25 = BM25Index([c.chunk_id for c in chunks], [c.indexed_text for c in chunks])
         bm25.save(path / "bm25")
         stamp.write_text(fingerprint, encoding="utf-8")
-    return HybridStore(path, chunks, collection, bm25, embedder)
+    layout_file = path / _LAYOUT_FILE
+    layout = json.loads(layout_file.read_text(encoding="utf-8"))["embed_layout"] if layout_file.exists() else "whole"
+    return HybridStore(path, chunks, collection, bm25, embedder, layout)

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManagerForRetrieverRun
 from langchain_core.documents import BaseDocumentCompressor, Document
@@ -30,7 +30,13 @@ from ctx_retrieval.bm25 import BM25Index, resolve_tokenizer
 from ctx_retrieval.errors import InvalidInputError
 from ctx_retrieval.filters import compile_where
 from ctx_retrieval.fusion import DEFAULT_RRF_K, fuse, side_weights
-from ctx_retrieval.keys import BM25_RANK_KEY, CHUNK_ID_KEY, FUSED_SCORE_KEY, VECTOR_RANK_KEY
+from ctx_retrieval.keys import (
+    BM25_RANK_KEY,
+    CHUNK_ID_KEY,
+    CONTEXT_KEY,
+    FUSED_SCORE_KEY,
+    VECTOR_RANK_KEY,
+)
 
 __all__ = ["BM25IndexRetriever", "ContextualHybridRetriever"]
 
@@ -122,6 +128,9 @@ class ContextualHybridRetriever(BaseRetriever):
             the BM25 side applies the same filter: a ``where`` dict or a ``Document -> bool`` callable).
         bm25: another keyword retriever (then it is yours to filter and keep in sync).
         bm25_tokenizer: ``"identifiers"`` (default) or ``"parts"`` (before issue 16), or a callable.
+        embed_layout: ``"whole"`` (default) or ``"windows"``: a chunk whose context + text overflow the embedder
+            is stored as several vectors (context + one window of the chunk each, LangChain's multi-vector pattern
+            under ``id_key``), ranked by its best window; results and BM25 are whole chunks.
         compressor: a reranking ``BaseDocumentCompressor``, applied to the fused candidates.
 
     Instantiate:
@@ -158,6 +167,7 @@ class ContextualHybridRetriever(BaseRetriever):
     rrf_k: int = DEFAULT_RRF_K
     search_kwargs: dict[str, Any] = Field(default_factory=dict)
     bm25_tokenizer: str | Callable[[str], list[str]] = "identifiers"
+    embed_layout: Literal["whole", "windows"] = "whole"
     compressor: BaseDocumentCompressor | None = None
     id_key: str = CHUNK_ID_KEY
     _added: dict[str, Document] = PrivateAttr(default_factory=dict)
@@ -238,7 +248,14 @@ class ContextualHybridRetriever(BaseRetriever):
             getattr(self.vectorstore, "get", None))
 
     def stored_documents(self) -> list[Document]:
-        """The store's documents (``InMemoryVectorStore``, Chroma), else those added through this retriever."""
+        """The store's documents (``InMemoryVectorStore``, Chroma), else those added through this retriever; with
+        ``embed_layout="windows"``, the whole chunks the stored windows belong to."""
+        rows = self._stored_rows()
+        return _whole_chunks(rows, self.id_key) if self.embed_layout == "windows" else rows
+
+    def _stored_rows(self) -> list[Document]:
+        if self.embed_layout == "windows" and not self._can_list():
+            return [w for d in self._added.values() for w in self._windows(d)]
         memory = getattr(self.vectorstore, "store", None)
         if isinstance(memory, dict):  # InMemoryVectorStore
             return [Document(page_content=row["text"], metadata=dict(row.get("metadata") or {}), id=i)
@@ -268,13 +285,40 @@ class ContextualHybridRetriever(BaseRetriever):
         if embedder is not None and hasattr(embedder, "warn_if_corpus_truncated") and documents:
             embedder.warn_if_corpus_truncated([d.page_content for d in documents],
                                               [_document_name(d) for d in documents])
-        self.vectorstore.add_documents(list(documents), ids=ids)
+        if self.embed_layout == "windows":
+            windows = [w for d in documents for w in self._windows(d)]
+            self.vectorstore.add_documents(windows, ids=[str(w.id) for w in windows])
+        else:
+            self.vectorstore.add_documents(list(documents), ids=ids)
         self._added.update((i, d) for i, d in zip(ids, documents, strict=True))
         return ids
 
+    def _windows(self, document: Document) -> list[Document]:
+        """``document`` as the texts the vector store holds for it: itself, or (windows layout, overflowing)
+        context + each window of its chunk, ids ``<chunk_id>#w<n>``, each knowing its chunk by ``id_key``."""
+        from ctx_retrieval.layout import window_texts
+        from ctx_retrieval.tokens import estimate_tokens
+
+        from .transformer import original_text
+
+        chunk_id = _chunk_id(document, self.id_key)
+        embeddings = getattr(self.vectorstore, "embeddings", None) or getattr(self.vectorstore, "embedding", None)
+        counter = getattr(getattr(embeddings, "embedder", None), "count_tokens", None) or estimate_tokens
+        texts = window_texts(original_text(document), document.metadata.get(CONTEXT_KEY), counter)
+        if len(texts) == 1:
+            texts = [document.page_content]
+        return [Document(page_content=text, id=f"{chunk_id}#w{n}",
+                         metadata={**document.metadata, self.id_key: chunk_id, WINDOW_KEY: n})
+                for n, text in enumerate(texts)]
+
     def delete(self, ids: Sequence[str]) -> None:
         """Delete chunks (by chunk id) from both sides."""
-        self.vectorstore.delete(ids=list(ids))
+        if self.embed_layout == "windows":
+            wanted = set(ids)
+            self.vectorstore.delete(ids=[str(w.id) for w in self._stored_rows()
+                                         if w.metadata.get(self.id_key) in wanted])
+        else:
+            self.vectorstore.delete(ids=list(ids))
         for i in ids:
             self._added.pop(i, None)
         self._refresh_bm25()
@@ -294,7 +338,8 @@ class ContextualHybridRetriever(BaseRetriever):
     # -- retrieval ---------------------------------------------------------------------------------------
 
     def _vector_retriever(self, filter: Filter | None) -> Any:  # noqa: A002
-        search_kwargs = {**self.search_kwargs, "k": self.candidates}
+        per_chunk = _WINDOWS_PER_CHUNK if self.embed_layout == "windows" else 1
+        search_kwargs = {**self.search_kwargs, "k": self.candidates * per_chunk}
         if filter is not None:
             search_kwargs["filter"] = filter
         chosen = search_kwargs.get("filter")
@@ -315,6 +360,9 @@ class ContextualHybridRetriever(BaseRetriever):
         def key(d: Document) -> str:
             return str(d.metadata.get(self.id_key) or d.id or d.page_content)
 
+        if self.embed_layout == "windows":  # windows found: answer with their whole chunks
+            wholes = {key(d): d for d in self.stored_documents()}
+            vector = [wholes.get(key(d), d) for d in vector]
         by_key = {key(d): d for d in [*keyword, *vector]}
         hits = fuse([[key(d) for d in vector], [key(d) for d in keyword]], rrf_k=self.rrf_k,
                     weights=side_weights(self.weights), limit=self.candidates)
@@ -354,6 +402,31 @@ class ContextualHybridRetriever(BaseRetriever):
         if self.compressor is not None and fused:
             fused = list(await self.compressor.acompress_documents(fused, query, callbacks=run_manager.get_child()))
         return fused[: k or self.k]
+
+
+_WINDOWS_PER_CHUNK = 4  # vector hits asked per candidate chunk in the windows layout, before deduplication
+WINDOW_KEY = "window"
+
+
+def _whole_chunks(rows: list[Document], id_key: str) -> list[Document]:
+    """Stored windows grouped back into whole chunks (a chunk stored whole is its own window 0)."""
+    from ctx_retrieval.text import indexed_text
+
+    groups: dict[str, list[Document]] = {}
+    for row in rows:
+        groups.setdefault(str(row.metadata.get(id_key) or row.id), []).append(row)
+    wholes = []
+    for chunk_id, windows in groups.items():
+        windows.sort(key=lambda w: int(w.metadata.get(WINDOW_KEY) or 0))
+        metadata = {k: v for k, v in windows[0].metadata.items() if k != WINDOW_KEY}
+        if len(windows) == 1:
+            wholes.append(Document(page_content=windows[0].page_content, metadata=metadata, id=chunk_id))
+            continue
+        context = metadata.get(CONTEXT_KEY)  # cleaned contexts hold no blank line: the first one ends the context
+        chunk = " ".join(w.page_content.split("\n\n", 1)[-1] if context else w.page_content for w in windows)
+        wholes.append(Document(page_content=indexed_text(chunk, metadata.get(CONTEXT_KEY)), metadata=metadata,
+                               id=chunk_id))
+    return wholes
 
 
 def _document_name(document: Document) -> str:

@@ -18,13 +18,20 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from llama_index.core import StorageContext, VectorStoreIndex
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.callbacks import CallbackManager
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
-from llama_index.core.schema import BaseNode, MetadataMode, NodeWithScore, QueryBundle
+from llama_index.core.schema import (
+    BaseNode,
+    MetadataMode,
+    NodeRelationship,
+    NodeWithScore,
+    QueryBundle,
+    RelatedNodeInfo,
+)
 from llama_index.core.vector_stores.types import MetadataFilters
 
 from ctx_retrieval._names import in_memory_collection
@@ -111,8 +118,13 @@ class ContextualHybridRetriever(BaseRetriever):
         callback_manager: CallbackManager | None = None,
         verbose: bool = False,
         bm25_tokenizer: str | Callable[[str], list[str]] = "identifiers",
+        embed_layout: Literal["whole", "windows"] = "whole",
     ) -> None:
         super().__init__(callback_manager=callback_manager, verbose=verbose)
+        if embed_layout not in ("whole", "windows"):
+            raise ValueError(f"embed_layout must be 'whole' or 'windows', not {embed_layout!r}")
+        self.embed_layout = embed_layout
+        self._parents: dict[str, BaseNode] = {}
         self.bm25_tokenizer = resolve_tokenizer(bm25_tokenizer)
         if similarity_top_k < 1 or candidates < 1:
             raise ValueError(f"similarity_top_k and candidates must be >= 1 (got {similarity_top_k}, {candidates})")
@@ -129,6 +141,8 @@ class ContextualHybridRetriever(BaseRetriever):
         self._fixed_bm25 = bm25 is not None
         self._given_nodes: dict[str, BaseNode] = {}
         self.bm25 = bm25 if bm25 is not None else self._build_bm25()
+        self._wholes: dict[str, BaseNode] = (
+            {n.node_id: n for n in self.stored_nodes()} if embed_layout == "windows" else {})
 
     # -- construction ------------------------------------------------------------------------------------
 
@@ -160,13 +174,17 @@ class ContextualHybridRetriever(BaseRetriever):
         and text digest), so indexing the same nodes into a persistent store again replaces them instead of
         adding copies."""
         stable = [_with_stable_id(n) for n in nodes]
-        _warn_truncation(embed_model, stable)
+        windows = kwargs.get("embed_layout", "whole") == "windows"
+        indexed = _children(stable, embed_model) if windows else stable
+        if not windows:
+            _warn_truncation(embed_model, stable)
         storage = StorageContext.from_defaults(vector_store=vector_store)
-        index = VectorStoreIndex(stable, storage_context=storage, embed_model=embed_model)
+        index = VectorStoreIndex(indexed, storage_context=storage, embed_model=embed_model)
         retriever = cls(index, **kwargs)
+        retriever._parents.update((n.node_id, n) for n in stable)
         if retriever._needs_given_nodes():
-            retriever._given_nodes.update((n.node_id, n) for n in stable)
-            retriever._refresh()
+            retriever._given_nodes.update((n.node_id, n) for n in indexed)
+        retriever._refresh()
         return retriever
 
     @classmethod
@@ -183,7 +201,12 @@ class ContextualHybridRetriever(BaseRetriever):
 
     def stored_nodes(self) -> list[BaseNode]:
         """The index's nodes: from the docstore when the vector store keeps only vectors, from the store when it
-        keeps text, otherwise the nodes given to this retriever."""
+        keeps text, otherwise the nodes given to this retriever; with ``embed_layout="windows"``, the whole nodes
+        the stored children belong to."""
+        rows = self._stored_rows()
+        return _parents_of(rows, self._parents) if self.embed_layout == "windows" else rows
+
+    def _stored_rows(self) -> list[BaseNode]:
         store = self.index.vector_store
         if not store.stores_text:
             node_ids = list(self.index.index_struct.nodes_dict.values())
@@ -207,16 +230,25 @@ class ContextualHybridRetriever(BaseRetriever):
     def insert_nodes(self, nodes: Sequence[BaseNode]) -> None:
         """Add (or replace, by stable id) nodes on both sides."""
         stable = [_with_stable_id(n) for n in nodes]
-        _warn_truncation(getattr(self.index, "_embed_model", None), stable)
-        self.index.insert_nodes(stable)
+        embed_model = getattr(self.index, "_embed_model", None)
+        indexed = _children(stable, embed_model) if self.embed_layout == "windows" else stable
+        _warn_truncation(embed_model, indexed)
+        self.index.insert_nodes(indexed)
+        self._parents.update((n.node_id, n) for n in stable)
         if self._needs_given_nodes():
-            self._given_nodes.update((n.node_id, n) for n in stable)
+            self._given_nodes.update((n.node_id, n) for n in indexed)
         self._refresh()
 
     def delete_nodes(self, node_ids: Sequence[str]) -> None:
         """Delete nodes (by node id) from both sides."""
-        self.index.delete_nodes(list(node_ids), delete_from_docstore=True)
-        for node_id in node_ids:
+        wanted = list(node_ids)
+        if self.embed_layout == "windows":
+            parents = set(node_ids)
+            wanted = [n.node_id for n in self._stored_rows() if _parent_id(n) in parents]
+            for node_id in node_ids:
+                self._parents.pop(node_id, None)
+        self.index.delete_nodes(wanted, delete_from_docstore=True)
+        for node_id in wanted:
             self._given_nodes.pop(node_id, None)
         self._refresh()
 
@@ -229,16 +261,20 @@ class ContextualHybridRetriever(BaseRetriever):
     def _refresh(self) -> None:
         if not self._fixed_bm25:
             self.bm25 = self._build_bm25()
+        self._wholes = {n.node_id: n for n in self.stored_nodes()} if self.embed_layout == "windows" else {}
 
     # -- retrieval ---------------------------------------------------------------------------------------
 
     def _vector_retriever(self) -> BaseRetriever:
-        retriever = self.index.as_retriever(similarity_top_k=self.candidates, filters=self.filters)
+        per_node = _WINDOWS_PER_NODE if self.embed_layout == "windows" else 1
+        retriever = self.index.as_retriever(similarity_top_k=self.candidates * per_node, filters=self.filters)
         retriever.callback_manager = self.callback_manager  # as_retriever passes the index's own
         return retriever
 
     def _fuse(self, query_bundle: QueryBundle, dense: list[NodeWithScore],
               sparse: list[NodeWithScore]) -> list[NodeWithScore]:
+        if self.embed_layout == "windows":  # children found: answer with their whole nodes
+            dense = [NodeWithScore(node=self._wholes.get(_parent_id(n.node), n.node), score=n.score) for n in dense]
         nodes = {n.node.node_id: n.node for n in [*sparse, *dense]}  # the vector side's copy wins
         hits = fuse([[n.node.node_id for n in dense], [n.node.node_id for n in sparse]], rrf_k=self.rrf_k,
                     weights=self.weights, limit=self.candidates)
@@ -260,6 +296,51 @@ class ContextualHybridRetriever(BaseRetriever):
         else:
             dense, sparse = await dense_task, []
         return self._fuse(query_bundle, dense, sparse)
+
+
+_WINDOWS_PER_NODE = 4  # vector hits asked per candidate node in the windows layout, before deduplication
+
+
+def _parent_id(node: BaseNode) -> str:
+    parent = node.relationships.get(NodeRelationship.PARENT)
+    return str(getattr(parent, "node_id", None) or node.node_id)
+
+
+def _children(nodes: Sequence[BaseNode], embed_model: Any) -> list[BaseNode]:
+    """Each node as the child nodes the vector store holds in the windows layout: ``<id>#w<n>``, each the same
+    context (metadata) with one window of the text, pointing at the node as ``PARENT``."""
+    from ctx_retrieval.keys import CONTEXT_KEY
+    from ctx_retrieval.layout import chunk_windows
+    from ctx_retrieval.tokens import estimate_tokens
+
+    counter = getattr(getattr(embed_model, "_embedder", None), "count_tokens", None) or estimate_tokens
+    children: list[BaseNode] = []
+    for node in nodes:
+        text = node.get_content(metadata_mode=MetadataMode.NONE)
+        for n, part in enumerate(chunk_windows(text, node.metadata.get(CONTEXT_KEY), counter)):
+            relationships = {**node.relationships, NodeRelationship.PARENT: RelatedNodeInfo(node_id=node.node_id)}
+            children.append(node.model_copy(update={"id_": f"{node.node_id}#w{n}", "text": part,
+                                                    "relationships": relationships, "embedding": None}))
+    return children
+
+
+def _parents_of(children: Sequence[BaseNode], known: dict[str, BaseNode]) -> list[BaseNode]:
+    """The whole nodes of stored children: as given when this retriever indexed them, else rebuilt (after a
+    restart) from the children's texts in order, joined on the spaces they were split at."""
+    groups: dict[str, list[BaseNode]] = {}
+    for child in children:
+        groups.setdefault(_parent_id(child), []).append(child)
+    parents = []
+    for parent_id, members in groups.items():
+        if parent_id in known:
+            parents.append(known[parent_id])
+            continue
+        members.sort(key=lambda c: int(c.node_id.rsplit("#w", 1)[-1]) if "#w" in c.node_id else 0)
+        relationships = {k: v for k, v in members[0].relationships.items() if k != NodeRelationship.PARENT}
+        text = " ".join(m.get_content(metadata_mode=MetadataMode.NONE) for m in members)
+        parents.append(members[0].model_copy(update={"id_": parent_id, "text": text, "relationships": relationships,
+                                                     "embedding": None}))
+    return parents
 
 
 def _annotated(node: BaseNode, score: float, vector_rank: int | None, bm25_rank: int | None) -> BaseNode:

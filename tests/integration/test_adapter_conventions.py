@@ -313,3 +313,70 @@ def test_a_store_that_cannot_list_its_documents_gets_bm25_from_what_was_added(em
     gone = documents[0].metadata["chunk_id"]
     retriever.delete([gone])
     assert gone not in {d.metadata["chunk_id"] for d in retriever.invoke(QUERY)}
+
+
+# -- issue 16: the windows layout in both adapters -------------------------------------------------------------
+
+
+def _long_tenant_nodes() -> list[Any]:
+    """Nodes whose context + text overflow MiniLM's 256 tokens: the windows layout splits them."""
+    filler = " ".join(f"detail{n}" for n in range(160))
+    documents = [LIDocument(text=f"# Runbook {t}\n\n{filler} The {topic} workers drain the retry queue at night. "
+                                 f"{filler}", id_=f"{t}.md", metadata={"tenant": t})
+                 for t, topic in (("a", "payment"), ("b", "search"))]
+    nodes = SentenceSplitter(chunk_size=1024, chunk_overlap=0)(documents)
+    return list(ContextualNodeTransform.from_generator(HeuristicContextualizer())(nodes))
+
+
+def test_llama_index_windows_layout_indexes_children_and_answers_with_whole_nodes(embedder: MiniLMEmbedder) -> None:
+    nodes = _long_tenant_nodes()
+    embed_model = MiniLMEmbedding(embedder)
+    retriever = LIRetriever.from_defaults(nodes=nodes, embed_model=embed_model, similarity_top_k=5,
+                                          embed_layout="windows")
+    children = retriever._stored_rows()
+    assert len(children) > len(nodes) and all("#w" in c.node_id for c in children)
+    wholes = retriever.stored_nodes()
+    assert sorted(n.node_id for n in wholes) == sorted(n.node_id for n in retriever._parents.values())
+    rebuilt = {n.node_id: n for n in retriever_over(retriever.index).stored_nodes()}  # as after a restart
+    for node in wholes:
+        assert _parent_text_key(rebuilt[node.node_id].get_content(metadata_mode=MetadataMode.NONE)) == \
+            _parent_text_key(node.get_content(metadata_mode=MetadataMode.NONE))
+    results = retriever.retrieve("payment workers drain the retry queue")
+    ids = [r.node.node_id for r in results]
+    assert len(ids) == len(set(ids)) and all("#w" not in i for i in ids)  # whole nodes, each once
+    assert results[0].node.metadata["tenant"] == "a" and results[0].node.metadata["vector_rank"] == 1
+    texts = {_parent_text_key(n.get_content(metadata_mode=MetadataMode.NONE)) for n in nodes}
+    assert _parent_text_key(results[0].node.get_content(metadata_mode=MetadataMode.NONE)) in texts
+    retriever.delete_nodes([results[0].node.node_id])
+    assert results[0].node.node_id not in {n.node_id for n in retriever.stored_nodes()}
+
+
+def _parent_text_key(text: str) -> str:
+    return " ".join(text.split())
+
+
+def retriever_over(index: Any) -> LIRetriever:
+    return LIRetriever(index, embed_layout="windows")
+
+
+def test_langchain_windows_layout_is_the_multi_vector_pattern(embedder: MiniLMEmbedder) -> None:
+    filler = " ".join(f"detail{n}" for n in range(160))
+    documents = [LCDocument(page_content=f"# Runbook {t}\n\n{filler} The {topic} workers drain the retry queue at "
+                                         f"night. {filler}", metadata={"tenant": t, "source": f"{t}.md"})
+                 for t, topic in (("a", "payment"), ("b", "search"))]
+    chunks = ContextualDocumentTransformer(HeuristicContextualizer()).transform_documents(
+        [LCDocument(page_content=d.page_content, metadata={**d.metadata, "start_index": 0}) for d in documents],
+        source_documents=documents)
+    retriever = LCRetriever.from_documents(chunks, MiniLMEmbeddings(embedder), k=5, embed_layout="windows")
+    rows = retriever._stored_rows()
+    assert len(rows) > len(chunks) and all("#w" in str(r.id) for r in rows)
+    assert all(r.metadata["chunk_id"] in {c.metadata["chunk_id"] for c in chunks} for r in rows)
+    wholes = {d.id: d for d in retriever.stored_documents()}
+    assert {c.metadata["chunk_id"] for c in chunks} == set(wholes)
+    for chunk in chunks:  # the whole chunks are rebuilt from their windows exactly (spaces aside)
+        assert " ".join(wholes[chunk.metadata["chunk_id"]].page_content.split()) == " ".join(chunk.page_content.split())
+    results = retriever.invoke("payment workers drain the retry queue")
+    assert results[0].metadata["tenant"] == "a" and len({d.id for d in results}) == len(results)
+    assert all("#w" not in str(d.id) for d in results)
+    retriever.delete([results[0].metadata["chunk_id"]])
+    assert not [r for r in retriever._stored_rows() if r.metadata["chunk_id"] == results[0].metadata["chunk_id"]]

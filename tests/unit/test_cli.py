@@ -180,3 +180,24 @@ def test_index_warns_when_contexts_cover_only_some_chunks(tmp_path: Path, capsys
                  "--chunk-chars", "40"]) == 0
     err = capsys.readouterr().err
     assert f"covers 1 of {len(rows)} chunks" in err and "1 contexts in" in err
+
+
+def test_index_with_the_windows_layout_stores_windows_and_answers_with_chunks(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    pytest.importorskip("chromadb")
+    from ctx_retrieval import MiniLMEmbedder
+    from ctx_retrieval.store import open_store
+
+    filler = " ".join(f"detail{n}" for n in range(300))
+    doc = tmp_path / "runbook.md"
+    doc.write_text(f"# Runbook\n\n{filler} The payment workers drain the retry queue at night. {filler}\n\n"
+                   "# Other\n\nA short note about the search index.\n", encoding="utf-8")
+    store = tmp_path / "store"
+    assert main(["index", str(doc), "--store", str(store), "--contextualizer", "heuristic", "--chunk-chars", "5000",
+                 "--embed-layout", "windows"]) == 0
+    capsys.readouterr()
+    opened = open_store(store, embedder=MiniLMEmbedder())
+    assert opened.embed_layout == "windows" and opened.collection.count() > len(opened.chunks)
+    hits = opened.search("payment workers drain the retry queue", k=5, mode="dense")
+    assert len({h.chunk.chunk_id for h in hits}) == len(hits) == len(opened.chunks)
+    assert "payment workers" in hits[0].chunk.text
