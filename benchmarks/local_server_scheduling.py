@@ -29,21 +29,6 @@ from ctx_retrieval import ContextGenerator  # noqa: E402
 from ctx_retrieval.eval import load_cookbook  # noqa: E402
 from ctx_retrieval.providers import OpenAICompatibleProvider  # noqa: E402
 from ctx_retrieval.testing import FakeOpenAIServer  # noqa: E402
-from ctx_retrieval.testing.fake_openai import _common_prefix  # noqa: E402
-from ctx_retrieval.tokens import estimate_tokens  # noqa: E402
-
-
-def minimum(server: FakeOpenAIServer) -> int:
-    last: dict[str, str] = {}
-    total = 0
-    for record in server.requests:
-        if record["status"] != 200:
-            continue
-        prompt = record["body"]["messages"][0]["content"]
-        document = prompt.split("</document>", 1)[0]
-        total += estimate_tokens(prompt) - estimate_tokens(prompt[: _common_prefix(last.get(document, ""), prompt)])
-        last[document] = prompt
-    return total
 
 
 def run(items: list, slots: int, seconds_per_token: float, *, per_slot: bool) -> tuple[int, int, int, float]:
@@ -60,7 +45,7 @@ def run(items: list, slots: int, seconds_per_token: float, *, per_slot: bool) ->
         result = generator.contextualize_many(items)
         elapsed = time.perf_counter() - started
         assert result.report.failed == 0
-        return server.prompt_tokens_total, server.prompt_tokens_processed, minimum(server), elapsed
+        return server.prompt_tokens_total, server.prompt_tokens_processed, server.minimum_prompt_tokens(), elapsed
 
 
 def main() -> int:

@@ -102,6 +102,22 @@ class FakeOpenAIServer:
         answer cut at ``max_tokens``, ``finish_reason: "length"``); None = normally."""
         self._faults.extend(kinds)
 
+    def minimum_prompt_tokens(self) -> int:
+        """What the answered requests needed computed if each document were read once: every prompt minus what
+        it shares with the previous request of the same document (``prompt_tokens_processed`` is measured
+        against it)."""
+        last: dict[str, str] = {}
+        total = 0
+        for record in self.requests:
+            if record["status"] != 200:
+                continue
+            prompt = "".join(str(m.get("content", "")) for m in record["body"].get("messages", []))
+            document = prompt.split("</document>", 1)[0]
+            shared = _common_prefix(last.get(document, ""), prompt)
+            total += estimate_tokens(prompt) - estimate_tokens(prompt[:shared])
+            last[document] = prompt
+        return total
+
     @property
     def served_models(self) -> list[str]:
         return sorted(self.known_models) if self.known_models is not None else [self.model_id]

@@ -19,7 +19,6 @@ from ctx_retrieval import (
 )
 from ctx_retrieval.providers import OpenAICompatibleProvider
 from ctx_retrieval.testing import FakeOpenAIServer
-from ctx_retrieval.tokens import estimate_tokens
 from tests.conftest import make_document
 
 pytest.importorskip("openai")
@@ -33,24 +32,6 @@ def generator(server: FakeOpenAIServer, model: str = "local-model", *, cache: An
     return ContextGenerator(provider, cache=cache, retry=retry, **kwargs)
 
 
-def minimum_processed(server: FakeOpenAIServer) -> int:
-    """Prompt tokens a server must compute if each document is read once: every request's prompt minus what it
-    shares with the previous request of the same document."""
-    from ctx_retrieval.testing.fake_openai import _common_prefix
-
-    last: dict[str, str] = {}
-    total = 0
-    for record in server.requests:
-        if record["status"] != 200:
-            continue
-        prompt = record["body"]["messages"][0]["content"]
-        document = prompt.split("</document>", 1)[0]
-        shared = _common_prefix(last.get(document, ""), prompt)
-        total += estimate_tokens(prompt) - estimate_tokens(prompt[:shared])
-        last[document] = prompt
-    return total
-
-
 def test_per_slot_servers_get_one_document_per_slot_and_read_each_document_once() -> None:
     documents = [make_document(f"slot{i}", paragraphs=8) for i in range(4)]
     with FakeOpenAIServer(profile="llama.cpp", slots=2) as server:
@@ -58,7 +39,7 @@ def test_per_slot_servers_get_one_document_per_slot_and_read_each_document_once(
         run = gen.contextualize_many(documents)
         assert run.report.failed == 0 and server.max_in_flight <= 2  # /props said 2 slots
         assert gen.provider.slots == 2 and gen.provider.prefix_cache == "per_slot"  # type: ignore[attr-defined]
-        assert server.prompt_tokens_processed <= 1.15 * minimum_processed(server)
+        assert server.prompt_tokens_processed <= 1.15 * server.minimum_prompt_tokens()
         per_slot = server.prompt_tokens_processed
     # The same run with the prefix-cache rule hidden (what the generator did before): documents interleave in
     # the slots and the server reads them again.
