@@ -1,8 +1,9 @@
 """LangChain integration: contextual chunks (``ContextualDocumentTransformer``) and a contextual hybrid retriever
-(BM25 + Chroma fused by ``EnsembleRetriever``), with Claude reranking and offline embeddings.
+over any vector store (BM25 + vectors fused by reciprocal rank fusion as ``EnsembleRetriever`` ranks, with scores,
+per-side ranks and filters on both sides), Claude reranking and offline embeddings.
 
 Setup:
-    pip install "ctx-retrieval[langchain,chroma,local,anthropic]"
+    pip install "ctx-retrieval[langchain,local,anthropic]"        # langchain-chroma for Chroma
 """
 
 from ctx_retrieval._optional import require

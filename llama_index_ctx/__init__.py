@@ -1,8 +1,9 @@
-"""LlamaIndex integration: ``ContextualNodeTransform`` for ingestion pipelines and a contextual hybrid retriever
-(Chroma + BM25, fused by reciprocal rank fusion), with Claude reranking and offline embeddings.
+"""LlamaIndex integration: ``ContextualNodeTransform`` for ingestion pipelines, a contextual hybrid retriever over
+any ``VectorStoreIndex`` (vectors + BM25, fused by reciprocal rank fusion, filters on both sides), late chunking
+(``LateChunkingTransform``), Claude reranking and offline embeddings.
 
 Setup:
-    pip install "ctx-retrieval[llama-index,chroma,local,anthropic]"
+    pip install "ctx-retrieval[llama-index,local,anthropic]"      # llama-index-chroma for Chroma
 """
 
 from ctx_retrieval._optional import require
