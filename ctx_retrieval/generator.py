@@ -273,6 +273,7 @@ class ContextGenerator:
         self._seed = seed
         self._cache_setting = cache
         self._cache: ContextCache | None = None
+        self._closed = False
         self._warned_uncacheable: set[str] = set()
         self.last_report: RunReport | None = None
 
@@ -285,6 +286,7 @@ class ContextGenerator:
     @property
     def cache(self) -> ContextCache | None:
         """The persistent context cache (opened on first use), or None when disabled."""
+        self._check_open()
         if self._cache is None and self._cache_setting is not False:
             setting = self._cache_setting
             if isinstance(setting, ContextCache):
@@ -445,10 +447,17 @@ class ContextGenerator:
         )
 
     def close(self) -> None:
-        """Close the context cache if this generator opened it."""
+        """Close the context cache if this generator opened it. A closed generator stays closed: using it again
+        raises ``ConfigurationError`` (it used to reopen its cache silently). Closing twice is fine."""
         if self._cache is not None and not isinstance(self._cache_setting, ContextCache):
             self._cache.close()
         self._cache = None
+        self._closed = True
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ConfigurationError("this ContextGenerator was closed (close() or the end of its with block): "
+                                     "make a new one to run again", setting="close")
 
     def __enter__(self) -> ContextGenerator:
         return self
@@ -659,6 +668,7 @@ class ContextGenerator:
 
     async def _arun(self, items: DocumentItems, batch: _BatchOptions | None = None) -> ContextRun:
         started = time.perf_counter()
+        self._check_open()
         self.provider.check_ready()
         notes = await self._prepare_provider()
         info = self.provider.model_info

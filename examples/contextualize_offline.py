@@ -13,7 +13,7 @@ import tempfile
 from pathlib import Path
 
 from ctx_retrieval import AnthropicProvider, ContextGenerator, SourceDocument, split_into_chunks
-from ctx_retrieval.cli import load_sample
+from ctx_retrieval.loaders import load_sample
 from ctx_retrieval.testing import FakeAnthropicServer
 
 

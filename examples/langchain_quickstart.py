@@ -16,7 +16,7 @@ from langchain_core.documents import Document
 from langchain_text_splitters import RecursiveCharacterTextSplitter
 
 from ctx_retrieval import AnthropicProvider, ContextGenerator
-from ctx_retrieval.cli import load_sample
+from ctx_retrieval.loaders import load_sample
 from ctx_retrieval.testing import FakeAnthropicServer
 from langchain_ctx import ContextualDocumentTransformer, ContextualHybridRetriever, MiniLMEmbeddings, for_answering
 

@@ -18,7 +18,7 @@ from llama_index.core.node_parser import SentenceSplitter
 from llama_index.core.schema import MetadataMode
 
 from ctx_retrieval import AnthropicProvider, ContextGenerator
-from ctx_retrieval.cli import load_sample
+from ctx_retrieval.loaders import load_sample
 from ctx_retrieval.testing import FakeAnthropicServer
 from llama_index_ctx import ContextualHybridRetriever, ContextualNodeTransform, MiniLMEmbedding
 

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from ctx_retrieval.cli import load_sample, main, split_paragraphs
+from ctx_retrieval.cli import main
+from ctx_retrieval.loaders import load_sample, split_paragraphs
 
 ACME = ("# ACME Corp Q2 2023 filing\n\nIntro.\n\n## Results\n\nThe company's revenue grew by 3% over the previous "
         "quarter.\n")
@@ -125,7 +126,7 @@ def test_help_lists_the_commands(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_long_paragraphs_and_notebooks_are_split_within_the_limit(tmp_path: Path) -> None:
-    from ctx_retrieval.cli import load_documents
+    from ctx_retrieval.loaders import load_documents
 
     one_line = "word " * 400  # one 2,000-character paragraph without a blank line or a line end
     lines = "".join(f"line {n} of a long block\n" for n in range(200))

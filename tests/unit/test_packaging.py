@@ -121,3 +121,38 @@ def test_sdist_holds_the_examples_and_notebooks(tmp_path: Path) -> None:
         names = {n.split("/", 1)[1] for n in archive.getnames() if "/" in n}
     expected = {str(p.relative_to(ROOT)) for p in (ROOT / "examples").iterdir() if p.suffix in (".py", ".ipynb")}
     assert expected and expected <= names
+
+
+# The public API, pinned (as LangChain's partner packages pin theirs): a name added or removed is a decision that
+# shows up in this diff and in CHANGELOG.md, never a side effect of moving code.
+EXPECTED_ALL = {
+    "ctx_retrieval": [
+        "AnthropicProvider", "BM25Index", "BudgetExceededError", "CacheError", "Chunk", "ChunkNotInDocumentError",
+        "ChunkTooLargeError", "ClaudeReranker", "ConfigurationError", "ContextCache", "ContextGenerationError",
+        "ContextGenerator", "ContextResult", "ContextRun", "CostEstimate", "CtxRetrievalError", "DEFAULT_PROMPT",
+        "DuplicateChunkIdError", "EmbeddingCache", "FailedChunk", "FusedHit", "HeuristicContextualizer",
+        "InvalidInputError", "InvalidTextError", "MODELS", "MiniLMEmbedder", "MissingDependencyError", "ModelInfo",
+        "OpenAICompatibleProvider", "PROMPT_VERSION", "PromptTemplate", "Provider", "ProviderAuthenticationError",
+        "ProviderBillingError", "ProviderError", "ProviderPermissionError", "ProviderRequestError",
+        "ProviderUnavailableError", "RateLimit", "RetiredModelError", "RetryPolicy", "RunReport", "SourceDocument",
+        "TokenUsage", "UnknownModelError", "UnsupportedSettingError", "WindowConfig", "__version__", "clean_context",
+        "compile_where", "default_cache_path", "fuse", "indexed_text", "late_chunk_embeddings", "make_chunk_id",
+        "reciprocal_rank_fusion", "split_into_chunks", "tokenize", "tokenize_parts"],
+    "llama_index_ctx": [
+        "BM25IndexRetriever", "ClaudeRerankPostprocessor", "ContextualHybridRetriever", "ContextualNodeTransform",
+        "LateChunkingTransform", "LlamaIndexLLMProvider", "MiniLMEmbedding", "chroma_vector_store"],
+    "langchain_ctx": [
+        "BM25IndexRetriever", "ClaudeRerankCompressor", "ContextualDocumentTransformer", "ContextualHybridRetriever",
+        "LangChainChatProvider", "MiniLMEmbeddings", "for_answering", "original_text", "split_and_contextualize"],
+}
+
+
+@pytest.mark.parametrize("package", sorted(EXPECTED_ALL))
+def test_public_api_is_pinned(package: str) -> None:
+    import importlib
+
+    pytest.importorskip("llama_index.core" if package == "llama_index_ctx" else "langchain_core"
+                        if package == "langchain_ctx" else "json")
+    module = importlib.import_module(package)
+    assert sorted(module.__all__) == sorted(EXPECTED_ALL[package])
+    assert all(hasattr(module, name) for name in module.__all__)

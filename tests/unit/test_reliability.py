@@ -320,3 +320,17 @@ def test_an_error_from_the_sync_path_is_not_chained_to_the_event_loop_check() ->
         chain.append(str(error))
         error = error.__cause__ or error.__context__
     assert not any("no running event loop" in text for text in chain)
+
+
+def test_a_closed_generator_stays_closed(tmp_path: Path) -> None:
+    from ctx_retrieval import ConfigurationError, ContextGenerator
+    from tests.conftest import make_document
+
+    document, chunks = make_document("closed", paragraphs=2)
+    with ContextGenerator(cache=tmp_path / "c.sqlite") as generator:
+        assert generator.cache is not None
+    generator.close()  # twice is fine
+    with pytest.raises(ConfigurationError, match="closed"):
+        generator.contextualize(document, chunks)
+    with pytest.raises(ConfigurationError, match="closed"):
+        _ = generator.cache  # it used to reopen the cache file silently
