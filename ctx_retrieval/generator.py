@@ -1021,6 +1021,8 @@ class ContextGenerator:
             detail = (f"{type(error).__name__}" + (f" (HTTP {decision.status_code})" if decision.status_code else "")
                       + (f": {said}" if said else ""))
             last_error = f"{decision.kind}: {detail}"
+            logger.debug("chunk %s of document %s: %s -> %s%s", plan.chunks[i].id, plan.document.id, detail,
+                         decision.action, f" after {decision.retry_after_s:.2f} s" if decision.retry_after_s else "")
             if decision.action == "fail_run":
                 if state.fatal is None:
                     state.fatal = self.provider.run_error(decision, error)

@@ -100,6 +100,19 @@ def spend_limit_reached(body: Any) -> bool:
 
 
 def decision_for_status(status: int, headers: Any = None, body: Any = None) -> ErrorDecision:
+    """The decision for an HTTP error status, then the server's own ``x-should-retry: true|false`` header, which
+    overrides it as in the official Anthropic and OpenAI SDKs (``_should_retry``), except that a rejected key,
+    billing, permission or an unknown model still stop the run."""
+    decision = _decision_for_status(status, headers, body)
+    verdict = str(headers.get("x-should-retry", "")).lower() if headers is not None else ""
+    if verdict == "false" and decision.action == "retry":
+        return ErrorDecision("fail_chunk", decision.kind, status_code=status)
+    if verdict == "true" and decision.action == "fail_chunk":
+        return ErrorDecision("retry", "server_error", retry_after_s(headers), status)
+    return decision
+
+
+def _decision_for_status(status: int, headers: Any = None, body: Any = None) -> ErrorDecision:
     """The decision for an HTTP error status (the SDKs' error classes map one to one onto these statuses).
 
     Statuses and types from Anthropic's errors page (https://platform.claude.com/docs/en/api/errors): 402

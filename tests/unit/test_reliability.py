@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import time
 from pathlib import Path
@@ -334,3 +335,27 @@ def test_a_closed_generator_stays_closed(tmp_path: Path) -> None:
         generator.contextualize(document, chunks)
     with pytest.raises(ConfigurationError, match="closed"):
         _ = generator.cache  # it used to reopen the cache file silently
+
+
+def test_the_servers_x_should_retry_header_overrides_the_status_as_in_the_sdks() -> None:
+    from ctx_retrieval.providers.generic import decision_for_status
+
+    assert decision_for_status(500, {}).action == "retry"
+    assert decision_for_status(500, {"x-should-retry": "false"}).action == "fail_chunk"
+    assert decision_for_status(400, {}).action == "fail_chunk"
+    assert decision_for_status(400, {"x-should-retry": "true"}).action == "retry"
+    assert decision_for_status(429, {"x-should-retry": "false"}).action == "fail_chunk"
+    for fatal in (401, 402, 403, 404):  # a rejected key, billing, permission, an unknown model: never retried
+        assert decision_for_status(fatal, {"x-should-retry": "true"}).action == "fail_run"
+
+
+def test_each_retry_decision_is_logged_at_debug(make_generator: Any, fake_server: Any,
+                                                caplog: pytest.LogCaptureFixture) -> None:
+    from tests.conftest import make_document
+
+    document, chunks = make_document("dbg", paragraphs=3)
+    fake_server.script_faults(["server_error"])
+    with caplog.at_level(logging.DEBUG, logger="ctx_retrieval.generator"):
+        run = make_generator().contextualize(document, chunks)
+    assert run.report.retries >= 1
+    assert any("-> retry" in r.getMessage() and "HTTP 500" in r.getMessage() for r in caplog.records)
