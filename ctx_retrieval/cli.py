@@ -154,7 +154,7 @@ def _record(result: Any) -> dict[str, Any]:
     record = {"status": result.status, "provider": result.provider, "model": result.model,
               "prompt_version": result.prompt_version}
     if result.error:
-        record["error"] = result.error
+        record["error"], record["error_kind"] = result.error, result.error_kind
     return record
 
 

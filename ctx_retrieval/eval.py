@@ -241,7 +241,8 @@ class RecordedContextualizer:
                 results.append(ContextResult(
                     document_id=document.id, chunk_id=chunk.id, position=chunk.position, context=context or None,
                     status="cached" if context else "failed", provider=self.name, model=self.model,
-                    prompt_version="recorded", error=None if context else "not_recorded"))
+                    prompt_version="recorded", error=None if context else "not_recorded",
+                    error_kind=None if context else "not_recorded"))
         self.last_report = report
         return ContextRun(results, report)
 

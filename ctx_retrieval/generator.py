@@ -730,7 +730,8 @@ class ContextGenerator:
             owner = results[owner_plan.offset + owner_i]
             assert owner is not None
             status: ResultStatus = "cached" if owner.status in ("generated", "cached") else owner.status
-            self._set(state, plan, i, owner.context, status, TokenUsage(), error=owner.error)
+            self._set(state, plan, i, owner.context, status, TokenUsage(), error=owner.error,
+                      error_kind=owner.error_kind)
         return self._finish(state, started)
 
     async def _prepare_provider(self) -> list[str]:
@@ -774,11 +775,12 @@ class ContextGenerator:
         return _NoBar()
 
     def _set(self, state: _RunState, plan: _Plan, i: int, context: str | None, status: ResultStatus,
-             usage: TokenUsage, *, error: str | None = None) -> None:
+             usage: TokenUsage, *, error: str | None = None, error_kind: str | None = None) -> None:
         state.results[plan.offset + i] = ContextResult(
             document_id=plan.document.id, chunk_id=plan.chunks[i].id, position=plan.chunks[i].position,
             context=context, status=status, provider=self.provider.name, model=self.provider.model,
-            prompt_version=self.prompt.version, usage=usage, windowed=plan.windowed, error=error)
+            prompt_version=self.prompt.version, usage=usage, windowed=plan.windowed, error=error,
+            error_kind=error_kind)
         state.progress.update(1)
 
     async def _run_documents(self, state: _RunState, work: list[tuple[_Plan, list[int]]]) -> None:
@@ -965,14 +967,15 @@ class ContextGenerator:
         report = state.report
         failures = 0
         rate_limit_wait = 0.0
-        last_error: str | None = None  # this chunk's latest failed attempt, if any
+        last_error: tuple[str, str] | None = None  # this chunk's latest failed attempt (kind, detail), if any
         while True:
             if state.stop:
                 # A chunk tried before the run stopped failed (with why); only an untried one was not attempted.
                 if last_error is None:
                     self._set(state, plan, i, None, "not_attempted", TokenUsage())
                 else:
-                    self._set(state, plan, i, None, "failed", TokenUsage(), error=last_error)
+                    self._set(state, plan, i, None, "failed", TokenUsage(), error=f"{last_error[0]}: {last_error[1]}",
+                              error_kind=last_error[0])
                 return False
             probing = state.probe is None
             if probing:
@@ -1020,7 +1023,7 @@ class ContextGenerator:
             said = server_message(error)  # the server's own reason, once ("exceeds the context size of 8192")
             detail = (f"{type(error).__name__}" + (f" (HTTP {decision.status_code})" if decision.status_code else "")
                       + (f": {said}" if said else ""))
-            last_error = f"{decision.kind}: {detail}"
+            last_error = (decision.kind, detail)
             logger.debug("chunk %s of document %s: %s -> %s%s", plan.chunks[i].id, plan.document.id, detail,
                          decision.action, f" after {decision.retry_after_s:.2f} s" if decision.retry_after_s else "")
             if decision.action == "fail_run":
@@ -1132,7 +1135,7 @@ class ContextGenerator:
     def _fail(self, state: _RunState, plan: _Plan, i: int, kind: str, message: str, usage: TokenUsage) -> None:
         logger.warning("no context for chunk %s of document %s: %s: %s", plan.chunks[i].id, plan.document.id,
                        kind, message)
-        self._set(state, plan, i, None, "failed", usage, error=f"{kind}: {message}")
+        self._set(state, plan, i, None, "failed", usage, error=f"{kind}: {message}", error_kind=kind)
         if self.on_error == "raise":
             state.stop = True
 
@@ -1174,8 +1177,7 @@ class ContextGenerator:
                     report.empty += 1
                 elif result.status == "failed":
                     report.failures.append(FailedChunk(plan.document, chunk, plan.chunks,
-                                                       (result.error or "error").split(":")[0],
-                                                       result.error or ""))
+                                                       result.error_kind or "error", result.error or ""))
                 elif result.status == "not_attempted":
                     report.skipped.append(FailedChunk(plan.document, chunk, plan.chunks, "not_attempted",
                                                       "the run stopped before this chunk"))

@@ -99,7 +99,8 @@ class ContextResult:
     prompt_version: str
     usage: TokenUsage = field(default_factory=TokenUsage)
     windowed: bool = False
-    error: str | None = None
+    error: str | None = None  # why it has no context, for people: "<kind>: <detail>"
+    error_kind: str | None = None  # the same reason for programs: "rate_limited", "max_tokens", "unreachable"...
 
     @property
     def cached(self) -> bool:
