@@ -143,12 +143,15 @@ class CacheError(CtxRetrievalError, RuntimeError):
 
 
 class ProviderError(CtxRetrievalError, RuntimeError):
-    """The provider failed in a way that retrying will not fix."""
+    """The provider failed in a way that retrying will not fix. ``error_type`` is the server's own name for the
+    error where it gave one (``invalid_request_error``, ``exceed_context_size_error``...)."""
 
-    def __init__(self, message: str, *, provider: str, status_code: int | None = None) -> None:
+    def __init__(self, message: str, *, provider: str, status_code: int | None = None,
+                 error_type: str | None = None) -> None:
         super().__init__(message)
         self.provider = provider
         self.status_code = status_code
+        self.error_type = error_type
 
 
 class ProviderAuthenticationError(ProviderError):

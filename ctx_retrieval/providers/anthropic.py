@@ -47,7 +47,14 @@ from ..errors import (
 from ..models import ModelInfo, check_not_retired, lookup_model_info
 from ..usage import TokenUsage
 from .base import ContextRequest, ErrorDecision, ProviderBase, ProviderResponse, ServerLimits, endpoint_identity
-from .generic import MalformedAnswer, classify_exception, decision_for_status, server_limits
+from .generic import (
+    MalformedAnswer,
+    classify_exception,
+    decision_for_status,
+    server_error_type,
+    server_limits,
+    server_message,
+)
 
 if TYPE_CHECKING:
     import anthropic as anthropic_sdk
@@ -348,8 +355,10 @@ class AnthropicProvider(ProviderBase):
                 "AnthropicProvider(model=...)",
                 model=self._model,
             )
-        return ProviderRequestError(f"Anthropic request failed: {type(exc).__name__}", provider=self.name,
-                                    status_code=decision.status_code)
+        said = server_message(exc)
+        return ProviderRequestError(f"Anthropic request failed: {type(exc).__name__}" + (f": {said}" if said else ""),
+                                    provider=self.name, status_code=decision.status_code,
+                                    error_type=server_error_type(exc))
 
     async def aclose(self) -> None:
         client, self._client, self._client_loop = self._client, None, None

@@ -17,8 +17,17 @@ from typing import Any
 
 from .base import ErrorDecision, ServerLimit, ServerLimits
 
-__all__ = ["MalformedAnswer", "classify_exception", "decision_for_status", "retry_after_s", "server_limits",
-           "server_message", "spend_limit_reached", "unreachable"]
+__all__ = [
+    "MalformedAnswer",
+    "classify_exception",
+    "decision_for_status",
+    "retry_after_s",
+    "server_error_type",
+    "server_limits",
+    "server_message",
+    "spend_limit_reached",
+    "unreachable",
+]
 
 
 class MalformedAnswer(Exception):  # noqa: N818 - a condition of an answer, classified, never raised to users
@@ -184,6 +193,17 @@ def unreachable(exc: BaseException) -> bool:
             return True
         current = current.__cause__ or current.__context__
     return False
+
+
+def server_error_type(exc: BaseException) -> str | None:
+    """The server's own type for an HTTP error (``error.type`` in the body), or None."""
+    body = getattr(exc, "body", None)
+    if isinstance(body, dict):
+        error = body.get("error", body)
+        kind = error.get("type") if isinstance(error, dict) else None
+        if isinstance(kind, str) and kind:
+            return kind
+    return None
 
 
 def server_message(exc: BaseException) -> str | None:

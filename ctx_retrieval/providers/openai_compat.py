@@ -25,7 +25,7 @@ from ..errors import ConfigurationError, ProviderAuthenticationError, ProviderRe
 from ..models import ModelInfo
 from ..usage import TokenUsage
 from .base import ContextRequest, ErrorDecision, ProviderBase, ProviderResponse, endpoint_identity
-from .generic import classify_exception, decision_for_status, server_message
+from .generic import classify_exception, decision_for_status, server_error_type, server_message
 from .servers import PrefixCache, ServerInfo, describe_server
 
 if TYPE_CHECKING:
@@ -219,7 +219,8 @@ class OpenAICompatibleProvider(ProviderBase):
                                      "pass a model it lists at /v1/models", model=self._model)
         said = server_message(exc)
         return ProviderRequestError(f"request failed: {type(exc).__name__}" + (f": {said}" if said else ""),
-                                    provider=self.name, status_code=decision.status_code)
+                                    provider=self.name, status_code=decision.status_code,
+                                    error_type=server_error_type(exc))
 
     async def aclose(self) -> None:
         client, self._client, self._client_loop = self._client, None, None

@@ -12,7 +12,7 @@ from typing import Any
 from ..errors import ProviderAuthenticationError, ProviderRequestError, UnknownModelError
 from ..models import ModelInfo, lookup_model_info
 from .base import ContextRequest, ErrorDecision, ProviderBase, ProviderResponse, endpoint_identity
-from .generic import classify_exception
+from .generic import classify_exception, server_error_type
 
 __all__ = ["WrappedModelProvider"]
 
@@ -84,5 +84,5 @@ class WrappedModelProvider(ProviderBase):
             return UnknownModelError(f"the wrapped model's service does not know model {self._model!r} "
                                      f"(HTTP {decision.status_code})", model=self._model)
         return ProviderRequestError(f"request failed: {type(exc).__name__}", provider=self.name,
-                                    status_code=decision.status_code)
+                                    status_code=decision.status_code, error_type=server_error_type(exc))
 

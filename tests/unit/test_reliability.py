@@ -359,3 +359,22 @@ def test_each_retry_decision_is_logged_at_debug(make_generator: Any, fake_server
         run = make_generator().contextualize(document, chunks)
     assert run.report.retries >= 1
     assert any("-> retry" in r.getMessage() and "HTTP 500" in r.getMessage() for r in caplog.records)
+
+
+def test_provider_errors_keep_the_servers_type_and_message() -> None:
+    from ctx_retrieval.providers.base import ErrorDecision
+    from ctx_retrieval.providers.generic import server_error_type, server_message
+
+    class RefusedError(Exception):
+        def __init__(self) -> None:
+            super().__init__("refused")
+            self.body = {"type": "error", "error": {"type": "invalid_request_error", "message": "prompt is too long"}}
+
+    assert server_error_type(RefusedError()) == "invalid_request_error"
+    assert server_message(RefusedError()) == "prompt is too long"
+    pytest.importorskip("openai")
+    from ctx_retrieval.providers import OpenAICompatibleProvider
+
+    error = OpenAICompatibleProvider("m", base_url="http://127.0.0.1:9/v1").run_error(
+        ErrorDecision("fail_run", "bad_request", status_code=400), RefusedError())
+    assert error.error_type == "invalid_request_error" and "prompt is too long" in str(error)  # type: ignore[attr-defined]
