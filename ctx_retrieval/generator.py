@@ -162,6 +162,24 @@ class _Plan:
     cache_checked: bool = False
 
 
+class _Answered:
+    """An attempt the provider answered (the answer may still be unusable: refusal, cut off, empty)."""
+
+    __slots__ = ("response",)
+
+    def __init__(self, response: ProviderResponse) -> None:
+        self.response = response
+
+
+class _Failed:
+    """An attempt that raised, with what the provider's classification says to do about it."""
+
+    __slots__ = ("decision", "error")
+
+    def __init__(self, error: Exception, decision: ErrorDecision) -> None:
+        self.error, self.decision = error, decision
+
+
 @dataclass
 class _RunState:
     report: RunReport
@@ -995,8 +1013,8 @@ class ContextGenerator:
                     state.probe.set()
             if outcome is None:
                 continue  # the run stopped (budget, or another chunk's failure) while this one waited
-            response, error, decision = outcome
-            if response is not None:
+            if isinstance(outcome, _Answered):
+                response = outcome.response
                 self._count_usage(state, response.usage)
                 if response.cache_reported:
                     self._note_cache_use(state, plan, response.usage)
@@ -1018,7 +1036,7 @@ class ContextGenerator:
                 report.generated += 1
                 self._set(state, plan, i, answer.context, "generated", response.usage)
                 return True
-            assert error is not None and decision is not None
+            error, decision = outcome.error, outcome.decision
             report.errors_by_type[decision.kind] = report.errors_by_type.get(decision.kind, 0) + 1
             said = server_message(error)  # the server's own reason, once ("exceeds the context size of 8192")
             detail = (f"{type(error).__name__}" + (f" (HTTP {decision.status_code})" if decision.status_code else "")
@@ -1071,7 +1089,7 @@ class ContextGenerator:
 
     async def _attempt(
         self, state: _RunState, plan: _Plan, request: ContextRequest, variable: int, priority: int
-    ) -> tuple[ProviderResponse | None, Exception | None, ErrorDecision | None] | None:
+    ) -> _Answered | _Failed | None:
         """One request: budget check, rate limit, a slot, the call. None when the run stopped first."""
         estimate = self._estimated_cost(plan, variable)
         if self.budget_usd is not None and self._spent(state) + state.inflight_cost + estimate > self.budget_usd:
@@ -1094,7 +1112,7 @@ class ContextGenerator:
                 state.outage_since = None
                 if response.limits is not None:
                     state.limiter.observe(response.limits, sent_at)
-                return response, None, None
+                return _Answered(response)
             except Exception as exc:  # classified by type; anything unknown propagates
                 decision = self.provider.classify_error(exc)
                 if decision is None:
@@ -1122,7 +1140,7 @@ class ContextGenerator:
                         rate_limited = True
                         decision = pace_after(decision, state.limiter, self.retry, state.overload_streak - 2,
                                               state.rng)
-                return None, exc, decision
+                return _Failed(exc, decision)
             finally:
                 state.slots.release()
         finally:
