@@ -221,7 +221,7 @@ class RecordedContextualizer:
     def contextualize_many(self, items: Iterable[tuple[SourceDocument, Sequence[Chunk]]]) -> Any:
         """The recorded context of each chunk, as a contextualizer's run (so the framework adapters take it); a
         chunk without one fails with ``not_recorded``, never gets an invented context."""
-        from .generator import ContextRun
+        from .results import ContextRun
         from .types import ContextResult
         from .usage import FailedChunk, RunReport
 

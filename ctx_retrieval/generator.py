@@ -16,9 +16,9 @@ import math
 import random
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from os import PathLike
-from typing import Any, Literal, overload
+from typing import Any, Literal
 
 from ._aio import run_sync
 from .cache import CachedContext, ContextCache, context_cache_key, default_cache_path, text_digest
@@ -35,6 +35,7 @@ from .models import ModelInfo
 from .prompts import DEFAULT_PROMPT, PromptTemplate, clean_context
 from .providers.base import ContextRequest, ErrorDecision, Provider, ProviderResponse, TokenCountingProvider
 from .providers.generic import server_message
+from .results import ContextRun, CostEstimate
 from .scheduling import Limiter, PrioritySlots, RateLimit, RetryPolicy, pace_after
 from .tokens import TokenCounter, estimate_tokens
 from .types import Chunk, ContextResult, ResultStatus, SourceDocument
@@ -75,61 +76,6 @@ def _waves(items: DocumentItems, size: int) -> Iterator[list[tuple[SourceDocumen
             wave = []
     if wave:
         yield wave
-
-
-class ContextRun(Sequence[ContextResult]):
-    """The results of a run in input order (documents, then chunks), with the run's ``report``."""
-
-    def __init__(self, results: list[ContextResult], report: RunReport) -> None:
-        self._results = results
-        self.report = report
-
-    @overload
-    def __getitem__(self, index: int) -> ContextResult: ...
-    @overload
-    def __getitem__(self, index: slice) -> list[ContextResult]: ...
-    def __getitem__(self, index: int | slice) -> ContextResult | list[ContextResult]:
-        return self._results[index]
-
-    def __len__(self) -> int:
-        return len(self._results)
-
-    def __iter__(self) -> Iterator[ContextResult]:
-        return iter(self._results)
-
-    def __repr__(self) -> str:
-        r = self.report
-        return (f"ContextRun({len(self)} results: generated={r.generated}, cached={r.cached}, "
-                f"failed={r.failed}, not_attempted={r.not_attempted})")
-
-
-@dataclass(frozen=True)
-class CostEstimate:
-    """A dry-run estimate: what a run would request and cost, from estimated token counts."""
-
-    documents: int
-    chunks: int
-    cached_chunks: int
-    empty_chunks: int
-    requests: int
-    usage: TokenUsage
-    cost_usd: float | None
-    document_tokens: int
-    uncacheable_documents: list[str] = field(default_factory=list)
-    windowed_documents: int = 0
-    long_prompt_requests: int = 0  # requests whose prompt would fall into the model's dearer price tier
-
-    def format(self) -> str:
-        dollars = "unknown (no price for this model)" if self.cost_usd is None else f"${self.cost_usd:.4f}"
-        u = self.usage
-        return (
-            f"estimate: {self.documents} documents, {self.chunks} chunks ({self.cached_chunks} already in the "
-            f"context cache, {self.empty_chunks} empty): {self.requests} requests, input {u.input_tokens:,}, "
-            f"cache write {u.cache_creation_input_tokens:,}, cache read {u.cache_read_input_tokens:,}, output "
-            f"~{u.output_tokens:,} tokens, cost ~{dollars}"
-            + (f" ({self.long_prompt_requests} requests in the long-prompt price tier)"
-               if self.long_prompt_requests else "")
-        )
 
 
 # Message Batches limits (https://platform.claude.com/docs/en/build-with-claude/batch-processing): 100,000

@@ -12,14 +12,11 @@ import re
 import time
 from collections.abc import Iterable, Sequence
 from pathlib import PurePath
-from typing import TYPE_CHECKING
 
+from .results import ContextRun
 from .types import Chunk, ContextResult, SourceDocument
 from .usage import RunReport
 from .validation import locate_chunks
-
-if TYPE_CHECKING:
-    from .generator import ContextRun
 
 __all__ = ["HEURISTIC_VERSION", "HeuristicContextualizer"]
 
@@ -129,8 +126,6 @@ class HeuristicContextualizer:
         return self.contextualize_many(items)
 
     def contextualize_many(self, items: Iterable[tuple[SourceDocument, Sequence[Chunk]]]) -> ContextRun:
-        from .generator import ContextRun
-
         started = time.perf_counter()
         report = RunReport(provider=self.name, model=self.model, prompt_version=HEURISTIC_VERSION, cost_usd=0.0)
         results: list[ContextResult] = []
