@@ -172,6 +172,7 @@ class ContextualHybridRetriever(BaseRetriever):
     id_key: str = CHUNK_ID_KEY
     _added: dict[str, Document] = PrivateAttr(default_factory=dict)
     _fixed_bm25: bool = PrivateAttr(default=False)
+    _wholes: dict[str, Document] = PrivateAttr(default_factory=dict)  # windows layout: whole chunks by chunk id
 
     @field_validator("search_kwargs")
     @classmethod
@@ -197,8 +198,8 @@ class ContextualHybridRetriever(BaseRetriever):
         if self.k < 1 or self.candidates < 1:
             raise ValueError(f"k and candidates must be >= 1 (got {self.k}, {self.candidates})")
         self._fixed_bm25 = self.bm25 is not None
-        if self.bm25 is None and self._can_list():
-            self._refresh_bm25()
+        if (self.bm25 is None or self.embed_layout == "windows") and self._can_list():
+            self._refresh(warn=False)
 
     # -- construction ------------------------------------------------------------------------------------
 
@@ -227,7 +228,7 @@ class ContextualHybridRetriever(BaseRetriever):
         retriever = cls(vectorstore=vectorstore, **kwargs)
         if documents:  # a bm25= passed here was built by the caller from these same documents: nothing to warn
             retriever._store(documents)
-            retriever._refresh_bm25(warn=False)
+            retriever._refresh(warn=False)
         return retriever
 
     @classmethod
@@ -273,15 +274,14 @@ class ContextualHybridRetriever(BaseRetriever):
         """Add (or replace, by chunk id) contextualized chunks in the vector store and the BM25 side. A ``bm25=``
         you passed is not changed: add the documents to it yourself (a warning says so)."""
         ids = self._store(documents)
-        self._refresh_bm25()
+        self._refresh()
         return ids
 
     def _store(self, documents: Sequence[Document]) -> list[str]:
         ids = [_chunk_id(d, self.id_key) for d in documents]
         if len(set(ids)) != len(ids):
             raise InvalidInputError("the documents repeat a chunk id; each chunk is stored once under its id")
-        embeddings = getattr(self.vectorstore, "embeddings", None) or getattr(self.vectorstore, "embedding", None)
-        embedder = getattr(embeddings, "embedder", None)
+        embedder = self._offline_embedder()
         if embedder is not None and hasattr(embedder, "warn_if_corpus_truncated") and documents:
             embedder.warn_if_corpus_truncated([d.page_content for d in documents],
                                               [_document_name(d) for d in documents])
@@ -293,6 +293,12 @@ class ContextualHybridRetriever(BaseRetriever):
         self._added.update((i, d) for i, d in zip(ids, documents, strict=True))
         return ids
 
+    def _offline_embedder(self) -> Any:
+        """The ``MiniLMEmbedder`` behind the store's ``MiniLMEmbeddings`` (Chroma says ``embeddings``,
+        ``InMemoryVectorStore`` ``embedding``), or None for other embeddings."""
+        embeddings = getattr(self.vectorstore, "embeddings", None) or getattr(self.vectorstore, "embedding", None)
+        return getattr(embeddings, "embedder", None)
+
     def _windows(self, document: Document) -> list[Document]:
         """``document`` as the texts the vector store holds for it: itself, or (windows layout, overflowing)
         context + each window of its chunk, ids ``<chunk_id>#w<n>``, each knowing its chunk by ``id_key``."""
@@ -302,8 +308,7 @@ class ContextualHybridRetriever(BaseRetriever):
         from .transformer import original_text
 
         chunk_id = _chunk_id(document, self.id_key)
-        embeddings = getattr(self.vectorstore, "embeddings", None) or getattr(self.vectorstore, "embedding", None)
-        counter = getattr(getattr(embeddings, "embedder", None), "count_tokens", None) or estimate_tokens
+        counter = getattr(self._offline_embedder(), "count_tokens", None) or estimate_tokens
         texts = window_texts(original_text(document), document.metadata.get(CONTEXT_KEY), counter)
         if len(texts) == 1:
             texts = [document.page_content]
@@ -321,19 +326,21 @@ class ContextualHybridRetriever(BaseRetriever):
             self.vectorstore.delete(ids=list(ids))
         for i in ids:
             self._added.pop(i, None)
-        self._refresh_bm25()
+        self._refresh()
 
-    def _refresh_bm25(self, *, warn: bool = True) -> None:
-        if self._fixed_bm25:
-            if not warn:
-                return
+    def _refresh(self, *, warn: bool = True) -> None:
+        """Read the stored documents once after a change: the whole chunks the windows layout answers with, and
+        the built-in BM25 side (a ``bm25=`` of yours is not changed: a warning says so)."""
+        documents = self.stored_documents() if not self._fixed_bm25 or self.embed_layout == "windows" else []
+        if self.embed_layout == "windows":
+            self._wholes = {_chunk_id(d, self.id_key): d for d in documents}
+        if not self._fixed_bm25:
+            self.bm25 = BM25IndexRetriever(documents=documents, k=self.candidates, tokenizer=self.bm25_tokenizer)
+        elif warn:
             import warnings
 
             warnings.warn("the bm25= retriever you passed is not updated by add_documents/delete: rebuild it "
                           "with the new documents (or let the retriever build its own BM25 side)", stacklevel=3)
-            return
-        self.bm25 = BM25IndexRetriever(documents=self.stored_documents(), k=self.candidates,
-                                       tokenizer=self.bm25_tokenizer)
 
     # -- retrieval ---------------------------------------------------------------------------------------
 
@@ -360,9 +367,8 @@ class ContextualHybridRetriever(BaseRetriever):
         def key(d: Document) -> str:
             return str(d.metadata.get(self.id_key) or d.id or d.page_content)
 
-        if self.embed_layout == "windows":  # windows found: answer with their whole chunks
-            wholes = {key(d): d for d in self.stored_documents()}
-            vector = [wholes.get(key(d), d) for d in vector]
+        if self.embed_layout == "windows":  # windows found: answer with their whole chunks (read at the last change)
+            vector = [self._wholes.get(key(d), d) for d in vector]
         by_key = {key(d): d for d in [*keyword, *vector]}
         hits = fuse([[key(d) for d in vector], [key(d) for d in keyword]], rrf_k=self.rrf_k,
                     weights=side_weights(self.weights), limit=self.candidates)

@@ -140,9 +140,9 @@ class ContextualHybridRetriever(BaseRetriever):
         self.node_postprocessors = list(node_postprocessors)
         self._fixed_bm25 = bm25 is not None
         self._given_nodes: dict[str, BaseNode] = {}
-        self.bm25 = bm25 if bm25 is not None else self._build_bm25()
-        self._wholes: dict[str, BaseNode] = (
-            {n.node_id: n for n in self.stored_nodes()} if embed_layout == "windows" else {})
+        self.bm25 = bm25
+        self._wholes: dict[str, BaseNode] = {}  # windows layout: whole nodes by id, read at the last change
+        self._refresh()
 
     # -- construction ------------------------------------------------------------------------------------
 
@@ -218,8 +218,7 @@ class ContextualHybridRetriever(BaseRetriever):
                 pass
         return list(self._given_nodes.values())
 
-    def _build_bm25(self) -> BaseRetriever | None:
-        nodes = self.stored_nodes()
+    def _build_bm25(self, nodes: Sequence[BaseNode]) -> BaseRetriever | None:
         if not nodes:
             return None
         return BM25IndexRetriever(nodes, similarity_top_k=self.candidates, filters=self.filters,
@@ -259,9 +258,15 @@ class ContextualHybridRetriever(BaseRetriever):
         self._refresh()
 
     def _refresh(self) -> None:
+        """Read the stored nodes once after a change: the built-in BM25 side, and the whole nodes the windows
+        layout answers with."""
+        if self._fixed_bm25 and self.embed_layout != "windows":
+            return
+        nodes = self.stored_nodes()
         if not self._fixed_bm25:
-            self.bm25 = self._build_bm25()
-        self._wholes = {n.node_id: n for n in self.stored_nodes()} if self.embed_layout == "windows" else {}
+            self.bm25 = self._build_bm25(nodes)
+        if self.embed_layout == "windows":
+            self._wholes = {n.node_id: n for n in nodes}
 
     # -- retrieval ---------------------------------------------------------------------------------------
 
