@@ -40,7 +40,7 @@ from typing import Any
 
 from ..tokens import estimate_tokens
 
-__all__ = ["PROFILES", "FakeOpenAIServer"]
+__all__ = ["PROFILES", "FakeOpenAIServer", "minimum_to_compute"]
 
 PROFILES = ("generic", "llama.cpp", "llama-cpp-python", "vllm", "ollama")
 SLOT_PROMPT_SIMILARITY = 0.10  # llama-server --slot-prompt-similarity default (tools/server/README.md)
@@ -61,6 +61,19 @@ def _common_prefix(a: str, b: str) -> int:
     while i < n and a[i] == b[i]:
         i += 1
     return i
+
+
+def minimum_to_compute(prompts: Iterable[str], measure: Callable[[str], int]) -> int:
+    """What a prefix-reusing server must compute for ``prompts`` (in order) if each document is read once: every
+    prompt minus what it shares with the previous prompt of the same document, in ``measure``'s units."""
+    last: dict[str, str] = {}
+    total = 0
+    for prompt in prompts:
+        document = prompt.split("</document>", 1)[0]
+        shared = _common_prefix(last.get(document, ""), prompt)
+        total += measure(prompt) - measure(prompt[:shared])
+        last[document] = prompt
+    return total
 
 
 class FakeOpenAIServer:
@@ -106,17 +119,9 @@ class FakeOpenAIServer:
         """What the answered requests needed computed if each document were read once: every prompt minus what
         it shares with the previous request of the same document (``prompt_tokens_processed`` is measured
         against it)."""
-        last: dict[str, str] = {}
-        total = 0
-        for record in self.requests:
-            if record["status"] != 200:
-                continue
-            prompt = "".join(str(m.get("content", "")) for m in record["body"].get("messages", []))
-            document = prompt.split("</document>", 1)[0]
-            shared = _common_prefix(last.get(document, ""), prompt)
-            total += estimate_tokens(prompt) - estimate_tokens(prompt[:shared])
-            last[document] = prompt
-        return total
+        return minimum_to_compute(
+            ["".join(str(m.get("content", "")) for m in record["body"].get("messages", []))
+             for record in self.requests if record["status"] == 200], estimate_tokens)
 
     @property
     def served_models(self) -> list[str]:

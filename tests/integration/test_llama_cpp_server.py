@@ -30,6 +30,7 @@ import pytest
 from ctx_retrieval import ContextGenerator, RetryPolicy, UnknownModelError
 from ctx_retrieval.eval import load_cookbook
 from ctx_retrieval.providers import OpenAICompatibleProvider
+from ctx_retrieval.testing.fake_openai import minimum_to_compute
 
 GGUF = os.environ.get("CTX_RETRIEVAL_GGUF", "")
 PYTHON = os.environ.get("CTX_RETRIEVAL_LLAMA_PYTHON", sys.executable)
@@ -121,19 +122,8 @@ def _generator(server: LlamaServer, model: str | None = None, **kwargs: Any) -> 
 
 
 def _minimum_bytes(prompts: list[str]) -> int:
-    """What the server must compute if each document is read once, in bytes (the toy vocabulary is byte-level):
-    each prompt minus what it shares with the previous prompt of the same document."""
-    last: dict[str, str] = {}
-    total = 0
-    for prompt in prompts:
-        document = prompt.split("</document>", 1)[0]
-        previous = last.get(document, "")
-        shared = 0
-        while shared < min(len(previous), len(prompt)) and previous[shared] == prompt[shared]:
-            shared += 1
-        total += len(prompt[shared:].encode())
-        last[document] = prompt
-    return total
+    """What the server must compute if each document is read once, in bytes (the toy vocabulary is byte-level)."""
+    return minimum_to_compute(prompts, lambda text: len(text.encode()))
 
 
 def test_a_wrong_model_name_is_refused_before_any_chunk_request(server: LlamaServer) -> None:
