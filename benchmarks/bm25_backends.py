@@ -23,7 +23,7 @@ import time
 import numpy as np
 
 from ctx_retrieval import BM25Index, tokenize
-from ctx_retrieval.eval import load_cookbook
+from ctx_retrieval.evaluation import load_cookbook
 
 
 def corpus_of(size: int, texts: list[str], seed: int = 0) -> list[str]:

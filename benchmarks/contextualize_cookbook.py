@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ctx_retrieval import AnthropicProvider, ContextGenerator
-from ctx_retrieval.eval import load_cookbook
+from ctx_retrieval.evaluation import load_cookbook
 from ctx_retrieval.models import MODELS
 from ctx_retrieval.testing import FakeAnthropicServer
 

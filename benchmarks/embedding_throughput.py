@@ -12,7 +12,7 @@ import sys
 import time
 
 from ctx_retrieval import MiniLMEmbedder
-from ctx_retrieval.eval import load_cookbook
+from ctx_retrieval.evaluation import load_cookbook
 
 
 def main() -> int:

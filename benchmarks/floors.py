@@ -13,9 +13,9 @@ from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from ctx_retrieval.models import ModelInfo
+from ctx_retrieval.models import ModelInfo, request_cost_usd
 from ctx_retrieval.testing import RecordedRequest, anthropic_rules
-from ctx_retrieval.usage import TokenUsage, request_cost_usd
+from ctx_retrieval.types import TokenUsage
 
 __all__ = ["Floor", "caching_floor", "document_tokens"]
 

@@ -17,15 +17,15 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from ctx_retrieval import MiniLMEmbedder  # noqa: E402
-from ctx_retrieval.bm25 import BM25Index  # noqa: E402
-from ctx_retrieval.eval import (  # noqa: E402
-    NumpyDenseIndex,
+from ctx_retrieval.evaluation import (  # noqa: E402
     RecordedContextualizer,
     bootstrap_interval,
     load_cookbook,
     pass_per_query,
 )
-from ctx_retrieval.fusion import fuse  # noqa: E402
+from ctx_retrieval.retrieval.bm25 import BM25Index  # noqa: E402
+from ctx_retrieval.retrieval.dense import NumpyDenseIndex  # noqa: E402
+from ctx_retrieval.retrieval.fusion import fuse  # noqa: E402
 from ctx_retrieval.text import indexed_text  # noqa: E402
 
 DEFAULT = (150, 60, (1.0, 1.0))

@@ -44,10 +44,9 @@ from typing import Any
 import anthropic
 
 from ctx_retrieval import AnthropicProvider, ContextGenerator, RunReport, TokenUsage
-from ctx_retrieval.eval import load_cookbook
-from ctx_retrieval.models import MODELS
+from ctx_retrieval.evaluation import load_cookbook
+from ctx_retrieval.models import MODELS, request_cost_usd
 from ctx_retrieval.testing import FakeAnthropicServer
-from ctx_retrieval.usage import request_cost_usd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from floors import caching_floor, document_tokens

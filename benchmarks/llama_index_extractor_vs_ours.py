@@ -24,10 +24,9 @@ import time
 from pathlib import Path
 
 from ctx_retrieval import AnthropicProvider, ContextGenerator, TokenUsage
-from ctx_retrieval.eval import load_cookbook
-from ctx_retrieval.models import MODELS
+from ctx_retrieval.evaluation import load_cookbook
+from ctx_retrieval.models import MODELS, request_cost_usd
 from ctx_retrieval.testing import FakeAnthropicServer
-from ctx_retrieval.usage import request_cost_usd
 
 ROOT = Path(__file__).resolve().parents[1]
 EXTRACTOR_PYTHON = ROOT / ".venv-extractor" / "bin" / "python"

@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from ctx_retrieval import ContextGenerator  # noqa: E402
-from ctx_retrieval.eval import load_cookbook  # noqa: E402
+from ctx_retrieval.evaluation import load_cookbook  # noqa: E402
 from ctx_retrieval.providers import OpenAICompatibleProvider  # noqa: E402
 from ctx_retrieval.testing import FakeOpenAIServer  # noqa: E402
 

@@ -31,7 +31,7 @@ DIM = 384
 
 
 def corpus(size: int, seed: int = 0) -> list[str]:
-    from ctx_retrieval.eval import load_cookbook
+    from ctx_retrieval.evaluation import load_cookbook
 
     base = [c.text for c in load_cookbook().chunks]
     rng = random.Random(seed)
@@ -98,7 +98,7 @@ def llama_index_vector_index(collection: Any, by_query: dict[str, Any]) -> Any:
 
 
 def run_one(config: str, size: int, n_queries: int) -> dict[str, Any]:
-    from ctx_retrieval.eval import load_cookbook
+    from ctx_retrieval.evaluation import load_cookbook
 
     texts = corpus(size)
     ids = [f"c{i}" for i in range(size)]

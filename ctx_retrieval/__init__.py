@@ -6,10 +6,13 @@ cheaply (prompt caching, a persistent context cache) and reliably (retries, rate
 the API allows. Importing it imports no framework and no SDK.
 """
 
-from .bm25 import BM25Index, tokenize, tokenize_parts
-from .cache import ContextCache, default_cache_path
-from .embeddings import EmbeddingCache, MiniLMEmbedder
-from .errors import (
+from ctx_retrieval.contextualize.cache import ContextCache, default_cache_path
+from ctx_retrieval.contextualize.generator import ContextGenerator, ContextRun, CostEstimate
+from ctx_retrieval.contextualize.heuristic import HeuristicContextualizer
+from ctx_retrieval.contextualize.prompts import DEFAULT_PROMPT, PROMPT_VERSION, PromptTemplate, clean_context
+from ctx_retrieval.contextualize.scheduling import RateLimit, RetryPolicy
+from ctx_retrieval.contextualize.windowing import WindowConfig
+from ctx_retrieval.errors import (
     BudgetExceededError,
     CacheError,
     ChunkNotInDocumentError,
@@ -31,20 +34,18 @@ from .errors import (
     UnknownModelError,
     UnsupportedSettingError,
 )
-from .filters import compile_where
-from .fusion import FusedHit, fuse, reciprocal_rank_fusion
-from .generator import ContextGenerator, ContextRun, CostEstimate
-from .heuristic import HeuristicContextualizer
-from .late import late_chunk_embeddings
-from .models import MODELS, ModelInfo
-from .prompts import DEFAULT_PROMPT, PROMPT_VERSION, PromptTemplate, clean_context
-from .providers import AnthropicProvider, OpenAICompatibleProvider, Provider
-from .rerank import ClaudeReranker
-from .scheduling import RateLimit, RetryPolicy
-from .text import indexed_text
-from .types import Chunk, ContextResult, SourceDocument, make_chunk_id, split_into_chunks
-from .usage import FailedChunk, RunReport, TokenUsage
-from .windowing import WindowConfig
+from ctx_retrieval.loaders import split_into_chunks
+from ctx_retrieval.models import MODELS, ModelInfo
+from ctx_retrieval.providers import AnthropicProvider, OpenAICompatibleProvider, Provider
+from ctx_retrieval.retrieval.bm25 import BM25Index, tokenize, tokenize_parts
+from ctx_retrieval.retrieval.embeddings import EmbeddingCache, MiniLMEmbedder
+from ctx_retrieval.retrieval.filters import compile_where
+from ctx_retrieval.retrieval.fusion import FusedHit, fuse, reciprocal_rank_fusion
+from ctx_retrieval.retrieval.late import late_chunk_embeddings
+from ctx_retrieval.retrieval.rerank import ClaudeReranker
+from ctx_retrieval.text import indexed_text
+from ctx_retrieval.types import Chunk, ContextResult, SourceDocument, make_chunk_id
+from ctx_retrieval.usage import FailedChunk, RunReport, TokenUsage
 
 __version__ = "0.1.0"
 

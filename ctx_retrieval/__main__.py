@@ -1,3 +1,3 @@
-from .cli import main
+from ctx_retrieval.cli import main
 
 raise SystemExit(main())

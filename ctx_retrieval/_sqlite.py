@@ -13,7 +13,7 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from .errors import CacheError
+from ctx_retrieval.errors import CacheError
 
 __all__ = ["busy", "open_cache_database"]
 

@@ -18,11 +18,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .cache import ContextCache, default_cache_path
-from .errors import CtxRetrievalError, InvalidInputError
-from .heuristic import HeuristicContextualizer
-from .loaders import SAMPLE_DOCUMENT, load_documents, load_sample
-from .types import Chunk, SourceDocument
+from ctx_retrieval.contextualize.cache import ContextCache, default_cache_path
+from ctx_retrieval.contextualize.heuristic import HeuristicContextualizer
+from ctx_retrieval.errors import ConfigurationError, CtxRetrievalError, InvalidInputError
+from ctx_retrieval.loaders import SAMPLE_DOCUMENT, load_documents, load_sample
+from ctx_retrieval.types import Chunk, SourceDocument
 
 __all__ = ["main"]
 
@@ -85,7 +85,7 @@ def _make_contextualizer(args: argparse.Namespace) -> _Contextualizer:
         made = _Contextualizer("heuristic (title and nearest heading, no LLM)", run_heuristic, lambda: None)
         return made
     if choice == "recorded":
-        from .eval import RecordedContextualizer
+        from ctx_retrieval.evaluation import RecordedContextualizer
 
         recorded = RecordedContextualizer(getattr(args, "contexts_file", None))
 
@@ -101,14 +101,17 @@ def _make_contextualizer(args: argparse.Namespace) -> _Contextualizer:
 
         made = _Contextualizer(f"{recorded.label} ({recorded.model})", read, lambda: None)
         return made
-    from .generator import ContextGenerator
-    from .providers.anthropic import AnthropicProvider
+    from ctx_retrieval.contextualize.generator import ContextGenerator
+    from ctx_retrieval.providers.anthropic import AnthropicProvider
 
     server = None
     if choice == "fake":
-        from .testing import FakeAnthropicServer
-
-        server = FakeAnthropicServer(latency_s=0.02).start()
+        if args.twin is None:
+            raise ConfigurationError(
+                "--contextualizer fake needs the Anthropic API twin, which the command line does not import: run "
+                "'python -m ctx_retrieval.testing <command> ... --contextualizer fake' (./scripts/demo.sh does)",
+                setting="contextualizer")
+        server = args.twin(latency_s=0.02).start()
         provider = AnthropicProvider(args.model, api_key="sk-ant-fake-cli-key-0000000", base_url=server.base_url,
                                      endpoint_id="ctx-retrieval-twin")  # its port changes; its answers do not
         label = "the local FAKE Anthropic API (canned contexts, real request flow)"
@@ -139,13 +142,13 @@ def _llm_provider(args: argparse.Namespace, choice: str) -> Any:
     """The provider for ``--contextualizer anthropic`` or ``openai`` (``--base-url``, ``--model``)."""
     base_url = getattr(args, "base_url", None)
     if choice == "anthropic":
-        from .providers.anthropic import AnthropicProvider
+        from ctx_retrieval.providers.anthropic import AnthropicProvider
 
         return AnthropicProvider(args.model, base_url=base_url)
     if args.model == DEFAULT_MODEL or not base_url:
         raise InvalidInputError("--contextualizer openai needs --base-url and --model: the server's address and the "
                                 "model it serves (e.g. --base-url http://127.0.0.1:8080/v1 --model qwen2.5-coder-1.5b)")
-    from .providers.openai_compat import OpenAICompatibleProvider
+    from ctx_retrieval.providers.openai_compat import OpenAICompatibleProvider
 
     return OpenAICompatibleProvider(args.model, base_url=base_url)
 
@@ -184,7 +187,7 @@ def _dry_run(args: argparse.Namespace, items: list[tuple[SourceDocument, list[Ch
         chunks = sum(len(c) for _, c in items)
         print(f"estimate: {len(items)} documents, {chunks} chunks: 0 requests, cost $0.0000 ({choice} contexts)")
         return 0
-    from .generator import ContextGenerator
+    from ctx_retrieval.contextualize.generator import ContextGenerator
 
     path = Path(args.cache) if args.cache else default_cache_path()
     cache: ContextCache | bool = ContextCache(path) if path.exists() else False  # read what exists, create nothing
@@ -220,20 +223,20 @@ def _cmd_contextualize(args: argparse.Namespace) -> int:
 
 
 def _embedder(progress: bool = True) -> Any:
-    from .embeddings import MiniLMEmbedder
+    from ctx_retrieval.retrieval.embeddings import MiniLMEmbedder
 
     return MiniLMEmbedder(cache=True, progress=progress)
 
 
 def _cmd_index(args: argparse.Namespace) -> int:
-    from .store import IndexedChunk, build_store
+    from ctx_retrieval.retrieval.store import IndexedChunk, build_store
 
     items = load_documents(args.inputs, args.chunk_chars)
     if args.contexts:
-        from .eval import _numbered_jsonl
+        from ctx_retrieval.loaders import numbered_jsonl
 
         contexts = {}
-        for n, row in _numbered_jsonl(args.contexts):
+        for n, row in numbered_jsonl(args.contexts):
             chunk_id = row.get("chunk_id") if isinstance(row, dict) else None
             context = row.get("context") if isinstance(row, dict) else None
             if not isinstance(chunk_id, str) or not (context is None or isinstance(context, str)):
@@ -266,7 +269,7 @@ def _cmd_index(args: argparse.Namespace) -> int:
 
 
 def _cmd_query(args: argparse.Namespace) -> int:
-    from .store import open_store
+    from ctx_retrieval.retrieval.store import open_store
 
     store = open_store(args.store, embedder=_embedder(progress=False))
     hits = store.search(args.query, k=args.k, mode=args.mode)
@@ -280,7 +283,7 @@ def _cmd_query(args: argparse.Namespace) -> int:
 
 
 def _load_eval_corpus(args: argparse.Namespace) -> Any:
-    from .eval import load_cookbook, load_corpus
+    from ctx_retrieval.evaluation import load_cookbook, load_corpus
 
     if getattr(args, "documents", None):
         if not args.queries:
@@ -293,7 +296,7 @@ def _load_eval_corpus(args: argparse.Namespace) -> Any:
 
 
 def _run_eval(args: argparse.Namespace, corpus: Any, contextualizer: _Contextualizer) -> Any:
-    from .eval import run_ablation
+    from ctx_retrieval.evaluation.ablation import run_ablation
 
     print(f"contextualizer: {contextualizer.label}", flush=True)
     try:
@@ -302,13 +305,13 @@ def _run_eval(args: argparse.Namespace, corpus: Any, contextualizer: _Contextual
         contextualizer.close()
     client = None
     if args.vector_store == "chroma":
-        from .chroma import persistent_client
+        from ctx_retrieval.retrieval.chroma import persistent_client
 
         client = persistent_client(Path(args.work_dir) / "chroma")
     reranker = None
     if getattr(args, "rerank", "none") == "claude":
-        from .providers.anthropic import AnthropicProvider
-        from .rerank import ClaudeReranker
+        from ctx_retrieval.providers.anthropic import AnthropicProvider
+        from ctx_retrieval.retrieval.rerank import ClaudeReranker
 
         reranker = ClaudeReranker(AnthropicProvider(args.model))
     elif getattr(args, "rerank", "none") == "offline":
@@ -350,7 +353,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
 def _cmd_demo(args: argparse.Namespace) -> int:
     if args.sample_document:
         return _demo_sample(args)
-    from .eval import load_cookbook
+    from ctx_retrieval.evaluation import load_cookbook
 
     corpus = load_cookbook()
     print(f"ctx-retrieval demo: Anthropic's contextual-retrieval cookbook corpus, {len(corpus.items)} source files, "
@@ -507,9 +510,12 @@ def _build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: Sequence[str] | None = None, *, twin: Callable[..., Any] | None = None) -> int:
+    """The command line. ``twin`` is the Anthropic API twin's class, for ``--contextualizer fake``: passed by
+    ``python -m ctx_retrieval.testing`` (the package's code never imports its test helpers)."""
     parser = _build_parser()
     args = parser.parse_args(argv)
+    args.twin = twin
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
     try:

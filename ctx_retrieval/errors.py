@@ -32,7 +32,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .usage import RunReport
+    from ctx_retrieval.usage import RunReport
 
 __all__ = [
     "BudgetExceededError",

@@ -5,19 +5,49 @@ the document."""
 from __future__ import annotations
 
 import json
-import os
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
-from .errors import InvalidInputError
-from .types import Chunk, SourceDocument, split_into_chunks
+from ctx_retrieval.errors import InvalidInputError
+from ctx_retrieval.types import Chunk, SourceDocument, make_chunk_id
 
-__all__ = ["SAMPLE_DOCUMENT", "TEXT_SUFFIXES", "load_documents", "load_sample", "notebook_text", "split_paragraphs"]
+__all__ = ["SAMPLE_DOCUMENT", "TEXT_SUFFIXES", "cookbook_chunk_id", "document_from_row", "load_cookbook_documents",
+           "load_documents", "load_sample", "notebook_text", "numbered_jsonl", "read_jsonl", "split_into_chunks",
+           "split_paragraphs"]
 
 SAMPLE_DOCUMENT = "sample_acme_q2_2023.md"
 TEXT_SUFFIXES = {".txt", ".md", ".rst", ".py", ".rs", ".go", ".js", ".ts", ".java", ".c", ".h", ".cpp", ".html",
                  ".ipynb"}
+
+
+def split_into_chunks(document: SourceDocument, texts: Iterable[str]) -> list[Chunk]:
+    """Chunks for ``texts`` cut from ``document`` in order, with offsets found in the document text.
+
+    Offsets are searched from the previous chunk's start, so overlapping splitters are handled; a text that is
+    not found keeps ``start_char=None`` (the generator then reports it as not in the document).
+    """
+    if isinstance(texts, str):
+        raise InvalidInputError("split_into_chunks takes a list of chunk texts, not one string (it would be cut "
+                                "into characters): pass [text], or your splitter's output", document_id=document.id)
+    chunks: list[Chunk] = []
+    cursor = 0
+    for position, text in enumerate(texts):
+        start = document.text.find(text, cursor) if text else -1
+        if start < 0 and text:
+            start = document.text.find(text)
+        chunks.append(
+            Chunk(
+                id=make_chunk_id(document.id, position, text),
+                text=text,
+                position=position,
+                start_char=start if start >= 0 else None,
+            )
+        )
+        if start >= 0:
+            cursor = start
+    return chunks
 
 
 def split_paragraphs(text: str, max_chars: int = 900) -> list[str]:
@@ -93,21 +123,15 @@ def load_documents(paths: Sequence[str], chunk_chars: int) -> list[tuple[SourceD
             for file in files:
                 items.append(_text_file(file, chunk_chars, doc_id=str(file.relative_to(path))))
         elif path.suffix == ".json":
-            from .eval import load_cookbook
-
-            items.extend(load_cookbook(path, _EMPTY_QUERIES).items)
+            items.extend(load_cookbook_documents(path))
         elif path.suffix == ".jsonl":
-            from .eval import _numbered_jsonl, document_from_row
-
             items.extend(document_from_row(row, f"{path}:{n}", chunks_required=False,
                                            split=lambda text: split_paragraphs(text, chunk_chars))
-                         for n, row in _numbered_jsonl(path))
+                         for n, row in numbered_jsonl(path))
         else:
             items.append(_text_file(path, chunk_chars, doc_id=path.name))
     return items
 
-
-_EMPTY_QUERIES = Path(os.devnull)
 
 
 def _text_file(path: Path, chunk_chars: int, *, doc_id: str) -> tuple[SourceDocument, list[Chunk]]:
@@ -117,3 +141,87 @@ def _text_file(path: Path, chunk_chars: int, *, doc_id: str) -> tuple[SourceDocu
         raise InvalidInputError(f"{path} is not UTF-8 text; convert it or leave it out") from None
     document = SourceDocument(doc_id, text, {"source": str(path)})
     return document, split_into_chunks(document, split_paragraphs(text, chunk_chars))
+
+
+def cookbook_chunk_id(doc_uuid: str, index: int) -> str:
+    return f"{doc_uuid}_{index}"
+
+
+def load_cookbook_documents(chunks_path: str | Path) -> list[tuple[SourceDocument, list[Chunk]]]:
+    """The documents and chunks of the cookbook's ``codebase_chunks.json`` (chunk ids ``<uuid>_<index>``)."""
+    chunks_path = Path(chunks_path)
+    try:
+        raw = json.loads(chunks_path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise InvalidInputError(f"no such file: {chunks_path}") from None
+    except json.JSONDecodeError as exc:
+        raise InvalidInputError(
+            f"{chunks_path} is not JSON ({exc}); expected the cookbook's codebase_chunks.json") from None
+    if not isinstance(raw, list) or not raw or "chunks" not in raw[0]:
+        raise InvalidInputError(f"{chunks_path}: expected a list of documents with 'chunks' (cookbook format)")
+    items: list[tuple[SourceDocument, list[Chunk]]] = []
+    for doc in raw:
+        document = SourceDocument(doc["original_uuid"], doc["content"], {"doc_id": doc.get("doc_id")})
+        chunks = split_into_chunks(document, [c["content"] for c in doc["chunks"]])
+        chunks = [Chunk(cookbook_chunk_id(doc["original_uuid"], c["original_index"]), chunk.text, chunk.position,
+                        chunk.start_char) for c, chunk in zip(doc["chunks"], chunks, strict=True)]
+        items.append((document, chunks))
+    return items
+
+
+def document_from_row(row: Any, where: str, *, chunks_required: bool,
+                      split: Callable[[str], list[str]] | None = None) -> tuple[SourceDocument, list[Chunk]]:
+    """A document and its chunks from one documents-JSONL row (``id`` and ``text`` strings, optional
+    ``metadata`` object, ``chunks``: a list of strings or of ``{"text", "id"}`` objects; without chunks the text
+    is cut by ``split`` when given), or ``InvalidInputError`` naming ``where`` (file and line) and the fix."""
+    if not isinstance(row, dict):
+        raise InvalidInputError(f"{where}: expected a JSON object with 'id' and 'text', got {type(row).__name__}")
+    doc_id, text, metadata = row.get("id"), row.get("text"), row.get("metadata")
+    if not isinstance(doc_id, str) or not doc_id:
+        raise InvalidInputError(f"{where}: 'id' must be a non-empty string, got {doc_id!r} (ids 7 and \"7\" would "
+                                "collide): quote it")
+    if not isinstance(text, str):
+        raise InvalidInputError(f"{where}: 'text' must be a string, got {type(text).__name__}")
+    if metadata is not None and not isinstance(metadata, dict):
+        raise InvalidInputError(f"{where}: 'metadata' must be a JSON object, got {type(metadata).__name__}")
+    document = SourceDocument(doc_id, text, metadata or {})
+    raw_chunks = row.get("chunks")
+    if raw_chunks is None:
+        if chunks_required or split is None:
+            raise InvalidInputError(f"{where}: 'chunks' is required: a list of strings or of {{\"id\", \"text\"}}")
+        return document, split_into_chunks(document, split(text))
+    if not isinstance(raw_chunks, list):
+        raise InvalidInputError(f"{where}: 'chunks' must be a list, got {type(raw_chunks).__name__}")
+    texts: list[str] = []
+    for k, c in enumerate(raw_chunks):
+        chunk_text = c.get("text") if isinstance(c, dict) else c
+        if not isinstance(chunk_text, str):
+            raise InvalidInputError(f"{where}: chunk {k} needs a string 'text' (a string, or an object with "
+                                    "'text'), got {type(chunk_text).__name__}")
+        if isinstance(c, dict) and "id" in c and (not isinstance(c["id"], str) or not c["id"]):
+            raise InvalidInputError(f"{where}: chunk {k}'s 'id' must be a non-empty string, got {c['id']!r}")
+        texts.append(chunk_text)
+    chunks = split_into_chunks(document, texts)
+    return document, [Chunk(c["id"], chunk.text, chunk.position, chunk.start_char) if isinstance(c, dict) and "id" in c
+                      else chunk for c, chunk in zip(raw_chunks, chunks, strict=True)]
+
+
+def numbered_jsonl(path: str | Path) -> list[tuple[int, Any]]:
+    """The rows of a JSONL file with their line numbers (blank lines skipped), read once."""
+    path = Path(path)
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        raise InvalidInputError(f"no such file: {path}") from None
+    rows = []
+    for n, line in enumerate(lines, start=1):
+        if line.strip():
+            try:
+                rows.append((n, json.loads(line)))
+            except json.JSONDecodeError as exc:
+                raise InvalidInputError(f"{path}:{n}: not a JSON line ({exc.msg}); expected JSONL") from None
+    return rows
+
+
+def read_jsonl(path: str | Path) -> list[Any]:
+    return [row for _, row in numbered_jsonl(path)]

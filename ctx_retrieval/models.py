@@ -30,7 +30,8 @@ import logging
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
-from .errors import RetiredModelError, UnknownModelError
+from ctx_retrieval.errors import RetiredModelError, UnknownModelError
+from ctx_retrieval.types import TokenUsage
 
 __all__ = [
     "DEPRECATIONS_SOURCE",
@@ -43,9 +44,11 @@ __all__ = [
     "RetiredModel",
     "ThinkingMode",
     "check_not_retired",
+    "cost_usd",
     "get_model_info",
     "lookup_model_info",
     "lookup_retired",
+    "request_cost_usd",
 ]
 
 logger = logging.getLogger(__name__)
@@ -263,3 +266,36 @@ def get_model_info(model: str) -> ModelInfo:
             model=model,
         )
     return info
+
+
+# -- dollars ---------------------------------------------------------------------------------------------
+
+
+def _dollars(usage: TokenUsage, prices: Prices, cache_ttl: str) -> float:
+    write_price = prices.cache_write_1h_per_mtok if cache_ttl == "1h" else prices.cache_write_5m_per_mtok
+    return (
+        usage.input_tokens * prices.input_per_mtok
+        + usage.output_tokens * prices.output_per_mtok
+        + usage.cache_creation_input_tokens * write_price
+        + usage.cache_read_input_tokens * prices.cache_read_per_mtok
+    ) / 1_000_000
+
+
+def cost_usd(usage: TokenUsage, model: ModelInfo, *, cache_ttl: str = "5m", batch: bool = False,
+             long_prompt_usage: TokenUsage | None = None) -> float:
+    """Dollars for ``usage`` at ``model``'s list prices (cache writes priced for ``cache_ttl``).
+
+    ``usage`` is summed over requests; ``long_prompt_usage`` is the part of it from requests whose prompt fell
+    into the model's dearer prompt-length tier (billed whole at that tier). Message Batches bill 50%.
+    """
+    long_part = long_prompt_usage or TokenUsage()
+    dollars = _dollars(usage - long_part, model.base_prices, cache_ttl)
+    if long_part.prompt_tokens or long_part.output_tokens:
+        dollars += _dollars(long_part, model.long_prompt_prices or model.base_prices, cache_ttl)
+    return dollars * (0.5 if batch else 1.0)
+
+
+def request_cost_usd(usage: TokenUsage, model: ModelInfo, *, cache_ttl: str = "5m", batch: bool = False) -> float:
+    """Dollars for one request's ``usage``: its prompt length picks the price tier."""
+    prices = model.prices_for(usage.prompt_tokens)
+    return _dollars(usage, prices, cache_ttl) * (0.5 if batch else 1.0)

@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .types import Chunk, SourceDocument
+from ctx_retrieval.types import Chunk, SourceDocument
 
 __all__ = ["Piece", "rebuild_document", "source_document"]
 

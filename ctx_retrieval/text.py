@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from .keys import CONTEXT_SEPARATOR
+from ctx_retrieval.keys import CONTEXT_SEPARATOR
 
 __all__ = ["indexed_header", "indexed_text"]
 

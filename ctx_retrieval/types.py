@@ -1,21 +1,26 @@
-"""Core data types: a source document, its chunks, and the context produced for each chunk."""
+"""Core data types: a source document, its chunks, the context produced for each chunk, token usage, and what
+passes between the generator and a provider (request, response, rate-limit state, error decision)."""
 
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from .usage import TokenUsage
-
 __all__ = [
     "Chunk",
+    "ContextRequest",
     "ContextResult",
+    "ErrorAction",
+    "ErrorDecision",
+    "ProviderResponse",
     "ResultStatus",
+    "ServerLimit",
+    "ServerLimits",
     "SourceDocument",
+    "TokenUsage",
     "make_chunk_id",
-    "split_into_chunks",
 ]
 
 ResultStatus = Literal["generated", "cached", "failed", "not_attempted", "empty"]
@@ -27,6 +32,59 @@ ResultStatus = Literal["generated", "cached", "failed", "not_attempted", "empty"
 - ``not_attempted``: the run stopped (first failure under ``on_error="raise"``, or the budget) before it;
 - ``empty``: the chunk is empty or whitespace, there is nothing to situate; ``context`` is ``None``.
 """
+
+
+@dataclass(frozen=True)
+class TokenUsage:
+    """Tokens billed for one request or summed over many, as the provider reported them.
+
+    ``input_tokens`` excludes cached tokens, as in Anthropic's API: the prompt is
+    ``input_tokens + cache_creation_input_tokens + cache_read_input_tokens`` tokens long.
+    """
+
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_creation_input_tokens: int = 0
+    cache_read_input_tokens: int = 0
+
+    def __add__(self, other: TokenUsage) -> TokenUsage:
+        return TokenUsage(
+            self.input_tokens + other.input_tokens,
+            self.output_tokens + other.output_tokens,
+            self.cache_creation_input_tokens + other.cache_creation_input_tokens,
+            self.cache_read_input_tokens + other.cache_read_input_tokens,
+        )
+
+    def __sub__(self, other: TokenUsage) -> TokenUsage:
+        return TokenUsage(
+            self.input_tokens - other.input_tokens,
+            self.output_tokens - other.output_tokens,
+            self.cache_creation_input_tokens - other.cache_creation_input_tokens,
+            self.cache_read_input_tokens - other.cache_read_input_tokens,
+        )
+
+    @property
+    def prompt_tokens(self) -> int:
+        """All input tokens of the prompt, cached or not."""
+        return self.input_tokens + self.cache_creation_input_tokens + self.cache_read_input_tokens
+
+    def to_dict(self) -> dict[str, int]:
+        return {
+            "input_tokens": self.input_tokens,
+            "output_tokens": self.output_tokens,
+            "cache_creation_input_tokens": self.cache_creation_input_tokens,
+            "cache_read_input_tokens": self.cache_read_input_tokens,
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> TokenUsage:
+        return cls(
+            int(data.get("input_tokens") or 0),
+            int(data.get("output_tokens") or 0),
+            int(data.get("cache_creation_input_tokens") or 0),
+            int(data.get("cache_read_input_tokens") or 0),
+        )
+
 
 
 @dataclass(frozen=True)
@@ -53,36 +111,6 @@ def make_chunk_id(document_id: str, position: int, text: str) -> str:
     """A stable chunk id derived from content and position, never random."""
     digest = hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:12]
     return f"{document_id}:{position}:{digest}"
-
-
-def split_into_chunks(document: SourceDocument, texts: Iterable[str]) -> list[Chunk]:
-    """Chunks for ``texts`` cut from ``document`` in order, with offsets found in the document text.
-
-    Offsets are searched from the previous chunk's start, so overlapping splitters are handled; a text that is
-    not found keeps ``start_char=None`` (the generator then reports it as not in the document).
-    """
-    if isinstance(texts, str):
-        from .errors import InvalidInputError
-
-        raise InvalidInputError("split_into_chunks takes a list of chunk texts, not one string (it would be cut "
-                                "into characters): pass [text], or your splitter's output", document_id=document.id)
-    chunks: list[Chunk] = []
-    cursor = 0
-    for position, text in enumerate(texts):
-        start = document.text.find(text, cursor) if text else -1
-        if start < 0 and text:
-            start = document.text.find(text)
-        chunks.append(
-            Chunk(
-                id=make_chunk_id(document.id, position, text),
-                text=text,
-                position=position,
-                start_char=start if start >= 0 else None,
-            )
-        )
-        if start >= 0:
-            cursor = start
-    return chunks
 
 
 @dataclass(frozen=True)
@@ -114,7 +142,79 @@ class ContextResult:
     def contextualized_text(self, chunk_text: str) -> str:
         """``context + blank line + chunk`` as indexed by contextual embeddings and contextual BM25 (the core's
         ``indexed_text``, the same in both adapters)."""
-        from .text import indexed_text
+        from ctx_retrieval.text import indexed_text
 
         return indexed_text(chunk_text, self.context)
 
+
+# -- what passes between the generator and a provider ------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ContextRequest:
+    """One prompt: ``document_prefix`` carries the cache breakpoint; ``document_rest`` (windowed documents
+    only) and ``chunk_block`` follow it."""
+
+    document_id: str
+    chunk_id: str
+    document_prefix: str
+    document_rest: str
+    chunk_block: str
+    max_tokens: int
+    cache_prefix: bool = True  # False for one-off prompts (reranking): a cache write would cost 1.25x for nothing
+
+    def __repr__(self) -> str:  # never dump document text into logs or tracebacks
+        return (
+            f"ContextRequest(document_id={self.document_id!r}, chunk_id={self.chunk_id!r}, "
+            f"prefix_chars={len(self.document_prefix)}, max_tokens={self.max_tokens})"
+        )
+
+
+@dataclass(frozen=True)
+class ServerLimit:
+    """One of the account's rate limits as the server reported it with an answer: the bucket's capacity, what
+    was left after the request, and the seconds until it is full again (None when not reported or implausible)."""
+
+    limit: float
+    remaining: float
+    full_in_s: float | None = None
+
+
+@dataclass(frozen=True)
+class ServerLimits:
+    """The rate-limit state an answer carried (Anthropic's ``anthropic-ratelimit-*`` headers); the generator
+    paces the run by it so requests wait on our side instead of earning 429s."""
+
+    requests: ServerLimit | None = None
+    input_tokens: ServerLimit | None = None
+    output_tokens: ServerLimit | None = None
+
+
+@dataclass(frozen=True)
+class ProviderResponse:
+    """One answer: its text blocks joined (thinking blocks are never part of it), usage, and why it stopped
+    (``"end_turn"``, ``"max_tokens"``, ``"refusal"``, ...; None where the provider does not say)."""
+
+    text: str
+    usage: TokenUsage
+    limits: ServerLimits | None = None  # set by providers whose API reports its rate-limit state
+    stop_reason: str | None = None
+    cache_reported: bool = True  # False: the server says nothing about reused prompt tokens (not "0 reused")
+
+
+ErrorAction = Literal["retry", "fail_chunk", "fail_run"]
+
+
+@dataclass(frozen=True)
+class ErrorDecision:
+    """What the generator does with an exception: retry it, fail this chunk, or stop the run.
+
+    ``kind`` is a short stable name for reports ("rate_limited", "overloaded", "server_error", "timeout",
+    "connection", "invalid_response", "bad_request", "request_too_large", "authentication", "permission",
+    "billing", "spend_limit", "not_found").
+    """
+
+    action: ErrorAction
+    kind: str
+    retry_after_s: float | None = None
+    status_code: int | None = None

@@ -1,98 +1,19 @@
-"""Token usage, dollars, and the report of a contextualization run."""
+"""The report of a contextualization run: what was done, failed or not attempted, its tokens and dollars.
+
+``TokenUsage`` lives in ``ctx_retrieval.types`` (importable from here too); dollars for a usage are computed by
+``ctx_retrieval.models.cost_usd`` from the model table's prices."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from ctx_retrieval.types import TokenUsage
+
 if TYPE_CHECKING:
-    from .models import ModelInfo, Prices
-    from .types import Chunk, SourceDocument
+    from ctx_retrieval.types import Chunk, SourceDocument
 
-__all__ = ["FailedChunk", "RunReport", "TokenUsage", "cost_usd", "request_cost_usd"]
-
-
-@dataclass(frozen=True)
-class TokenUsage:
-    """Tokens billed for one request or summed over many, as the provider reported them.
-
-    ``input_tokens`` excludes cached tokens, as in Anthropic's API: the prompt is
-    ``input_tokens + cache_creation_input_tokens + cache_read_input_tokens`` tokens long.
-    """
-
-    input_tokens: int = 0
-    output_tokens: int = 0
-    cache_creation_input_tokens: int = 0
-    cache_read_input_tokens: int = 0
-
-    def __add__(self, other: TokenUsage) -> TokenUsage:
-        return TokenUsage(
-            self.input_tokens + other.input_tokens,
-            self.output_tokens + other.output_tokens,
-            self.cache_creation_input_tokens + other.cache_creation_input_tokens,
-            self.cache_read_input_tokens + other.cache_read_input_tokens,
-        )
-
-    def __sub__(self, other: TokenUsage) -> TokenUsage:
-        return TokenUsage(
-            self.input_tokens - other.input_tokens,
-            self.output_tokens - other.output_tokens,
-            self.cache_creation_input_tokens - other.cache_creation_input_tokens,
-            self.cache_read_input_tokens - other.cache_read_input_tokens,
-        )
-
-    @property
-    def prompt_tokens(self) -> int:
-        """All input tokens of the prompt, cached or not."""
-        return self.input_tokens + self.cache_creation_input_tokens + self.cache_read_input_tokens
-
-    def to_dict(self) -> dict[str, int]:
-        return {
-            "input_tokens": self.input_tokens,
-            "output_tokens": self.output_tokens,
-            "cache_creation_input_tokens": self.cache_creation_input_tokens,
-            "cache_read_input_tokens": self.cache_read_input_tokens,
-        }
-
-    @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> TokenUsage:
-        return cls(
-            int(data.get("input_tokens") or 0),
-            int(data.get("output_tokens") or 0),
-            int(data.get("cache_creation_input_tokens") or 0),
-            int(data.get("cache_read_input_tokens") or 0),
-        )
-
-
-def _dollars(usage: TokenUsage, prices: Prices, cache_ttl: str) -> float:
-    write_price = prices.cache_write_1h_per_mtok if cache_ttl == "1h" else prices.cache_write_5m_per_mtok
-    return (
-        usage.input_tokens * prices.input_per_mtok
-        + usage.output_tokens * prices.output_per_mtok
-        + usage.cache_creation_input_tokens * write_price
-        + usage.cache_read_input_tokens * prices.cache_read_per_mtok
-    ) / 1_000_000
-
-
-def cost_usd(usage: TokenUsage, model: ModelInfo, *, cache_ttl: str = "5m", batch: bool = False,
-             long_prompt_usage: TokenUsage | None = None) -> float:
-    """Dollars for ``usage`` at ``model``'s list prices (cache writes priced for ``cache_ttl``).
-
-    ``usage`` is summed over requests; ``long_prompt_usage`` is the part of it from requests whose prompt fell
-    into the model's dearer prompt-length tier (billed whole at that tier). Message Batches bill 50%.
-    """
-    long_part = long_prompt_usage or TokenUsage()
-    dollars = _dollars(usage - long_part, model.base_prices, cache_ttl)
-    if long_part.prompt_tokens or long_part.output_tokens:
-        dollars += _dollars(long_part, model.long_prompt_prices or model.base_prices, cache_ttl)
-    return dollars * (0.5 if batch else 1.0)
-
-
-def request_cost_usd(usage: TokenUsage, model: ModelInfo, *, cache_ttl: str = "5m", batch: bool = False) -> float:
-    """Dollars for one request's ``usage``: its prompt length picks the price tier."""
-    prices = model.prices_for(usage.prompt_tokens)
-    return _dollars(usage, prices, cache_ttl) * (0.5 if batch else 1.0)
+__all__ = ["FailedChunk", "RunReport", "TokenUsage"]
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ from typing import Any
 
 from langchain_core.embeddings import Embeddings
 
-from ctx_retrieval.embeddings import MiniLMEmbedder
+from ctx_retrieval.retrieval.embeddings import MiniLMEmbedder
 
 __all__ = ["MiniLMEmbeddings"]
 

@@ -26,10 +26,7 @@ from pydantic import ConfigDict, Field, PrivateAttr, field_validator
 
 from ctx_retrieval._names import in_memory_collection
 from ctx_retrieval._optional import require
-from ctx_retrieval.bm25 import BM25Index, resolve_tokenizer
 from ctx_retrieval.errors import InvalidInputError
-from ctx_retrieval.filters import compile_where
-from ctx_retrieval.fusion import DEFAULT_RRF_K, fuse, side_weights
 from ctx_retrieval.keys import (
     BM25_RANK_KEY,
     CHUNK_ID_KEY,
@@ -37,6 +34,9 @@ from ctx_retrieval.keys import (
     FUSED_SCORE_KEY,
     VECTOR_RANK_KEY,
 )
+from ctx_retrieval.retrieval.bm25 import BM25Index, resolve_tokenizer
+from ctx_retrieval.retrieval.filters import compile_where
+from ctx_retrieval.retrieval.fusion import DEFAULT_RRF_K, fuse, side_weights
 
 __all__ = ["BM25IndexRetriever", "ContextualHybridRetriever"]
 
@@ -302,7 +302,7 @@ class ContextualHybridRetriever(BaseRetriever):
     def _windows(self, document: Document) -> list[Document]:
         """``document`` as the texts the vector store holds for it: itself, or (windows layout, overflowing)
         context + each window of its chunk, ids ``<chunk_id>#w<n>``, each knowing its chunk by ``id_key``."""
-        from ctx_retrieval.layout import window_texts
+        from ctx_retrieval.retrieval.layout import window_texts
         from ctx_retrieval.tokens import estimate_tokens
 
         from .transformer import original_text

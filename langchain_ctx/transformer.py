@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Sequence
-from typing import Any, Literal, Protocol
+from typing import Any, Literal
 
 from langchain_core.documents import BaseDocumentTransformer, Document
 
@@ -21,6 +21,7 @@ from ctx_retrieval.keys import (
     CONTEXT_STATUS_KEY,
     ORIGINAL_TEXT_KEY,
 )
+from ctx_retrieval.protocols import Contextualizer
 from ctx_retrieval.reconstruct import Piece, source_document
 from ctx_retrieval.text import indexed_header, indexed_text
 from ctx_retrieval.types import Chunk, ContextResult, SourceDocument, make_chunk_id
@@ -34,14 +35,6 @@ logger = logging.getLogger(__name__)
 
 class UnplaceableChunkError(InvalidInputError):
     """A chunk whose source document cannot be found."""
-
-
-class Contextualizer(Protocol):
-    last_report: RunReport | None
-
-    def contextualize_many(self, items: Any) -> Sequence[ContextResult]: ...
-
-    async def acontextualize_many(self, items: Any) -> Sequence[ContextResult]: ...
 
 
 class ContextualDocumentTransformer(BaseDocumentTransformer):
@@ -96,12 +89,11 @@ class ContextualDocumentTransformer(BaseDocumentTransformer):
         keep_original_text: bool = False,
     ) -> None:
         if contextualizer is None:
-            from ctx_retrieval.generator import ContextGenerator
+            from ctx_retrieval.contextualize.generator import ContextGenerator
 
             contextualizer = ContextGenerator()
-        if progress and hasattr(contextualizer, "progress"):
-            contextualizer.progress = True  # a progress bar over the chunks being contextualized
         self.contextualizer = contextualizer
+        self.progress = progress  # a progress bar over the chunks, per call (a shared generator is not changed)
         self.source_key = source_key
         self.on_unplaceable = on_unplaceable
         self.indexed_metadata_keys = tuple(indexed_metadata_keys)
@@ -181,7 +173,7 @@ class ContextualDocumentTransformer(BaseDocumentTransformer):
     async def atransform_documents(self, documents: Sequence[Document], **kwargs: Any) -> Sequence[Document]:
         """Like ``transform_documents``, with the provider's requests running concurrently."""
         items, placement = self._plan(documents, kwargs.get("source_documents"))
-        results = await self.contextualizer.acontextualize_many(items)
+        results = await self.contextualizer.acontextualize_many(items, progress=True if self.progress else None)
         self.last_report = getattr(results, "report", None) or self.contextualizer.last_report
         return self._documents(documents, placement, results)
 

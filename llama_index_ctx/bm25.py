@@ -17,7 +17,7 @@ from llama_index.core.schema import BaseNode, MetadataMode, NodeWithScore, Query
 from llama_index.core.vector_stores.types import MetadataFilters
 from llama_index.core.vector_stores.utils import build_metadata_filter_fn
 
-from ctx_retrieval.bm25 import BM25Index, tokenize
+from ctx_retrieval.retrieval.bm25 import BM25Index, tokenize
 
 __all__ = ["BM25IndexRetriever"]
 

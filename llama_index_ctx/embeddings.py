@@ -7,7 +7,7 @@ from typing import Any
 from llama_index.core.base.embeddings.base import BaseEmbedding
 from pydantic import PrivateAttr
 
-from ctx_retrieval.embeddings import MINILM_MODEL_ID, MiniLMEmbedder
+from ctx_retrieval.retrieval.embeddings import MINILM_MODEL_ID, MiniLMEmbedder
 
 __all__ = ["MiniLMEmbedding"]
 

@@ -1,5 +1,5 @@
 """``LateChunkingTransform``: an ``IngestionPipeline`` step that sets each node's embedding by late chunking, the
-no-LLM alternative to contexts on the embedding side (``ctx_retrieval.late``)."""
+no-LLM alternative to contexts on the embedding side (``ctx_retrieval.retrieval.late``)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from typing import Any
 from llama_index.core.schema import BaseNode, MetadataMode, TransformComponent
 from pydantic import Field, PrivateAttr
 
-from ctx_retrieval.embeddings import MINILM_MODEL_ID, MiniLMEmbedder
-from ctx_retrieval.late import late_chunk_embeddings
 from ctx_retrieval.reconstruct import Piece, source_document
+from ctx_retrieval.retrieval.embeddings import MINILM_MODEL_ID, MiniLMEmbedder
+from ctx_retrieval.retrieval.late import late_chunk_embeddings
 
 __all__ = ["LateChunkingTransform"]
 

@@ -10,7 +10,7 @@ from pydantic import PrivateAttr
 
 from ctx_retrieval._aio import run_sync
 from ctx_retrieval.providers.base import Provider
-from ctx_retrieval.rerank import ClaudeReranker
+from ctx_retrieval.retrieval.rerank import ClaudeReranker
 
 __all__ = ["ClaudeRerankPostprocessor"]
 

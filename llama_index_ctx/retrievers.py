@@ -36,9 +36,10 @@ from llama_index.core.vector_stores.types import MetadataFilters
 
 from ctx_retrieval._names import in_memory_collection
 from ctx_retrieval._optional import require
-from ctx_retrieval.bm25 import resolve_tokenizer
-from ctx_retrieval.fusion import DEFAULT_RRF_K, fuse, side_weights
 from ctx_retrieval.keys import BM25_RANK_KEY, FUSED_SCORE_KEY, RETRIEVAL_KEYS, VECTOR_RANK_KEY
+from ctx_retrieval.retrieval.bm25 import resolve_tokenizer
+from ctx_retrieval.retrieval.dense import cosine_collection
+from ctx_retrieval.retrieval.fusion import DEFAULT_RRF_K, fuse, side_weights
 from ctx_retrieval.types import make_chunk_id
 
 from .bm25 import BM25IndexRetriever
@@ -57,14 +58,14 @@ def chroma_vector_store(*, client: Any = None, persist_directory: str | Path | N
     from llama_index.vector_stores.chroma import ChromaVectorStore
 
     if client is None and persist_directory is not None:
-        from ctx_retrieval.chroma import persistent_client
+        from ctx_retrieval.retrieval.chroma import persistent_client
 
         client = persistent_client(persist_directory)
     elif client is None:
         chromadb = require("chromadb", "chroma")
         client = chromadb.EphemeralClient()
         collection_name = in_memory_collection(collection_name)  # in-memory clients share one process store
-    collection = client.get_or_create_collection(collection_name, metadata={"hnsw:space": "cosine"})
+    collection = cosine_collection(client, collection_name)
     return ChromaVectorStore(chroma_collection=collection)
 
 
@@ -315,7 +316,7 @@ def _children(nodes: Sequence[BaseNode], embed_model: Any) -> list[BaseNode]:
     """Each node as the child nodes the vector store holds in the windows layout: ``<id>#w<n>``, each the same
     context (metadata) with one window of the text, pointing at the node as ``PARENT``."""
     from ctx_retrieval.keys import CONTEXT_KEY
-    from ctx_retrieval.layout import chunk_windows
+    from ctx_retrieval.retrieval.layout import chunk_windows
     from ctx_retrieval.tokens import estimate_tokens
 
     counter = getattr(getattr(embed_model, "_embedder", None), "count_tokens", None) or estimate_tokens

@@ -213,14 +213,8 @@ class ContextualNodeTransform(TransformComponent):
             self._last_report = None
             return list(nodes)
         show = self.show_progress or bool(kwargs.get("show_progress"))
-        previous = getattr(self._contextualizer, "progress", None)
-        if show and previous is not None:
-            self._contextualizer.progress = True
-        try:
-            results = await self._contextualizer.acontextualize_many(items)
-        finally:
-            if show and previous is not None:
-                self._contextualizer.progress = previous
+        # per call: a generator shared with other pipelines keeps its own setting
+        results = await self._contextualizer.acontextualize_many(items, progress=True if show else None)
         report = getattr(results, "report", None) or getattr(self._contextualizer, "last_report", None)
         if report is not None:
             report.warnings.extend(self._notes)
@@ -230,12 +224,13 @@ class ContextualNodeTransform(TransformComponent):
 
 def _contextualizer_for(given: Any) -> Any:
     """A contextualizer for what ``ContextualNodeTransform`` was given, checked now (key present and well-formed)."""
-    from ctx_retrieval.generator import ContextGenerator
+    from ctx_retrieval.contextualize.generator import ContextGenerator
+    from ctx_retrieval.protocols import Contextualizer
     from ctx_retrieval.providers.base import Provider
 
     if given is None:
         chosen: Any = ContextGenerator()
-    elif hasattr(given, "acontextualize_many"):
+    elif isinstance(given, Contextualizer):
         chosen = given
     elif isinstance(given, Provider):
         chosen = ContextGenerator(given)

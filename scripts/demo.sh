@@ -6,4 +6,7 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 "$root/scripts/setup.sh" "all"
 venv="${CTX_VENV:-$root/.venv}"
+for arg in "$@"; do  # the API twin is a test helper: the command line runs with it from ctx_retrieval.testing
+  if [ "$arg" = "fake" ]; then exec "$venv/bin/python" -m ctx_retrieval.testing demo "$@"; fi
+done
 exec "$venv/bin/ctx-retrieval" demo "$@"

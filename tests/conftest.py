@@ -10,10 +10,7 @@ from typing import Any
 
 import pytest
 
-from ctx_retrieval import Chunk, SourceDocument, split_into_chunks
-
-TEST_KEY = "sk-ant-test-canary-7f3c9e1d2b"
-"""A canary API key: tests grep logs, reprs, pickles and cache files for it."""
+from tests.helpers import TEST_KEY
 
 _real_connect = socket.socket.connect
 _real_connect_ex = socket.socket.connect_ex
@@ -61,27 +58,6 @@ def fake_server() -> Iterator[Any]:
         yield server
 
 
-def long_text(doc_id: str, paragraphs: int = 12, words: int = 60) -> str:
-    """Deterministic prose, about 330 characters (~90 estimated tokens) per 60-word paragraph."""
-    vocabulary = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet",
-                  "kilo", "lima", "mike", "november", "oscar", "papa", "quebec", "romeo", "sierra", "tango"]
-    out = [f"# Report {doc_id}"]
-    for p in range(paragraphs):
-        body = " ".join(vocabulary[(p * 7 + w * 3) % len(vocabulary)] for w in range(words))
-        out.append(f"Paragraph {p} of {doc_id}: {body}.")
-    return "\n\n".join(out) + "\n"
-
-
-def make_document(doc_id: str, paragraphs: int = 24, words: int = 60) -> tuple[SourceDocument, list[Chunk]]:
-    """A document split at blank lines (one chunk per paragraph, the title with the first); the default
-    size (~2,600 estimated tokens) is above claude-3-haiku's 2,048-token minimum cacheable length."""
-    text = long_text(doc_id, paragraphs, words)
-    parts = text.split("\n\n")
-    texts = [parts[0] + "\n\n" + parts[1], *parts[2:]]
-    document = SourceDocument(id=doc_id, text=text)
-    return document, split_into_chunks(document, texts)
-
-
 @pytest.fixture
 def make_generator(fake_server: Any, tmp_path: Path) -> Callable[..., Any]:
     from ctx_retrieval import AnthropicProvider, ContextGenerator, RetryPolicy
@@ -96,3 +72,20 @@ def make_generator(fake_server: Any, tmp_path: Path) -> Callable[..., Any]:
         return ContextGenerator(provider, **kwargs)
 
     return factory
+
+
+@pytest.fixture(scope="session")
+def shared_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One cache folder for the whole run: its ``embeddings.sqlite`` is where the session embedder and the notebooks
+    (``MiniLMEmbedder(cache=True)`` with ``$CTX_RETRIEVAL_CACHE_DIR`` pointed here) keep vectors, so the cookbook
+    corpus is embedded once per run, not once per test module."""
+    return tmp_path_factory.mktemp("shared-cache")
+
+
+@pytest.fixture(scope="session")
+def embedder(shared_cache_dir: Path) -> Any:
+    """The offline MiniLM embedder with the run's one embedding cache."""
+    pytest.importorskip("onnxruntime")
+    from ctx_retrieval import EmbeddingCache, MiniLMEmbedder
+
+    return MiniLMEmbedder(cache=EmbeddingCache(shared_cache_dir / "embeddings.sqlite"))

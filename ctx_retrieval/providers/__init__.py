@@ -1,9 +1,9 @@
 """LLM providers that write contexts. Importing this package imports no SDK: each provider imports its SDK
 when first used, and a missing one raises ``MissingDependencyError`` naming the extra to install."""
 
-from .anthropic import DEFAULT_ANTHROPIC_MODEL, AnthropicProvider
-from .base import ContextRequest, ErrorDecision, Provider, ProviderResponse
-from .openai_compat import OpenAICompatibleProvider
+from ctx_retrieval.providers.anthropic import DEFAULT_ANTHROPIC_MODEL, AnthropicProvider
+from ctx_retrieval.providers.base import ContextRequest, ErrorDecision, Provider, ProviderResponse
+from ctx_retrieval.providers.openai_compat import OpenAICompatibleProvider
 
 __all__ = ["DEFAULT_ANTHROPIC_MODEL", "AnthropicProvider", "ContextRequest", "ErrorDecision",
            "OpenAICompatibleProvider", "Provider", "ProviderResponse"]

@@ -36,18 +36,25 @@ import logging
 import os
 from typing import TYPE_CHECKING, Any, Literal
 
-from .._optional import require
-from ..errors import (
+from ctx_retrieval._optional import require
+from ctx_retrieval.errors import (
+    CtxRetrievalError,
     ProviderAuthenticationError,
     ProviderBillingError,
     ProviderPermissionError,
     UnknownModelError,
     UnsupportedSettingError,
 )
-from ..models import ModelInfo, check_not_retired, lookup_model_info
-from ..usage import TokenUsage
-from .base import ContextRequest, ErrorDecision, ProviderBase, ProviderResponse, ServerLimits, endpoint_identity
-from .generic import (
+from ctx_retrieval.models import ModelInfo, check_not_retired, lookup_model_info
+from ctx_retrieval.providers.base import (
+    ContextRequest,
+    ErrorDecision,
+    ProviderBase,
+    ProviderResponse,
+    ServerLimits,
+    endpoint_identity,
+)
+from ctx_retrieval.providers.generic import (
     MalformedAnswer,
     classify_exception,
     decision_for_status,
@@ -55,6 +62,7 @@ from .generic import (
     server_limits,
     server_message,
 )
+from ctx_retrieval.usage import TokenUsage
 
 if TYPE_CHECKING:
     import anthropic as anthropic_sdk
@@ -104,11 +112,11 @@ class AnthropicProvider(ProviderBase):
         endpoint_id: str | None = None,
     ) -> None:
         if cache_ttl not in ("5m", "1h"):
-            from ..errors import ConfigurationError
+            from ctx_retrieval.errors import ConfigurationError
 
             raise ConfigurationError("cache_ttl must be '5m' or '1h'", setting="cache_ttl")
         if isinstance(timeout_s, bool) or not isinstance(timeout_s, (int, float)) or not 0 < timeout_s < float("inf"):
-            from ..errors import ConfigurationError
+            from ctx_retrieval.errors import ConfigurationError
 
             raise ConfigurationError(f"timeout_s must be a number of seconds > 0, got {timeout_s!r}",
                                      setting="timeout_s")
@@ -328,9 +336,9 @@ class AnthropicProvider(ProviderBase):
             return ErrorDecision("retry", "invalid_response")  # e.g. a truncated body that still said 200
         return classify_exception(exc)  # timeouts and dropped connections, by the SDK's transport error types
 
-    def run_error(self, decision: ErrorDecision, exc: BaseException) -> Exception:
+    def run_error(self, decision: ErrorDecision, exc: BaseException) -> CtxRetrievalError:
         """The typed error that stops a run for a ``fail_run`` decision (the key is never in the message)."""
-        from ..errors import ProviderRequestError
+        from ctx_retrieval.errors import ProviderRequestError
 
         if decision.kind == "authentication":
             return ProviderAuthenticationError(

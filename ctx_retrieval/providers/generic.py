@@ -15,7 +15,7 @@ import sys
 import time
 from typing import Any
 
-from .base import ErrorDecision, ServerLimit, ServerLimits
+from ctx_retrieval.providers.base import ErrorDecision, ServerLimit, ServerLimits
 
 __all__ = [
     "MalformedAnswer",

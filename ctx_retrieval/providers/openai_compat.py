@@ -20,13 +20,25 @@ import logging
 import os
 from typing import TYPE_CHECKING, Any
 
-from .._optional import require
-from ..errors import ConfigurationError, ProviderAuthenticationError, ProviderRequestError, UnknownModelError
-from ..models import ModelInfo
-from ..usage import TokenUsage
-from .base import ContextRequest, ErrorDecision, ProviderBase, ProviderResponse, endpoint_identity
-from .generic import classify_exception, decision_for_status, server_error_type, server_message
-from .servers import PrefixCache, ServerInfo, describe_server
+from ctx_retrieval._optional import require
+from ctx_retrieval.errors import (
+    ConfigurationError,
+    CtxRetrievalError,
+    ProviderAuthenticationError,
+    ProviderRequestError,
+    UnknownModelError,
+)
+from ctx_retrieval.models import ModelInfo
+from ctx_retrieval.providers.base import (
+    ContextRequest,
+    ErrorDecision,
+    ProviderBase,
+    ProviderResponse,
+    endpoint_identity,
+)
+from ctx_retrieval.providers.generic import classify_exception, decision_for_status, server_error_type, server_message
+from ctx_retrieval.providers.servers import PrefixCache, ServerInfo, describe_server
+from ctx_retrieval.usage import TokenUsage
 
 if TYPE_CHECKING:
     import openai as openai_sdk
@@ -209,7 +221,7 @@ class OpenAICompatibleProvider(ProviderBase):
             return ErrorDecision("retry", "invalid_response")
         return classify_exception(exc)
 
-    def run_error(self, decision: ErrorDecision, exc: BaseException) -> Exception:
+    def run_error(self, decision: ErrorDecision, exc: BaseException) -> CtxRetrievalError:
         if decision.kind in ("authentication", "permission"):
             return ProviderAuthenticationError(
                 f"the server at {self.base_url} rejected the API key (HTTP {decision.status_code}): check "

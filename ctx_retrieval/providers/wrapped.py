@@ -9,10 +9,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..errors import ProviderAuthenticationError, ProviderRequestError, UnknownModelError
-from ..models import ModelInfo, lookup_model_info
-from .base import ContextRequest, ErrorDecision, ProviderBase, ProviderResponse, endpoint_identity
-from .generic import classify_exception, server_error_type
+from ctx_retrieval.errors import CtxRetrievalError, ProviderAuthenticationError, ProviderRequestError, UnknownModelError
+from ctx_retrieval.models import ModelInfo, lookup_model_info
+from ctx_retrieval.providers.base import (
+    ContextRequest,
+    ErrorDecision,
+    ProviderBase,
+    ProviderResponse,
+    endpoint_identity,
+)
+from ctx_retrieval.providers.generic import classify_exception, server_error_type
 
 __all__ = ["WrappedModelProvider"]
 
@@ -75,7 +81,7 @@ class WrappedModelProvider(ProviderBase):
     def classify_error(self, exc: BaseException) -> ErrorDecision | None:
         return classify_exception(exc)
 
-    def run_error(self, decision: ErrorDecision, exc: BaseException) -> Exception:
+    def run_error(self, decision: ErrorDecision, exc: BaseException) -> CtxRetrievalError:
         if decision.kind in ("authentication", "permission"):
             return ProviderAuthenticationError(
                 f"the wrapped model's service rejected its credentials (HTTP {decision.status_code}): check the "

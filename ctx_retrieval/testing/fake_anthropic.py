@@ -22,20 +22,19 @@ from __future__ import annotations
 
 import itertools
 import json
-import socket
 import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, cast
 
-from . import anthropic_rules as rules
-from .anthropic_rules import count_tokens
-from .twin_batches import BatchStore
-from .twin_cache import PromptCache
-from .twin_faults import ERROR_FAULTS, FAULT_KINDS, MALFORMED_BODIES, FaultPlan
-from .twin_limits import RateBuckets
+from ctx_retrieval.testing import anthropic_rules as rules
+from ctx_retrieval.testing.anthropic_rules import count_tokens
+from ctx_retrieval.testing.loopback import LoopbackHandler, LoopbackServer
+from ctx_retrieval.testing.twin_batches import BatchStore
+from ctx_retrieval.testing.twin_cache import PromptCache
+from ctx_retrieval.testing.twin_faults import ERROR_FAULTS, FAULT_KINDS, MALFORMED_BODIES, FaultPlan
+from ctx_retrieval.testing.twin_limits import RateBuckets
 
 __all__ = ["FAULT_KINDS", "FakeAnthropicServer", "RecordedRequest", "default_responder"]
 
@@ -85,7 +84,7 @@ def default_responder(body: dict[str, Any]) -> str:
     return f"This chunk is from the document that begins '{title[:80]}' and covers: {' '.join(words)}."
 
 
-class FakeAnthropicServer:
+class FakeAnthropicServer(LoopbackServer):
     """A threaded HTTP server speaking enough of the Messages API for the SDK.
 
     Args:
@@ -131,6 +130,7 @@ class FakeAnthropicServer:
         max_batch_requests: int = rules.MAX_BATCH_REQUESTS,
         max_batch_bytes: int = rules.MAX_BATCH_BYTES,
     ) -> None:
+        super().__init__(_Handler, name="fake-anthropic")
         self.latency_s = latency_s
         self.latency_per_output_token_s = latency_per_output_token_s
         self.responder = responder
@@ -150,40 +150,12 @@ class FakeAnthropicServer:
         self.batch_store = BatchStore(delay_s=batch_delay_s, seed=seed, cache_hit_rate=batch_cache_hit_rate,
                                       max_requests=max_batch_requests)
         self._ids = itertools.count(1)
-        self._httpd: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
 
     # -- lifecycle -------------------------------------------------------------------------------------
 
-    def start(self) -> FakeAnthropicServer:
-        server = self
-
-        class Handler(_Handler):
-            fake = server
-
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, name="fake-anthropic", daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
-            self._httpd = None
-
-    def __enter__(self) -> FakeAnthropicServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
     @property
     def base_url(self) -> str:
-        assert self._httpd is not None, "start() the server first"
-        host, port = self._httpd.server_address[:2]
-        return f"http://{host!s}:{port}"
+        return self.origin
 
     @property
     def batches(self) -> dict[str, dict[str, Any]]:
@@ -364,18 +336,10 @@ def _error_body(kind: str, message: str, request_id: str | None = None, details:
     return json.dumps({"type": "error", "error": error, "request_id": request_id or _request_id()}).encode()
 
 
-class _Handler(BaseHTTPRequestHandler):
-    fake: FakeAnthropicServer
-    protocol_version = "HTTP/1.1"
-
-    def setup(self) -> None:
-        super().setup()
-        # Headers and body go out in separate writes; without TCP_NODELAY, Nagle's algorithm and delayed
-        # ACKs add ~40 ms to every keep-alive request.
-        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-
-    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - silence the default stderr log
-        return
+class _Handler(LoopbackHandler):
+    @property
+    def fake(self) -> FakeAnthropicServer:
+        return cast(FakeAnthropicServer, self.owner)
 
     def _send(self, status: int, payload: bytes, headers: dict[str, str] | None = None,
               request_id: str | None = None, content_type: str = "application/json") -> None:
@@ -395,7 +359,7 @@ class _Handler(BaseHTTPRequestHandler):
         request_id = _request_id()
         self._send(status, _error_body(kind, message, request_id, details), headers, request_id)
 
-    def do_GET(self) -> None:  # Message Batches: retrieve and results
+    def do_GET(self) -> None:  # noqa: N802 - the standard library's name; Message Batches: retrieve and results
         fake = self.fake
         parts = self.path.split("?")[0].strip("/").split("/")  # v1 messages batches <id> [results]
         if len(parts) < 4 or parts[:3] != ["v1", "messages", "batches"] or parts[3] not in fake.batches:
@@ -434,7 +398,7 @@ class _Handler(BaseHTTPRequestHandler):
         fake.batch_store.create(batch_id, requests)
         self._send(200, json.dumps(fake.batch_store.view(batch_id, fake.answer_batch_request)).encode())
 
-    def do_POST(self) -> None:
+    def do_POST(self) -> None:  # noqa: N802 - the standard library's name
         fake = self.fake
         started = time.monotonic()
         length = int(self.headers.get("content-length") or 0)

@@ -27,18 +27,16 @@ retry-after, 500, dropped connections, an answer cut at ``max_tokens``); request
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
-import socket
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, cast
 
-from ..tokens import estimate_tokens
+from ctx_retrieval.testing.loopback import LoopbackHandler, LoopbackServer
+from ctx_retrieval.tokens import estimate_tokens
 
 __all__ = ["PROFILES", "FakeOpenAIServer", "minimum_to_compute"]
 
@@ -76,13 +74,14 @@ def minimum_to_compute(prompts: Iterable[str], measure: Callable[[str], int]) ->
     return total
 
 
-class FakeOpenAIServer:
+class FakeOpenAIServer(LoopbackServer):
     """``with FakeOpenAIServer() as server: OpenAICompatibleProvider("m", base_url=server.base_url)``"""
 
     def __init__(self, *, profile: str = "generic", latency_s: float = 0.0, known_models: Iterable[str] | None = None,
                  retry_after_s: float = 0.05, slots: int = 1, n_ctx: int = 8192, model_id: str = "local-model",
                  seconds_per_prompt_token: float = 0.0, answer: Callable[[str], str] | None = None,
                  port: int = 0, states_num_ctx: bool = True) -> None:
+        super().__init__(_Handler, name="fake-openai", port=port)
         if profile not in PROFILES:
             raise ValueError(f"profile must be one of {PROFILES}, not {profile!r}")
         self.profile = profile
@@ -93,7 +92,6 @@ class FakeOpenAIServer:
         self.model_id = model_id
         self.seconds_per_prompt_token = seconds_per_prompt_token
         self.answer = answer
-        self.port_wanted = port
         self.states_num_ctx = states_num_ctx
         self.truncated = 0  # prompts the ollama profile cut to n_ctx without saying so
         self.requests: list[dict[str, Any]] = []
@@ -107,8 +105,6 @@ class FakeOpenAIServer:
         self._slot_free = threading.Condition(self._lock)
         count = 1 if profile in ("llama-cpp-python", "ollama") else slots
         self._slots = [_Slot() for _ in range(count)] if profile in ("llama.cpp", "llama-cpp-python", "ollama") else []
-        self._httpd: ThreadingHTTPServer | None = None
-        self._connections: set[socket.socket] = set()
 
     def script_faults(self, kinds: Iterable[str | None]) -> None:
         """Answer the next requests with these faults: "rate_limit", "server_error", "drop", or "length" (an
@@ -257,111 +253,67 @@ class FakeOpenAIServer:
 
     # -- HTTP --------------------------------------------------------------------------------------------
 
-    def start(self) -> FakeOpenAIServer:
-        fake = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def setup(self) -> None:
-                super().setup()
-                self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                with fake._lock:
-                    fake._connections.add(self.connection)
-
-            def finish(self) -> None:
-                with fake._lock:
-                    fake._connections.discard(self.connection)
-                with contextlib.suppress(OSError):  # closed by stop()
-                    super().finish()
-
-            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - silence stderr logging
-                return
-
-            def _send(self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> None:
-                body = json.dumps(payload).encode()
-                self.send_response(status)
-                self.send_header("content-type", "application/json")
-                self.send_header("content-length", str(len(body)))
-                for name, value in (headers or {}).items():
-                    self.send_header(name, value)
-                self.end_headers()
-                self.wfile.write(body)
-
-            def do_GET(self) -> None:
-                if self.path.rstrip("/").endswith("/v1/models"):
-                    self._send(200, fake._models())
-                elif self.path.rstrip("/") == "/props" and fake.profile == "llama.cpp":
-                    self._send(200, {"total_slots": len(fake._slots), "model_path": fake.model_id,
-                                     "default_generation_settings": {"n_ctx": fake.n_ctx}})
-                else:
-                    self._send(404, {"error": {"message": "not found", "type": "invalid_request_error"}})
-
-            def do_POST(self) -> None:
-                body = json.loads(self.rfile.read(int(self.headers.get("content-length") or 0)) or b"{}")
-                if self.path.rstrip("/") == "/api/show" and fake.profile == "ollama":  # not a chat request
-                    parameters = f"num_ctx {fake.n_ctx}\ntemperature 0.7" if fake.states_num_ctx else "temperature 0.7"
-                    self._send(200, {"parameters": parameters, "details": {"family": "qwen2"},
-                                     "model_info": {"qwen2.context_length": 32768}})
-                    return
-                fault = fake._faults.popleft() if fake._faults else None
-                record = {"path": self.path, "body": body, "fault": fault, "status": 0, "usage": None,
-                          "authorization_present": bool(self.headers.get("authorization"))}
-                with fake._lock:
-                    fake.requests.append(record)
-                if not self.path.endswith("/chat/completions"):
-                    record["status"] = 404
-                    self._send(404, {"error": {"message": "not found", "type": "invalid_request_error"}})
-                    return
-                if fault == "rate_limit":
-                    record["status"] = 429
-                    self._send(429, {"error": {"message": "slow down", "type": "rate_limit"}},
-                               {"retry-after": f"{fake.retry_after_s:g}"})
-                    return
-                if fault == "server_error":
-                    record["status"] = 500
-                    self._send(500, {"error": {"message": "boom", "type": "server_error"}})
-                    return
-                if fault == "drop":
-                    record["status"] = -1
-                    self.close_connection = True
-                    return
-                status, payload = fake._complete(body, fault)
-                record["status"] = status
-                record["usage"] = payload.get("usage")
-                self._send(status, payload)
-
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", self.port_wanted), Handler)
-        self._httpd.daemon_threads = True
-        threading.Thread(target=self._httpd.serve_forever, name="fake-openai", daemon=True).start()
-        return self
-
-    def stop(self) -> None:
-        """Stop as a killed server does: the listening socket and every open connection close."""
-        if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
-            self._httpd = None
-            with self._lock:
-                connections, self._connections = list(self._connections), set()
-            for connection in connections:
-                with contextlib.suppress(OSError):
-                    connection.shutdown(socket.SHUT_RDWR)
-                    connection.close()
-
-    def __enter__(self) -> FakeOpenAIServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
     @property
     def base_url(self) -> str:
-        assert self._httpd is not None, "start() the server first"
-        host, port = self._httpd.server_address[:2]
-        return f"http://{host!s}:{port}/v1"
+        return f"{self.origin}/v1"
 
+
+class _Handler(LoopbackHandler):
     @property
-    def port(self) -> int:
-        assert self._httpd is not None, "start() the server first"
-        return int(self._httpd.server_address[1])
+    def fake(self) -> FakeOpenAIServer:
+        return cast(FakeOpenAIServer, self.owner)
+
+    def _send(self, status: int, payload: dict[str, Any], headers: dict[str, str] | None = None) -> None:
+        body = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(body)))
+        for name, value in (headers or {}).items():
+            self.send_header(name, value)
+        self.end_headers()
+        self.wfile.write(body)
+
+    def do_GET(self) -> None:  # noqa: N802 - the standard library's name
+        fake = self.fake
+        if self.path.rstrip("/").endswith("/v1/models"):
+            self._send(200, fake._models())
+        elif self.path.rstrip("/") == "/props" and fake.profile == "llama.cpp":
+            self._send(200, {"total_slots": len(fake._slots), "model_path": fake.model_id,
+                             "default_generation_settings": {"n_ctx": fake.n_ctx}})
+        else:
+            self._send(404, {"error": {"message": "not found", "type": "invalid_request_error"}})
+
+    def do_POST(self) -> None:  # noqa: N802 - the standard library's name
+        fake = self.fake
+        body = json.loads(self.rfile.read(int(self.headers.get("content-length") or 0)) or b"{}")
+        if self.path.rstrip("/") == "/api/show" and fake.profile == "ollama":  # not a chat request
+            parameters = f"num_ctx {fake.n_ctx}\ntemperature 0.7" if fake.states_num_ctx else "temperature 0.7"
+            self._send(200, {"parameters": parameters, "details": {"family": "qwen2"},
+                             "model_info": {"qwen2.context_length": 32768}})
+            return
+        fault = fake._faults.popleft() if fake._faults else None
+        record = {"path": self.path, "body": body, "fault": fault, "status": 0, "usage": None,
+                  "authorization_present": bool(self.headers.get("authorization"))}
+        with fake._lock:
+            fake.requests.append(record)
+        if not self.path.endswith("/chat/completions"):
+            record["status"] = 404
+            self._send(404, {"error": {"message": "not found", "type": "invalid_request_error"}})
+            return
+        if fault == "rate_limit":
+            record["status"] = 429
+            self._send(429, {"error": {"message": "slow down", "type": "rate_limit"}},
+                       {"retry-after": f"{fake.retry_after_s:g}"})
+            return
+        if fault == "server_error":
+            record["status"] = 500
+            self._send(500, {"error": {"message": "boom", "type": "server_error"}})
+            return
+        if fault == "drop":
+            record["status"] = -1
+            self.close_connection = True
+            return
+        status, payload = fake._complete(body, fault)
+        record["status"] = status
+        record["usage"] = payload.get("usage")
+        self._send(status, payload)

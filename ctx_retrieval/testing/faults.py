@@ -7,12 +7,13 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..generator import ContextGenerator
-from ..prompts import clean_context
-from ..providers.anthropic import AnthropicProvider
-from ..scheduling import RetryPolicy
-from ..types import Chunk, SourceDocument, split_into_chunks
-from .fake_anthropic import FakeAnthropicServer
+from ctx_retrieval.contextualize.generator import ContextGenerator
+from ctx_retrieval.contextualize.prompts import clean_context
+from ctx_retrieval.contextualize.scheduling import RetryPolicy
+from ctx_retrieval.loaders import split_into_chunks
+from ctx_retrieval.providers.anthropic import AnthropicProvider
+from ctx_retrieval.testing.fake_anthropic import FakeAnthropicServer
+from ctx_retrieval.types import Chunk, SourceDocument
 
 __all__ = ["FaultyRunFigures", "run_faulty_ingestion", "synthetic_corpus"]
 

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from ..providers.base import ContextRequest, ErrorDecision, ProviderBase, ProviderResponse
-from ..usage import TokenUsage
+from ctx_retrieval.errors import CtxRetrievalError
+from ctx_retrieval.providers.base import ContextRequest, ErrorDecision, ProviderBase, ProviderResponse
+from ctx_retrieval.usage import TokenUsage
 
 __all__ = ["InstantProvider"]
 
@@ -34,5 +35,5 @@ class InstantProvider(ProviderBase):
     def classify_error(self, exc: BaseException) -> ErrorDecision | None:
         return None
 
-    def run_error(self, decision: ErrorDecision, exc: BaseException) -> Exception:  # pragma: no cover - never
-        return RuntimeError(decision.kind)
+    def run_error(self, decision: ErrorDecision, exc: BaseException) -> CtxRetrievalError:  # pragma: no cover - never
+        return CtxRetrievalError(decision.kind)

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from .._optional import require
+from ctx_retrieval._optional import require
 
 __all__ = ["SKIP_TAG", "execute_notebook"]
 

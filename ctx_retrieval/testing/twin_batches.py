@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from .anthropic_rules import BATCH_EXPIRY_S, MAX_BATCH_REQUESTS
+from ctx_retrieval.testing.anthropic_rules import BATCH_EXPIRY_S, MAX_BATCH_REQUESTS
 
 __all__ = ["BatchStore"]
 

@@ -8,7 +8,7 @@ import threading
 from collections import Counter
 from typing import Any
 
-from .anthropic_rules import count_tokens, lookup, prompt_blocks, ttl_seconds
+from ctx_retrieval.testing.anthropic_rules import count_tokens, lookup, prompt_blocks, ttl_seconds
 
 __all__ = ["MESSAGE_OVERHEAD_TOKENS", "PromptCache", "Write"]
 

@@ -25,7 +25,7 @@ from llama_index.core.vector_stores import MetadataFilters
 from llama_index.core.vector_stores.simple import SimpleVectorStore
 from pydantic import ValidationError
 
-from ctx_retrieval import EmbeddingCache, HeuristicContextualizer, MiniLMEmbedder, indexed_text
+from ctx_retrieval import HeuristicContextualizer, MiniLMEmbedder, indexed_text
 from ctx_retrieval.errors import InvalidInputError
 from langchain_ctx import ContextualDocumentTransformer, MiniLMEmbeddings, for_answering, original_text
 from langchain_ctx import ContextualHybridRetriever as LCRetriever
@@ -46,11 +46,6 @@ TENANTS = {
                            "retries a failed transfer twice before paging the finance team.")],
 }
 QUERY = "which queue workers drain the retry queue at night before the restart"
-
-
-@pytest.fixture(scope="module")
-def embedder(tmp_path_factory: pytest.TempPathFactory) -> MiniLMEmbedder:
-    return MiniLMEmbedder(cache=EmbeddingCache(tmp_path_factory.mktemp("e") / "e.sqlite"))
 
 
 def li_nodes(**transform_kwargs: Any) -> list[Any]:

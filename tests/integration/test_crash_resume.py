@@ -12,7 +12,7 @@ from pathlib import Path
 
 from ctx_retrieval import AnthropicProvider, ContextCache, ContextGenerator
 from ctx_retrieval.testing import FakeAnthropicServer
-from tests.conftest import TEST_KEY, make_document
+from tests.helpers import TEST_KEY, make_document
 
 ROOT = Path(__file__).resolve().parents[2]
 CONCURRENCY = 4
@@ -22,7 +22,7 @@ WORKER = textwrap.dedent(
     import sys
     sys.path.insert(0, {root!r})
     from ctx_retrieval import AnthropicProvider, ContextGenerator
-    from tests.conftest import make_document
+    from tests.helpers import make_document
     documents = [make_document(f"doc-{{i}}") for i in range(5)]
     provider = AnthropicProvider(api_key={key!r}, base_url=sys.argv[1])
     ContextGenerator(provider, cache=sys.argv[2], max_concurrency={concurrency}).contextualize_many(documents)

@@ -12,7 +12,7 @@ from pathlib import Path
 from ctx_retrieval import AnthropicProvider, ContextCache, ContextGenerator
 from ctx_retrieval.testing import FakeAnthropicServer
 from ctx_retrieval.testing.faults import run_faulty_ingestion, synthetic_corpus
-from tests.conftest import TEST_KEY
+from tests.helpers import TEST_KEY
 
 ROOT = Path(__file__).resolve().parents[2]
 

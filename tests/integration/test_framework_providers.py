@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from ctx_retrieval import ContextGenerator, ProviderAuthenticationError, RetryPolicy
-from tests.conftest import make_document
+from tests.helpers import make_document
 
 
 class StatusError(Exception):

@@ -29,44 +29,12 @@ from langchain_ctx import (
     split_and_contextualize,
 )
 from langchain_ctx.transformer import UnplaceableChunkError, original_text
-from tests.conftest import TEST_KEY
-
-ACME = """ACME Corp 10-Q filing for the second quarter of 2023.
-
-Management's discussion covers the foundry move to Tucson, the new Rotterdam distribution centre and the
-supply agreement signed during the period under review.
-
-The company's revenue grew by 3% over the previous quarter.
-
-Gross margin fell slightly because of start-up costs and steel prices.
-"""
-GLOBEX = """Globex Corporation 10-Q filing for the second quarter of 2023.
-
-Management's discussion covers household robots, the new assembly line and the supplier contracts signed
-during the period under review.
-
-The company's revenue grew by 5% over the previous quarter.
-
-Gross margin rose because component prices fell.
-"""
-QUERY = "What was ACME Corp's revenue growth in the second quarter of 2023?"
-
-
-def filing_responder(body: dict[str, Any]) -> str:
-    """A fake LLM that writes the kind of context Claude writes: company, filing, period, topic."""
-    blocks = body["messages"][0]["content"]
-    document = blocks[0]["text"]
-    chunk = blocks[-1]["text"].split("<chunk>\n", 1)[1].split("\n</chunk>", 1)[0]
-    company = "ACME Corp" if "ACME" in document else "Globex Corporation"
-    topic = "revenue growth" if "revenue" in chunk else "margins" if "margin" in chunk else "the business"
-    return f"From {company}'s 10-Q filing for Q2 2023, on {topic}."
+from tests.helpers import ACME, GLOBEX, QUERY, TEST_KEY, filing_responder
 
 
 @pytest.fixture(scope="module")
-def embeddings(tmp_path_factory: pytest.TempPathFactory) -> MiniLMEmbeddings:
-    from ctx_retrieval import EmbeddingCache
-
-    return MiniLMEmbeddings(MiniLMEmbedder(cache=EmbeddingCache(tmp_path_factory.mktemp("e") / "e.sqlite")))
+def embeddings(embedder: MiniLMEmbedder) -> MiniLMEmbeddings:
+    return MiniLMEmbeddings(embedder)
 
 
 def split(*texts_and_sources: tuple[str, str]) -> list[Document]:

@@ -8,14 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ctx_retrieval import EmbeddingCache, MiniLMEmbedder, SourceDocument, late_chunk_embeddings, split_into_chunks
+from ctx_retrieval import MiniLMEmbedder, SourceDocument, late_chunk_embeddings, split_into_chunks
 
 SHARED = "The service restarts its workers every night."
-
-
-@pytest.fixture(scope="module")
-def embedder(tmp_path_factory: pytest.TempPathFactory) -> MiniLMEmbedder:
-    return MiniLMEmbedder(cache=EmbeddingCache(tmp_path_factory.mktemp("e") / "e.sqlite"))
 
 
 def _document(doc_id: str, before: str, words: int = 0) -> tuple[SourceDocument, list]:
@@ -77,10 +72,10 @@ def test_llama_index_transform_sets_embeddings_the_index_keeps(embedder: MiniLME
 
 
 def test_evaluation_adds_late_chunking_rows(tmp_path: Path, embedder: MiniLMEmbedder) -> None:
-    from ctx_retrieval.eval import load_corpus, run_ablation
-    from tests.unit.test_eval import _write_corpus
+    from ctx_retrieval.evaluation import load_corpus, run_ablation
+    from tests.helpers import write_corpus
 
-    documents, queries = _write_corpus(tmp_path)
+    documents, queries = write_corpus(tmp_path)
     corpus = load_corpus(documents, queries)
     result = run_ablation(corpus, {}, contextualizer_label="none", embedder=embedder, late_chunking=True)
     names = [r.name for r in result.rows]

@@ -28,7 +28,7 @@ from typing import Any
 import pytest
 
 from ctx_retrieval import ContextGenerator, RetryPolicy, UnknownModelError
-from ctx_retrieval.eval import load_cookbook
+from ctx_retrieval.evaluation import load_cookbook
 from ctx_retrieval.providers import OpenAICompatibleProvider
 from ctx_retrieval.testing.fake_openai import minimum_to_compute
 

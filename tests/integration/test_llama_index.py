@@ -22,7 +22,7 @@ from llama_index.core.node_parser import SentenceSplitter
 from llama_index.core.schema import MetadataMode, TextNode
 from llama_index.core.storage.docstore import SimpleDocumentStore
 
-from ctx_retrieval import AnthropicProvider, ContextGenerator, EmbeddingCache, MiniLMEmbedder
+from ctx_retrieval import AnthropicProvider, ContextGenerator, MiniLMEmbedder
 from ctx_retrieval.testing import FakeAnthropicServer
 from llama_index_ctx import (
     BM25IndexRetriever,
@@ -32,13 +32,12 @@ from llama_index_ctx import (
     MiniLMEmbedding,
     chroma_vector_store,
 )
-from tests.conftest import TEST_KEY
-from tests.integration.test_langchain import ACME, GLOBEX, QUERY, filing_responder
+from tests.helpers import ACME, GLOBEX, QUERY, TEST_KEY, filing_responder
 
 
 @pytest.fixture(scope="module")
-def embed_model(tmp_path_factory: pytest.TempPathFactory) -> MiniLMEmbedding:
-    return MiniLMEmbedding(MiniLMEmbedder(cache=EmbeddingCache(tmp_path_factory.mktemp("e") / "e.sqlite")))
+def embed_model(embedder: MiniLMEmbedder) -> MiniLMEmbedding:
+    return MiniLMEmbedding(embedder)
 
 
 def documents() -> list[Document]:

@@ -23,11 +23,6 @@ NOTEBOOKS = sorted((ROOT / "examples").glob("*.ipynb"))
 ROW = re.compile(r"^\| (plain|contextual) (dense|BM25|hybrid) \| ([\d.]+)% \| ([\d.]+)% \|$", re.MULTILINE)
 
 
-@pytest.fixture(scope="module")
-def shared_cache(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return tmp_path_factory.mktemp("notebook-cache")  # both notebooks embed the same corpus: embed it once
-
-
 def _text(notebook: object) -> str:
     out = []
     for cell in notebook.cells:  # type: ignore[attr-defined]
@@ -44,9 +39,9 @@ def test_there_are_two_notebooks() -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=[p.stem for p in NOTEBOOKS])
 def test_notebook_runs_offline_and_the_adapter_reproduces_the_core_figures(
-        path: Path, tmp_path: Path, shared_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        path: Path, tmp_path: Path, shared_cache_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
-    monkeypatch.setenv("CTX_RETRIEVAL_CACHE_DIR", str(shared_cache))
+    monkeypatch.setenv("CTX_RETRIEVAL_CACHE_DIR", str(shared_cache_dir))  # the run's one embedding cache
     executed = execute_notebook(path, out=tmp_path / path.name, cwd=tmp_path)
     text = _text(executed)
     assert "no ANTHROPIC_API_KEY" in text and "generated" in text and "failed 0" in text

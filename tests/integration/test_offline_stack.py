@@ -10,13 +10,8 @@ import numpy as np
 import pytest
 
 from ctx_retrieval import EmbeddingCache, HeuristicContextualizer, MiniLMEmbedder
-from ctx_retrieval.eval import load_cookbook, run_ablation
-from ctx_retrieval.store import IndexedChunk, build_store, open_store
-
-
-@pytest.fixture(scope="module")
-def embedder(tmp_path_factory: pytest.TempPathFactory) -> MiniLMEmbedder:
-    return MiniLMEmbedder(cache=EmbeddingCache(tmp_path_factory.mktemp("emb") / "embeddings.sqlite"))
+from ctx_retrieval.evaluation import load_cookbook, run_ablation
+from ctx_retrieval.retrieval.store import IndexedChunk, build_store, open_store
 
 
 def test_vectors_are_unit_length_and_meaningful(embedder: MiniLMEmbedder) -> None:

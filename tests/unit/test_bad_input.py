@@ -26,7 +26,7 @@ from ctx_retrieval import (
 )
 from ctx_retrieval.testing import FakeAnthropicServer
 from ctx_retrieval.tokens import estimate_tokens
-from tests.conftest import make_document
+from tests.helpers import make_document
 
 
 def test_empty_document(fake_server: Any, make_generator: Any) -> None:

@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 
 from ctx_retrieval import MODELS, AnthropicProvider, ConfigurationError, ContextCache, ContextGenerator
+from ctx_retrieval.models import cost_usd
 from ctx_retrieval.testing import FakeAnthropicServer
-from ctx_retrieval.usage import cost_usd
-from tests.conftest import TEST_KEY, make_document
+from tests.helpers import TEST_KEY, make_document
 
 
 def generator(server: FakeAnthropicServer, tmp_path: Path, **kwargs: Any) -> ContextGenerator:

@@ -95,7 +95,7 @@ def test_save_and_load_round_trip_without_pickle(tmp_path: Path) -> None:
 
 def test_matches_bm25s_rankings() -> None:
     bm25s = pytest.importorskip("bm25s")
-    from ctx_retrieval.eval import load_cookbook
+    from ctx_retrieval.evaluation import load_cookbook
 
     corpus = load_cookbook()
     chunks = corpus.chunks[:300]

@@ -7,7 +7,7 @@ import sqlite3
 from pathlib import Path
 
 from ctx_retrieval import ContextCache, TokenUsage
-from ctx_retrieval.cache import CachedContext, context_cache_key
+from ctx_retrieval.contextualize.cache import CachedContext, context_cache_key
 
 
 def entry(text: str) -> CachedContext:

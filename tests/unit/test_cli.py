@@ -9,6 +9,7 @@ import pytest
 
 from ctx_retrieval.cli import main
 from ctx_retrieval.loaders import load_sample, split_paragraphs
+from ctx_retrieval.testing import FakeAnthropicServer
 
 ACME = ("# ACME Corp Q2 2023 filing\n\nIntro.\n\n## Results\n\nThe company's revenue grew by 3% over the previous "
         "quarter.\n")
@@ -31,7 +32,7 @@ def test_sample_demo_without_a_key_uses_the_heuristic_and_says_so(capsys: pytest
 
 
 def test_sample_demo_against_the_fake_api_reports_caching(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["demo", "--sample-document", "--contextualizer", "fake"]) == 0
+    assert main(["demo", "--sample-document", "--contextualizer", "fake"], twin=FakeAnthropicServer) == 0
     captured = capsys.readouterr()
     assert "FAKE" in captured.out and "estimate:" in captured.err
     assert "cache read" in captured.err and "failed 0" in captured.err
@@ -59,7 +60,8 @@ def test_contextualize_with_the_fake_api_says_status_and_provenance(tmp_path: Pa
     doc = tmp_path / "acme.md"
     doc.write_text(ACME, encoding="utf-8")
     out = tmp_path / "out.jsonl"
-    assert main(["contextualize", str(doc), "--out", str(out), "--contextualizer", "fake"]) == 0
+    args = ["contextualize", str(doc), "--out", str(out), "--contextualizer", "fake"]
+    assert main(args, twin=FakeAnthropicServer) == 0
     rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
     assert rows and all(r["context"].startswith("This chunk is from") for r in rows)
     # each line says how its context came about
@@ -187,7 +189,7 @@ def test_index_with_the_windows_layout_stores_windows_and_answers_with_chunks(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     pytest.importorskip("chromadb")
     from ctx_retrieval import MiniLMEmbedder
-    from ctx_retrieval.store import open_store
+    from ctx_retrieval.retrieval.store import open_store
 
     filler = " ".join(f"detail{n}" for n in range(300))
     doc = tmp_path / "runbook.md"
@@ -202,3 +204,15 @@ def test_index_with_the_windows_layout_stores_windows_and_answers_with_chunks(
     hits = opened.search("payment workers drain the retry queue", k=5, mode="dense")
     assert len({h.chunk.chunk_id for h in hits}) == len(hits) == len(opened.chunks)
     assert "payment workers" in hits[0].chunk.text
+
+
+def test_the_fake_contextualizer_runs_from_the_testing_package_only(capsys: pytest.CaptureFixture[str]) -> None:
+    import subprocess
+    import sys
+
+    assert main(["demo", "--sample-document", "--contextualizer", "fake"]) == 2  # the package never imports it
+    assert "python -m ctx_retrieval.testing" in capsys.readouterr().err
+    done = subprocess.run([sys.executable, "-m", "ctx_retrieval.testing", "demo", "--sample-document",
+                           "--contextualizer", "fake"], capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "FAKE" in done.stdout

@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 from ctx_retrieval import InvalidInputError
-from ctx_retrieval.eval import EvalQuery, load_cookbook, load_corpus, pass_at_k, run_ablation
+from ctx_retrieval.evaluation import EvalQuery, load_cookbook, load_corpus, pass_at_k, run_ablation
+from tests.helpers import write_corpus
 
 
 def test_bundled_cookbook_corpus_loads_whole() -> None:
@@ -31,28 +32,8 @@ def test_pass_at_k_counts_gold_texts_found_per_query() -> None:
     assert pass_at_k(results, queries, text_of, 3) == pytest.approx((1.0 + 1.0) / 2)
 
 
-def _write_corpus(tmp_path: Path) -> tuple[Path, Path]:
-    documents = [
-        {"id": "acme", "text": "ACME Corp Q2 2023 filing.\n\nThe company's revenue grew by 3% over the previous "
-                               "quarter.\n\nAnvil sales were flat.",
-         "chunks": [{"id": "acme-0", "text": "ACME Corp Q2 2023 filing."},
-                    {"id": "acme-1", "text": "The company's revenue grew by 3% over the previous quarter."},
-                    {"id": "acme-2", "text": "Anvil sales were flat."}]},
-        {"id": "globex", "text": "Globex Corporation Q2 2023 filing.\n\nThe company's revenue fell by 2% over the "
-                                 "previous quarter.",
-         "chunks": [{"id": "globex-0", "text": "Globex Corporation Q2 2023 filing."},
-                    {"id": "globex-1", "text": "The company's revenue fell by 2% over the previous quarter."}]},
-    ]
-    docs = tmp_path / "docs.jsonl"
-    docs.write_text("\n".join(json.dumps(d) for d in documents), encoding="utf-8")
-    queries = tmp_path / "queries.jsonl"
-    queries.write_text(json.dumps({"query": "How did ACME's revenue change in Q2 2023?",
-                                   "gold_chunk_ids": ["acme-1"]}) + "\n", encoding="utf-8")
-    return docs, queries
-
-
 def test_generic_corpus_and_its_errors(tmp_path: Path) -> None:
-    docs, queries = _write_corpus(tmp_path)
+    docs, queries = write_corpus(tmp_path)
     corpus = load_corpus(docs, queries)
     assert [c.id for c in corpus.chunks][:2] == ["acme-0", "acme-1"]
     bad = tmp_path / "bad.jsonl"
@@ -80,7 +61,7 @@ class BagOfWordsEmbedder:
 
 
 def test_ablation_finds_the_context_only_chunk_with_contexts(tmp_path: Path) -> None:
-    docs, queries = _write_corpus(tmp_path)
+    docs, queries = write_corpus(tmp_path)
     corpus = load_corpus(docs, queries)
     contexts = {"acme-1": "From ACME Corp's Q2 2023 filing: revenue.",
                 "globex-1": "From Globex Corporation's Q2 2023 filing: revenue."}
@@ -100,7 +81,7 @@ def test_ablation_finds_the_context_only_chunk_with_contexts(tmp_path: Path) -> 
 
 
 def test_ablation_with_a_reranker_adds_a_row(tmp_path: Path) -> None:
-    docs, queries = _write_corpus(tmp_path)
+    docs, queries = write_corpus(tmp_path)
     corpus = load_corpus(docs, queries)
 
     def reverse(queries: list[str], rankings: list[list[str]], text_of: dict[str, str]) -> list[list[str]]:
@@ -114,7 +95,7 @@ def test_ablation_with_a_reranker_adds_a_row(tmp_path: Path) -> None:
 
 def test_chart_is_a_png(tmp_path: Path) -> None:
     pytest.importorskip("matplotlib")
-    docs, queries = _write_corpus(tmp_path)
+    docs, queries = write_corpus(tmp_path)
     result = run_ablation(load_corpus(docs, queries), {}, contextualizer_label="none",
                           embedder=BagOfWordsEmbedder(), vector_store="numpy")
     path = result.chart(tmp_path / "chart.png")
@@ -122,7 +103,7 @@ def test_chart_is_a_png(tmp_path: Path) -> None:
 
 
 def test_bootstrap_intervals_are_seeded_and_cover_the_mean() -> None:
-    from ctx_retrieval.eval import bootstrap_interval
+    from ctx_retrieval.evaluation import bootstrap_interval
 
     values = [1.0] * 20 + [0.0] * 80  # a 20% failure rate over 100 queries
     lo, hi = bootstrap_interval(values)
@@ -141,7 +122,7 @@ def test_eval_tables_carry_intervals_and_two_concurrent_runs_agree(tmp_path: Pat
     import subprocess
     import sys
 
-    documents, queries = _write_corpus(tmp_path)
+    documents, queries = write_corpus(tmp_path)
     outs = [tmp_path / f"run{n}.json" for n in range(2)]
     command = [sys.executable, "-m", "ctx_retrieval", "eval", "--documents", str(documents), "--queries",
                str(queries), "--contextualizer", "heuristic", "--work-dir", str(tmp_path / "work")]
@@ -157,7 +138,7 @@ def test_eval_tables_carry_intervals_and_two_concurrent_runs_agree(tmp_path: Pat
 
 
 def test_windows_layout_splits_only_what_overflows_and_keeps_the_context_in_each_window() -> None:
-    from ctx_retrieval.layout import window_texts
+    from ctx_retrieval.retrieval.layout import window_texts
     from ctx_retrieval.tokens import estimate_tokens
 
     short = window_texts("A short chunk.", "Its context.", estimate_tokens)
@@ -170,7 +151,7 @@ def test_windows_layout_splits_only_what_overflows_and_keeps_the_context_in_each
 
 
 def test_ablation_reports_the_windows_layout_against_the_whole_one(tmp_path: Path) -> None:
-    documents, queries = _write_corpus(tmp_path)
+    documents, queries = write_corpus(tmp_path)
     corpus = load_corpus(documents, queries)
 
     class Embedder(BagOfWordsEmbedder):

@@ -27,7 +27,7 @@ from ctx_retrieval import (
     split_into_chunks,
 )
 from ctx_retrieval.testing import FakeAnthropicServer
-from tests.conftest import TEST_KEY, make_document
+from tests.helpers import TEST_KEY, make_document
 
 
 def corpus(n_docs: int, paragraphs: int = 24) -> list[tuple[SourceDocument, list[Chunk]]]:

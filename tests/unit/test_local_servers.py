@@ -19,7 +19,7 @@ from ctx_retrieval import (
 )
 from ctx_retrieval.providers import OpenAICompatibleProvider
 from ctx_retrieval.testing import FakeOpenAIServer
-from tests.conftest import make_document
+from tests.helpers import make_document
 
 pytest.importorskip("openai")
 

@@ -20,11 +20,11 @@ from ctx_retrieval import (
     WindowConfig,
     split_into_chunks,
 )
-from ctx_retrieval.cache import text_digest
-from ctx_retrieval.models import ModelInfo
+from ctx_retrieval.contextualize.cache import text_digest
+from ctx_retrieval.models import ModelInfo, cost_usd, request_cost_usd
 from ctx_retrieval.testing import FakeAnthropicServer
-from ctx_retrieval.usage import TokenUsage, cost_usd, request_cost_usd
-from tests.conftest import TEST_KEY, make_document
+from ctx_retrieval.types import TokenUsage
+from tests.helpers import TEST_KEY, make_document
 
 
 def provider(server: FakeAnthropicServer, **kwargs: Any) -> AnthropicProvider:
@@ -199,7 +199,7 @@ def test_documents_near_a_decision_boundary_are_counted_by_the_api(monkeypatch: 
         assert not [r for r in server.requests if r.path == "/v1/messages"]  # a dry run writes no context
         generator.estimate(items)
         assert len(server.requests) == 1  # counts are kept per model and text
-        exact = generator._exact_counts[("claude-haiku-5-5", text_digest(near.text))]
+        exact = generator._planner.exact_counts[("claude-haiku-5-5", text_digest(near.text))]
         assert exact != generator.count_tokens(near.text)  # the twin's tokenizer is not our estimate
         assert first.documents == 2
         server.reset()

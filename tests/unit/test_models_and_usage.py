@@ -15,11 +15,12 @@ from ctx_retrieval.models import (
     PRICES_SOURCE,
     RETIRED_MODELS,
     check_not_retired,
+    cost_usd,
     get_model_info,
     lookup_model_info,
+    request_cost_usd,
 )
 from ctx_retrieval.testing import anthropic_rules
-from ctx_retrieval.usage import cost_usd, request_cost_usd
 
 MILLION = 1_000_000
 

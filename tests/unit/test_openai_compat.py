@@ -10,7 +10,7 @@ import pytest
 from ctx_retrieval import ContextGenerator, RetryPolicy, UnknownModelError
 from ctx_retrieval.providers import OpenAICompatibleProvider
 from ctx_retrieval.testing import FakeOpenAIServer
-from tests.conftest import make_document
+from tests.helpers import make_document
 
 pytest.importorskip("openai")
 

@@ -138,6 +138,11 @@ EXPECTED_ALL = {
         "TokenUsage", "UnknownModelError", "UnsupportedSettingError", "WindowConfig", "__version__", "clean_context",
         "compile_where", "default_cache_path", "fuse", "indexed_text", "late_chunk_embeddings", "make_chunk_id",
         "reciprocal_rank_fusion", "split_into_chunks", "tokenize", "tokenize_parts"],
+    "ctx_retrieval.evaluation": [
+        "BOOTSTRAP_RESAMPLES", "DEFAULT_CANDIDATES", "EvalCorpus", "EvalQuery", "EvalResult", "K_VALUES",
+        "RecordedContextualizer", "VariantScore", "bootstrap_interval", "cookbook_chunk_id", "document_from_row",
+        "load_cookbook", "load_corpus", "pass_at_k", "pass_per_query", "run_ablation"],
+    "ctx_retrieval.protocols": ["BatchProvider", "Contextualizer", "Embedder", "TokenCountingProvider"],
     "llama_index_ctx": [
         "BM25IndexRetriever", "ClaudeRerankPostprocessor", "ContextualHybridRetriever", "ContextualNodeTransform",
         "LateChunkingTransform", "LlamaIndexLLMProvider", "MiniLMEmbedding", "chroma_vector_store"],

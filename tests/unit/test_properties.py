@@ -13,7 +13,6 @@ import re
 import threading
 from collections import deque
 from collections.abc import Iterator
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
@@ -21,7 +20,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ctx_retrieval import AnthropicProvider, ContextGenerator, CtxRetrievalError, RetryPolicy, clean_context
-from tests.conftest import TEST_KEY, make_document
+from ctx_retrieval.testing.loopback import LoopbackHandler, LoopbackServer
+from tests.helpers import TEST_KEY, make_document
 
 _MARK = re.compile(r"Paragraph (\d+) of")
 
@@ -52,7 +52,7 @@ ANSWERS = st.one_of(
 )
 
 
-class _Server:
+class _Server(LoopbackServer):
     """Answers each request with the next scripted answer (normal answers once the script runs out)."""
 
     def __init__(self, script: list[tuple[Any, ...]]) -> None:
@@ -61,13 +61,8 @@ class _Server:
         self.lock = threading.Lock()
         server = self
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *args: Any) -> None:
-                return
-
-            def do_POST(self) -> None:
+        class Handler(LoopbackHandler):
+            def do_POST(self) -> None:  # noqa: N802 - the standard library's name
                 body = json.loads(self.rfile.read(int(self.headers.get("content-length") or 0)))
                 chunk = body["messages"][0]["content"][-1]["text"]
                 found = _MARK.search(chunk.split("<chunk>")[-1])
@@ -101,18 +96,15 @@ class _Server:
                 self.end_headers()
                 self.wfile.write(payload)
 
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.httpd.daemon_threads = True
-        threading.Thread(target=self.httpd.serve_forever, daemon=True).start()
+        super().__init__(Handler, name="property-server")
+        self.start()
 
     @property
     def base_url(self) -> str:
-        host, port = self.httpd.server_address[:2]
-        return f"http://{host!s}:{port}"
+        return self.origin
 
     def close(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
+        self.stop()
 
 
 @pytest.fixture(scope="module")

@@ -22,13 +22,13 @@ from ctx_retrieval import (
     SourceDocument,
     split_into_chunks,
 )
-from ctx_retrieval.cache import CachedContext
+from ctx_retrieval.contextualize.cache import CachedContext
 from ctx_retrieval.providers.base import ContextRequest, ErrorDecision, ProviderResponse
 from ctx_retrieval.testing import FakeAnthropicServer
 from ctx_retrieval.testing.faults import synthetic_corpus
 from ctx_retrieval.testing.instant import InstantProvider
 from ctx_retrieval.usage import TokenUsage
-from tests.conftest import TEST_KEY, make_document
+from tests.helpers import TEST_KEY, make_document
 
 
 class _BareRateLimitError(Exception):
@@ -114,7 +114,7 @@ def test_an_empty_cached_answer_is_not_a_hit(tmp_path: Path) -> None:
         provider = AnthropicProvider(api_key=TEST_KEY, base_url=server.base_url)
         generator = ContextGenerator(provider, cache=tmp_path / "c.sqlite", exact_token_counts=False)
         generator.contextualize(document, chunks)
-        key = generator._plan([(document, chunks)])[0].keys[1]
+        key = generator._planner.plan([(document, chunks)])[0].keys[1]
         assert key is not None
         cache = ContextCache(tmp_path / "c.sqlite")
         cache.delete([key])
@@ -161,9 +161,9 @@ def test_the_cli_twin_reruns_from_the_cache(tmp_path: Path, capsys: pytest.Captu
 
     args = ["demo", "--sample-document", "--contextualizer", "fake", "--cache", str(tmp_path / "c.sqlite")]
     assert "ANTHROPIC_API_KEY" not in os.environ  # the fake contextualizer, not Claude
-    assert main(args) == 0
+    assert main(args, twin=FakeAnthropicServer) == 0
     first = "".join(capsys.readouterr())
-    assert main(args) == 0
+    assert main(args, twin=FakeAnthropicServer) == 0
     second = "".join(capsys.readouterr())
     assert "requests 14 " in first and "requests 0 " in second and "from context cache 14" in second
 
@@ -325,7 +325,7 @@ def test_an_error_from_the_sync_path_is_not_chained_to_the_event_loop_check() ->
 
 def test_a_closed_generator_stays_closed(tmp_path: Path) -> None:
     from ctx_retrieval import ConfigurationError, ContextGenerator
-    from tests.conftest import make_document
+    from tests.helpers import make_document
 
     document, chunks = make_document("closed", paragraphs=2)
     with ContextGenerator(cache=tmp_path / "c.sqlite") as generator:
@@ -351,11 +351,11 @@ def test_the_servers_x_should_retry_header_overrides_the_status_as_in_the_sdks()
 
 def test_each_retry_decision_is_logged_at_debug(make_generator: Any, fake_server: Any,
                                                 caplog: pytest.LogCaptureFixture) -> None:
-    from tests.conftest import make_document
+    from tests.helpers import make_document
 
     document, chunks = make_document("dbg", paragraphs=3)
     fake_server.script_faults(["server_error"])
-    with caplog.at_level(logging.DEBUG, logger="ctx_retrieval.generator"):
+    with caplog.at_level(logging.DEBUG, logger="ctx_retrieval.contextualize.engine"):
         run = make_generator().contextualize(document, chunks)
     assert run.report.retries >= 1
     assert any("-> retry" in r.getMessage() and "HTTP 500" in r.getMessage() for r in caplog.records)

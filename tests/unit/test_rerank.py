@@ -9,7 +9,7 @@ import pytest
 
 from ctx_retrieval import AnthropicProvider, ClaudeReranker, ProviderAuthenticationError, RetryPolicy
 from ctx_retrieval.testing import FakeAnthropicServer
-from tests.conftest import TEST_KEY
+from tests.helpers import TEST_KEY
 
 
 def reverse_responder(body: dict[str, Any]) -> str:

@@ -9,81 +9,116 @@ import time
 import pytest
 
 from ctx_retrieval import ConfigurationError, RateLimit, RetryPolicy
+from ctx_retrieval.contextualize.scheduling import Clock, Limiter, PrioritySlots
 from ctx_retrieval.providers.base import ServerLimit, ServerLimits
 from ctx_retrieval.providers.generic import server_limits
-from ctx_retrieval.scheduling import Limiter, PrioritySlots
+
+
+class SteppedClock(Clock):
+    """Time that moves only when the limiter sleeps: waits are measured exactly, whatever the machine's load."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+        self.slept: list[float] = []
+
+    def monotonic(self) -> float:
+        return self.now
+
+    async def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += seconds
+        await asyncio.sleep(0)
+
+
+def test_the_limiter_waits_on_its_clock_not_the_wall() -> None:
+    async def scenario() -> tuple[float, float]:
+        clock = SteppedClock()
+        limiter = Limiter(None, clock=clock)
+        limiter.pause(3600.0)  # an hour on the limiter's clock
+        started = time.monotonic()
+        await limiter.acquire(1)
+        return clock.now - 1000.0, time.monotonic() - started
+
+    waited, wall = asyncio.run(scenario())
+    assert waited == pytest.approx(3600.0) and wall < 5.0  # re-checked every 0.25 s of its time, none of ours
 
 
 def test_token_limit_waits_once_the_bucket_is_empty() -> None:
     async def scenario() -> float:
-        limiter = Limiter(RateLimit(input_tokens_per_minute=6000))  # 100 tokens/s
+        clock = SteppedClock()
+        limiter = Limiter(RateLimit(input_tokens_per_minute=6000), clock=clock)  # 100 tokens/s
         await limiter.acquire(6000)  # a full minute's worth is available at once
-        started = time.monotonic()
+        started = clock.now
         await limiter.acquire(50)  # then it refills at 100 tokens/s
-        return time.monotonic() - started
+        return clock.now - started
 
-    assert 0.4 <= asyncio.run(scenario()) <= 0.8
+    assert asyncio.run(scenario()) == pytest.approx(0.5)
 
 
 def test_request_limit_spaces_requests() -> None:
     async def scenario() -> float:
-        limiter = Limiter(RateLimit(requests_per_minute=600))  # 10/s
+        clock = SteppedClock()
+        limiter = Limiter(RateLimit(requests_per_minute=600), clock=clock)  # 10/s
         for _ in range(600):
             await limiter.acquire(0)
-        started = time.monotonic()
+        started = clock.now
         for _ in range(3):
             await limiter.acquire(0)
-        return time.monotonic() - started
+        return clock.now - started
 
-    assert 0.25 <= asyncio.run(scenario()) <= 0.6
+    assert asyncio.run(scenario()) == pytest.approx(0.3)
 
 
 def test_pause_holds_new_requests() -> None:
     async def scenario() -> float:
-        limiter = Limiter(None)
+        clock = SteppedClock()
+        limiter = Limiter(None, clock=clock)
         limiter.pause(0.3)
-        started = time.monotonic()
+        started = clock.now
         await limiter.acquire(1)
-        return time.monotonic() - started
+        return clock.now - started
 
-    assert 0.28 <= asyncio.run(scenario()) <= 0.6
+    assert asyncio.run(scenario()) == pytest.approx(0.3)
 
 
 def test_reported_limits_make_requests_wait_for_the_refill() -> None:
     async def scenario() -> tuple[float, float]:
-        limiter = Limiter(None)
+        clock = SteppedClock()
+        limiter = Limiter(None, clock=clock)
         await limiter.acquire(1000)
         sent_at = limiter.sent(1000)
         # 10,000 of 100,000 tokens left after that request, full again in 1 s: 90,000 tokens/s.
         limiter.observe(ServerLimits(input_tokens=ServerLimit(100_000, 10_000, 1.0)), sent_at)
-        started = time.monotonic()
-        await limiter.acquire(5000)  # within what is left (less 1,000 of headroom): no wait
-        first = time.monotonic() - started
+        started = clock.now
+        await limiter.acquire(5000)  # within what is left (less the headroom): no wait
+        first = clock.now - started
         limiter.sent(5000)
-        started = time.monotonic()
+        started = clock.now
         await limiter.acquire(55_000)  # ~4,000 left now: waits ~51,000/90,000 s for the refill
-        return first, time.monotonic() - started
+        return first, clock.now - started
 
     first, second = asyncio.run(scenario())
-    assert first < 0.05 and 0.45 <= second <= 0.9
+    assert first == 0.0 and 51_000 / 90_000 <= second <= 53_000 / 90_000
 
 
 def test_reported_limits_subtract_what_was_sent_or_let_through_since() -> None:
     async def scenario() -> float:
-        limiter = Limiter(None)
+        clock = SteppedClock()
+        limiter = Limiter(None, clock=clock)
         await limiter.acquire(100)
         sent_at = limiter.sent(100)
+        clock.now += 0.001  # sends are told apart by their time
         await limiter.acquire(30_000)
         limiter.sent(30_000)  # sent after the first request: its report cannot include it
         await limiter.acquire(30_000)  # let through, not sent yet
-        # 60,000 of 100,000 left after the first request, refilling 100,000/s: 60,000 - 30,000 - 30,000 - 1,000
-        # of headroom = ~-1,000 left for us.
+        # 60,000 of 100,000 left after the first request, refilling 100,000/s: 60,000 - 30,000 - 30,000 - the
+        # headroom = a little below 0 left for us, so 30,000 more waits about 0.3 s.
         limiter.observe(ServerLimits(input_tokens=ServerLimit(100_000, 60_000, 0.4)), sent_at)
-        started = time.monotonic()
+        started = clock.now
         await limiter.acquire(30_000)
-        return time.monotonic() - started
+        return clock.now - started
 
-    assert 0.2 <= asyncio.run(scenario()) <= 0.6
+    assert 0.30 <= asyncio.run(scenario()) <= 0.32
 
 
 def test_rate_limit_headers_are_parsed_and_bad_values_ignored() -> None:

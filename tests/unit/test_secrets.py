@@ -17,7 +17,7 @@ from ctx_retrieval import (
     RetryPolicy,
 )
 from ctx_retrieval.testing import FakeAnthropicServer
-from tests.conftest import TEST_KEY, make_document
+from tests.helpers import TEST_KEY, make_document
 
 
 def test_key_is_not_in_reprs_pickles_or_errors(fake_server: Any) -> None:
@@ -70,7 +70,7 @@ def test_key_is_not_in_benchmark_output_or_cli_output(
     with caplog.at_level(logging.DEBUG):
         figures = run_faulty_ingestion(40, fault_rate=0.3, api_key=TEST_KEY, timeout_s=0.5)
         monkeypatch.setenv("ANTHROPIC_API_KEY", TEST_KEY)
-        assert main(["demo", "--sample-document", "--contextualizer", "fake"]) == 0
+        assert main(["demo", "--sample-document", "--contextualizer", "fake"], twin=FakeAnthropicServer) == 0
     captured = capsys.readouterr()
     assert figures.done == 40
     assert TEST_KEY not in figures.format() + captured.out + captured.err + caplog.text

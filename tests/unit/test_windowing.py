@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from ctx_retrieval import DEFAULT_PROMPT, ConfigurationError, SourceDocument, WindowConfig, split_into_chunks
+from ctx_retrieval.contextualize.windowing import document_view
 from ctx_retrieval.tokens import estimate_tokens
-from ctx_retrieval.windowing import document_view
 
 PARTS = [f"<p{i}> " + "x" * 90 + "\n" for i in range(10)]  # ~27 tokens each
 DOC = SourceDocument("d", "".join(PARTS))

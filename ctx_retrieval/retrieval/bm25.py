@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ._optional import require
+from ctx_retrieval._optional import require
 
 if TYPE_CHECKING:
     import numpy as np
@@ -68,7 +68,7 @@ def resolve_tokenizer(tokenizer: str | Callable[[str], list[str]]) -> Callable[[
     if callable(tokenizer):
         return tokenizer
     if tokenizer not in TOKENIZERS:
-        from .errors import ConfigurationError
+        from ctx_retrieval.errors import ConfigurationError
 
         raise ConfigurationError(f"unknown BM25 tokenizer {tokenizer!r}: use one of {', '.join(TOKENIZERS)} or a "
                                  "callable text -> list of tokens", setting="tokenizer")

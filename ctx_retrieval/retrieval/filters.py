@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .errors import InvalidInputError
+from ctx_retrieval.errors import InvalidInputError
 
 __all__ = ["OPERATORS", "compile_where", "matches"]
 

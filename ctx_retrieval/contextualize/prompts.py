@@ -12,8 +12,8 @@ import hashlib
 import re
 from dataclasses import dataclass
 
-from .errors import ConfigurationError
-from .tokens import TokenCounter, estimate_tokens
+from ctx_retrieval.errors import ConfigurationError
+from ctx_retrieval.tokens import TokenCounter, estimate_tokens
 
 __all__ = ["DEFAULT_PROMPT", "PROMPT_VERSION", "PromptTemplate", "clean_context"]
 

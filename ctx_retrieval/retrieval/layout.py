@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Literal
 
-from .text import indexed_text
+from ctx_retrieval.text import indexed_text
 
 __all__ = ["EMBED_LAYOUTS", "EmbedLayout", "chunk_windows", "window_texts"]
 

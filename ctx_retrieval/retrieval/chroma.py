@@ -10,8 +10,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-from ._optional import require
-from .embeddings import MiniLMEmbedder
+from ctx_retrieval._optional import require
+from ctx_retrieval.protocols import Embedder
+from ctx_retrieval.retrieval.embeddings import MiniLMEmbedder
 
 chromadb = require("chromadb", "chroma")
 from chromadb.api.types import Documents, EmbeddingFunction, Embeddings  # noqa: E402 - after the guarded import
@@ -24,9 +25,10 @@ DEFAULT_CHROMA_DIR = ".ctx_retrieval/chroma"
 
 @register_embedding_function
 class MiniLMChromaEmbeddingFunction(EmbeddingFunction[Documents]):
-    """``MiniLMEmbedder`` for Chroma (cosine space, 384 dimensions)."""
+    """An embedder for Chroma (cosine space): ``MiniLMEmbedder`` by default, or any ``Embedder`` given. (It was
+    ``MiniLMEmbedder.chroma_embedding_function()``; the embedder no longer imports Chroma's glue.)"""
 
-    def __init__(self, embedder: MiniLMEmbedder | None = None) -> None:
+    def __init__(self, embedder: Embedder | None = None) -> None:
         self.embedder = embedder or MiniLMEmbedder()
 
     def __call__(self, input: Documents) -> Embeddings:  # noqa: A002 - Chroma's parameter name
@@ -43,7 +45,7 @@ class MiniLMChromaEmbeddingFunction(EmbeddingFunction[Documents]):
         return ["cosine", "l2", "ip"]
 
     def get_config(self) -> dict[str, Any]:
-        return {"batch_size": self.embedder.batch_size}
+        return {"batch_size": getattr(self.embedder, "batch_size", 32)}
 
     @staticmethod
     def build_from_config(config: dict[str, Any]) -> MiniLMChromaEmbeddingFunction:

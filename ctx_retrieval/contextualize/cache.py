@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ._sqlite import busy, open_cache_database
-from .errors import CacheError
-from .usage import TokenUsage
+from ctx_retrieval._sqlite import busy, open_cache_database
+from ctx_retrieval.errors import CacheError
+from ctx_retrieval.usage import TokenUsage
 
 __all__ = ["CachedContext", "ContextCache", "context_cache_key", "default_cache_path", "text_digest"]
 

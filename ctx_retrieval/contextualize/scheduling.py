@@ -16,10 +16,10 @@ import time
 from collections import deque
 from dataclasses import dataclass
 
-from .errors import ConfigurationError
-from .providers.base import ErrorDecision, ServerLimit, ServerLimits
+from ctx_retrieval.errors import ConfigurationError
+from ctx_retrieval.types import ErrorDecision, ServerLimit, ServerLimits
 
-__all__ = ["RateLimit", "RetryPolicy"]
+__all__ = ["SYSTEM_CLOCK", "Clock", "RateLimit", "RetryPolicy"]
 
 DEFAULT_MAX_ATTEMPTS = 6
 DEFAULT_INITIAL_DELAY_S = 1.0
@@ -86,16 +86,31 @@ _RATE_DECAY = 0.9  # weight of earlier reports in the refill-rate estimate
 _SENDS_KEPT_S = 900.0  # how long sends are remembered for syncing with the server's reports (> any timeout)
 _SENDS_KEPT = 4096
 _RECHECK_S = 0.25
+_NO_WAIT_S = 1e-6
+
+
+class Clock:
+    """Time for the limiter: ``monotonic()`` and ``sleep()``. The system's by default; tests pass one that moves
+    only when slept on, so their assertions are exact instead of wall-clock bounds on a loaded machine."""
+
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+
+
+SYSTEM_CLOCK = Clock()
 
 
 class _Bucket:
     """A token bucket refilled continuously at ``per_minute``, holding at most one minute's worth."""
 
-    def __init__(self, per_minute: float) -> None:
+    def __init__(self, per_minute: float, now: float) -> None:
         self.rate = per_minute / 60.0
         self.capacity = per_minute
         self.level = per_minute
-        self.stamp = time.monotonic()
+        self.stamp = now
         self._deficits = self._full_in = 0.0  # decaying sums behind a server-reported refill rate
 
     def _refill(self, now: float) -> None:
@@ -137,9 +152,11 @@ class Limiter:
     releasing every waiter at once would only earn a 429 each.
     """
 
-    def __init__(self, limit: RateLimit | None) -> None:
-        self._requests = _Bucket(limit.requests_per_minute) if limit and limit.requests_per_minute else None
-        self._tokens = _Bucket(limit.input_tokens_per_minute) if limit and limit.input_tokens_per_minute else None
+    def __init__(self, limit: RateLimit | None, *, clock: Clock = SYSTEM_CLOCK) -> None:
+        self.clock = clock
+        now = clock.monotonic()
+        self._requests = _Bucket(limit.requests_per_minute, now) if limit and limit.requests_per_minute else None
+        self._tokens = _Bucket(limit.input_tokens_per_minute, now) if limit and limit.input_tokens_per_minute else None
         self._server_requests: _Bucket | None = None
         self._server_tokens: _Bucket | None = None
         self._server_output: _Bucket | None = None
@@ -155,7 +172,7 @@ class Limiter:
 
     def pause(self, seconds: float) -> None:
         """Hold every new request for ``seconds`` (a 429 applies to the whole account, not one request)."""
-        self._paused_until = max(self._paused_until, time.monotonic() + seconds)
+        self._paused_until = max(self._paused_until, self.clock.monotonic() + seconds)
         self._probing = True
 
     def answered(self, *, rate_limited: bool) -> None:
@@ -168,7 +185,7 @@ class Limiter:
 
     def sent(self, input_tokens: int, output_tokens: int = 0) -> float:
         """Record that a request ``acquire`` let through is being sent now; the monotonic send time."""
-        now = time.monotonic()
+        now = self.clock.monotonic()
         self._reserved_requests -= 1
         self._reserved_tokens -= input_tokens
         self._reserved_output -= output_tokens
@@ -186,7 +203,7 @@ class Limiter:
     def observe(self, limits: ServerLimits, sent_at: float) -> None:
         """Mirror the server's buckets as reported by the answer to a request sent at ``sent_at`` (monotonic):
         what it had left then, refilled since, less what we sent after it or have let through unsent."""
-        now = time.monotonic()
+        now = self.clock.monotonic()
         later_requests, later_tokens = self._reserved_requests, self._reserved_tokens
         later_output = self._reserved_output
         for stamp, tokens, output in reversed(self._sent):  # sends the report cannot include yet
@@ -197,15 +214,15 @@ class Limiter:
             later_output += output
         elapsed = max(0.0, now - sent_at)
         if limits.requests is not None:
-            self._server_requests = self._server_requests or _Bucket(limits.requests.limit)
+            self._server_requests = self._server_requests or _Bucket(limits.requests.limit, now)
             self._server_requests.sync(limits.requests, elapsed, later_requests, now)
         if limits.input_tokens is not None:
-            self._server_tokens = self._server_tokens or _Bucket(limits.input_tokens.limit)
+            self._server_tokens = self._server_tokens or _Bucket(limits.input_tokens.limit, now)
             self._server_tokens.sync(limits.input_tokens, elapsed, later_tokens, now, rounding=_TOKEN_ROUNDING)
         if limits.output_tokens is not None:
             # The server reserves a request's max_tokens when it starts and gives back the unused part when it
             # ends: our later sends count at their max_tokens, as the server counts them.
-            self._server_output = self._server_output or _Bucket(limits.output_tokens.limit)
+            self._server_output = self._server_output or _Bucket(limits.output_tokens.limit, now)
             self._server_output.sync(limits.output_tokens, elapsed, later_output, now, rounding=_TOKEN_ROUNDING)
 
     def _buckets(self) -> list[tuple[_Bucket, str]]:
@@ -223,12 +240,12 @@ class Limiter:
                 if self._probe_answered is not None:
                     await self._probe_answered.wait()
                     continue
-                now = time.monotonic()
+                now = self.clock.monotonic()
                 wait = max(0.0, self._paused_until - now)
                 buckets = self._buckets()
                 for bucket, kind in buckets:
                     wait = max(wait, bucket.wait_time(need[kind], now))
-                if wait <= 0:
+                if wait <= _NO_WAIT_S:  # a rounding error's worth of waiting is none
                     for bucket, kind in buckets:
                         bucket.take(need[kind])
                     self._reserved_requests += 1
@@ -239,7 +256,7 @@ class Limiter:
                         return True
                     return False
                 # Re-check at least every _RECHECK_S: an answer arriving meanwhile may update the server's mirror.
-                await asyncio.sleep(min(wait, _RECHECK_S))
+                await self.clock.sleep(min(wait, _RECHECK_S))
 
 
 class PrioritySlots:
@@ -291,3 +308,17 @@ def pace_after(decision: ErrorDecision, limiter: Limiter, policy: RetryPolicy, s
     if delay <= policy.max_rate_limit_wait_s:
         limiter.pause(delay)
     return decision
+
+
+def server_shape(provider: object, max_concurrency: int, max_documents_in_flight: int) -> tuple[int, int, bool]:
+    """Requests in flight, documents in flight, and whether each document's chunks go one at a time.
+
+    A server that keeps one cached prefix per slot (llama.cpp, llama-cpp-python, Ollama) gets one document per
+    slot: its chunks one after another, so the slot still holds the document when the next chunk comes; B's
+    first request interleaved between A's chunks would make the server read A whole again. Where the server
+    says how many slots it has, concurrency follows them (more would only queue into timeouts)."""
+    slots = getattr(provider, "slots", None)
+    concurrency = min(max_concurrency, slots) if isinstance(slots, int) and slots > 0 else max_concurrency
+    if getattr(provider, "prefix_cache", None) == "per_slot":
+        return concurrency, concurrency, True
+    return concurrency, max_documents_in_flight, False

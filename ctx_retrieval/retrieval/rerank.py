@@ -14,10 +14,10 @@ import random
 import re
 from collections.abc import Sequence
 
-from ._aio import run_sync
-from .errors import ProviderRequestError
-from .providers.base import ContextRequest, Provider
-from .scheduling import Limiter, RateLimit, RetryPolicy, pace_after
+from ctx_retrieval._aio import run_sync
+from ctx_retrieval.contextualize.scheduling import Limiter, RateLimit, RetryPolicy, pace_after
+from ctx_retrieval.errors import ProviderRequestError
+from ctx_retrieval.providers.base import ContextRequest, Provider
 
 __all__ = ["ClaudeReranker"]
 

@@ -13,10 +13,10 @@ import time
 from collections.abc import Iterable, Sequence
 from pathlib import PurePath
 
-from .results import ContextRun
-from .types import Chunk, ContextResult, SourceDocument
-from .usage import RunReport
-from .validation import locate_chunks
+from ctx_retrieval.contextualize.results import ContextRun
+from ctx_retrieval.contextualize.validation import locate_chunks
+from ctx_retrieval.types import Chunk, ContextResult, SourceDocument
+from ctx_retrieval.usage import RunReport
 
 __all__ = ["HEURISTIC_VERSION", "HeuristicContextualizer"]
 
@@ -122,10 +122,13 @@ class HeuristicContextualizer:
     async def acontextualize(self, document: SourceDocument, chunks: Sequence[Chunk]) -> ContextRun:
         return self.contextualize_many([(document, chunks)])
 
-    async def acontextualize_many(self, items: Iterable[tuple[SourceDocument, Sequence[Chunk]]]) -> ContextRun:
+    async def acontextualize_many(self, items: Iterable[tuple[SourceDocument, Sequence[Chunk]]], *,
+                                  progress: bool | None = None) -> ContextRun:
         return self.contextualize_many(items)
 
-    def contextualize_many(self, items: Iterable[tuple[SourceDocument, Sequence[Chunk]]]) -> ContextRun:
+    def contextualize_many(self, items: Iterable[tuple[SourceDocument, Sequence[Chunk]]], *,
+                           progress: bool | None = None) -> ContextRun:
+        """Heuristic contexts for every chunk (instant: ``progress`` is accepted and shows nothing)."""
         started = time.perf_counter()
         report = RunReport(provider=self.name, model=self.model, prompt_version=HEURISTIC_VERSION, cost_usd=0.0)
         results: list[ContextResult] = []

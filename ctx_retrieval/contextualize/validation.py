@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from .errors import ChunkNotInDocumentError, DuplicateChunkIdError, InvalidInputError, InvalidTextError
-from .types import Chunk, SourceDocument
+from ctx_retrieval.errors import ChunkNotInDocumentError, DuplicateChunkIdError, InvalidInputError, InvalidTextError
+from ctx_retrieval.types import Chunk, SourceDocument
 
 __all__ = ["check_text", "locate_chunks"]
 

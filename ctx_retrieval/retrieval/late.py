@@ -14,8 +14,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from .types import Chunk, SourceDocument
-from .validation import locate_chunks
+from ctx_retrieval.contextualize.validation import locate_chunks
+from ctx_retrieval.types import Chunk, SourceDocument
 
 __all__ = ["late_chunk_embeddings"]
 

@@ -10,7 +10,7 @@ from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from .errors import InvalidInputError
+from ctx_retrieval.errors import InvalidInputError
 
 __all__ = ["DEFAULT_RRF_K", "SIDES", "FusedHit", "fuse", "reciprocal_rank_fusion", "side_weights"]
 

@@ -19,9 +19,9 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ._optional import require
-from ._sqlite import open_cache_database
-from .cache import default_cache_path
+from ctx_retrieval._optional import require
+from ctx_retrieval._sqlite import open_cache_database
+from ctx_retrieval.contextualize.cache import default_cache_path
 
 if TYPE_CHECKING:
     import numpy as np
@@ -303,9 +303,3 @@ class MiniLMEmbedder:
         """One unit-length vector (queries are embedded like documents for this symmetric model)."""
         vector: np.ndarray = self.embed([text])[0]
         return vector
-
-    def chroma_embedding_function(self) -> Any:
-        """This embedder as a Chroma ``EmbeddingFunction`` (needs ``ctx-retrieval[chroma]``)."""
-        from .chroma import MiniLMChromaEmbeddingFunction
-
-        return MiniLMChromaEmbeddingFunction(self)

@@ -14,10 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .bm25 import BM25Index
-from .errors import InvalidInputError
-from .fusion import DEFAULT_RRF_K, fuse, side_weights
-from .text import indexed_text
+from ctx_retrieval.errors import InvalidInputError
+from ctx_retrieval.retrieval.bm25 import BM25Index
+from ctx_retrieval.retrieval.dense import add_vectors, cosine_collection
+from ctx_retrieval.retrieval.fusion import DEFAULT_RRF_K, fuse, side_weights
+from ctx_retrieval.text import indexed_text
 
 __all__ = ["IndexedChunk", "SearchHit", "build_store", "open_store"]
 
@@ -103,10 +104,10 @@ def build_store(path: str | Path, chunks: Sequence[IndexedChunk], *, embedder: A
                 embed_layout: str = "whole") -> HybridStore:
     """Write (or replace) a store at ``path`` holding ``chunks``; vectors come from ``embedder`` (cached).
     ``embed_layout="windows"`` stores a chunk whose context + text overflow the embedder as several vectors
-    (``ctx_retrieval.layout``), ranked by the best."""
+    (``ctx_retrieval.retrieval.layout``), ranked by the best."""
     if embed_layout not in ("whole", "windows"):
         raise InvalidInputError(f"embed_layout must be 'whole' or 'windows', not {embed_layout!r}")
-    from .chroma import persistent_client
+    from ctx_retrieval.retrieval.chroma import MiniLMChromaEmbeddingFunction, persistent_client
 
     path = Path(path)
     path.mkdir(parents=True, exist_ok=True)
@@ -118,13 +119,11 @@ def build_store(path: str | Path, chunks: Sequence[IndexedChunk], *, embedder: A
             out.write(json.dumps({"chunk_id": c.chunk_id, "document_id": c.document_id, "text": c.text,
                                   "context": c.context}, ensure_ascii=False) + "\n")
     client = client or persistent_client(path / "chroma")
-    if COLLECTION in [c.name if hasattr(c, "name") else c for c in client.list_collections()]:
-        client.delete_collection(COLLECTION)
-    collection = client.create_collection(COLLECTION, embedding_function=embedder.chroma_embedding_function(),
-                                          metadata={"hnsw:space": "cosine"})
+    collection = cosine_collection(client, COLLECTION, embedding_function=MiniLMChromaEmbeddingFunction(embedder),
+                                   replace=True)
     texts = [c.indexed_text for c in chunks]
     if embed_layout == "windows":
-        from .layout import window_texts
+        from ctx_retrieval.retrieval.layout import window_texts
 
         rows = [(f"{c.chunk_id}#w{n}", text, {"document_id": c.document_id, "chunk_id": c.chunk_id})
                 for c in chunks for n, text in enumerate(window_texts(c.text, c.context, embedder.count_tokens))]
@@ -134,10 +133,7 @@ def build_store(path: str | Path, chunks: Sequence[IndexedChunk], *, embedder: A
         rows = [(c.chunk_id, text, {"document_id": c.document_id, "chunk_id": c.chunk_id})
                 for c, text in zip(chunks, texts, strict=True)]
     vectors = embedder.embed([text for _, text, _ in rows])
-    for start in range(0, len(rows), 1000):
-        batch = rows[start: start + 1000]
-        collection.add(ids=[r[0] for r in batch], documents=[r[1] for r in batch],
-                       embeddings=list(vectors[start: start + 1000]), metadatas=[r[2] for r in batch])
+    add_vectors(collection, [r[0] for r in rows], [r[1] for r in rows], vectors, [r[2] for r in rows])
     (path / _LAYOUT_FILE).write_text(json.dumps({"embed_layout": embed_layout}), encoding="utf-8")
     bm25 = BM25Index(ids, texts)
     bm25.save(path / "bm25")
@@ -147,7 +143,7 @@ def build_store(path: str | Path, chunks: Sequence[IndexedChunk], *, embedder: A
 
 def open_store(path: str | Path, *, embedder: Any, client: Any = None) -> HybridStore:
     """Open a store made by ``build_store``; a missing or stale BM25 index is rebuilt from ``chunks.jsonl``."""
-    from .chroma import persistent_client
+    from ctx_retrieval.retrieval.chroma import MiniLMChromaEmbeddingFunction, persistent_client
 
     path = Path(path)
     chunks_file = path / _CHUNKS_FILE
@@ -156,7 +152,7 @@ def open_store(path: str | Path, *, embedder: Any, client: Any = None) -> Hybrid
     chunks = [IndexedChunk(**json.loads(line)) for line in chunks_file.read_text(encoding="utf-8").splitlines()
               if line.strip()]
     client = client or persistent_client(path / "chroma")
-    collection = client.get_collection(COLLECTION, embedding_function=embedder.chroma_embedding_function())
+    collection = client.get_collection(COLLECTION, embedding_function=MiniLMChromaEmbeddingFunction(embedder))
     fingerprint = _fingerprint(chunks)
     stamp = path / "bm25.fingerprint"
     if stamp.exists() and stamp.read_text(encoding="utf-8") == fingerprint and (path / "bm25.npz").exists():

@@ -12,10 +12,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .errors import ConfigurationError
-from .prompts import PromptTemplate
-from .tokens import TokenCounter
-from .types import Chunk, SourceDocument
+from ctx_retrieval.contextualize.prompts import PromptTemplate
+from ctx_retrieval.errors import ConfigurationError
+from ctx_retrieval.tokens import TokenCounter
+from ctx_retrieval.types import Chunk, SourceDocument
 
 __all__ = ["DocumentView", "WindowConfig", "document_view"]
 

@@ -1,0 +1,11 @@
+"""Writing contexts: (document, chunks) in, one situated context per chunk out.
+
+- ``generator``: ``ContextGenerator``, the facade (sync, async, streamed, batched, retries, estimates).
+- ``planning``: what each document sends (whole or windowed, cacheable or not) and what is already cached.
+- ``engine``: one run's state and its requests: attempts, retries, failures, the report.
+- ``batches``: the same run through Message Batches at half price.
+- ``scheduling``: retry policy, client-side rate limits, request slots.
+- ``cache``: the persistent context cache (SQLite): each chunk paid once.
+- ``windowing``, ``prompts``, ``validation``: the prompt's document part, its text, input checks.
+- ``heuristic``: the no-LLM baseline; ``results``: what a run returns.
+"""

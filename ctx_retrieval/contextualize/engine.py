@@ -1,0 +1,527 @@
+"""One run's state and its requests: attempts, retries, pauses, failures, and the report at the end.
+
+Retries are decided here and only here (the SDKs' own are off). The run's first request goes alone, so a rejected
+key stops the run after one request; 429s and outages pause the whole run through the limiter (waiting uses no
+attempt); other retryable errors back off per chunk, holding no slot; ``fail_run`` decisions stop the run with the
+provider's typed error, raised ``from`` its cause with the report attached.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import random
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from ctx_retrieval.contextualize.cache import CachedContext
+from ctx_retrieval.contextualize.planning import Partition, Plan, Planner, RunSettings
+from ctx_retrieval.contextualize.prompts import clean_context
+from ctx_retrieval.contextualize.results import ContextRun
+from ctx_retrieval.contextualize.scheduling import Limiter, PrioritySlots, pace_after, server_shape
+from ctx_retrieval.errors import (
+    BudgetExceededError,
+    ContextGenerationError,
+    CtxRetrievalError,
+    ProviderUnavailableError,
+)
+from ctx_retrieval.models import cost_usd, request_cost_usd
+from ctx_retrieval.providers.base import ContextRequest, ErrorDecision, Provider, ProviderResponse
+from ctx_retrieval.providers.generic import server_message
+from ctx_retrieval.tokens import TokenCounter
+from ctx_retrieval.types import ContextResult, ResultStatus, TokenUsage
+from ctx_retrieval.usage import FailedChunk, RunReport
+
+logger = logging.getLogger(__name__)
+
+# An answer cut off at max_tokens is never stored; it is asked once more with this many times the budget.
+MAX_TOKENS_RETRY_FACTOR = 4
+
+
+@dataclass
+class RunState:
+    report: RunReport
+    results: list[ContextResult | None]
+    plans: list[Plan]
+    limiter: Limiter
+    slots: PrioritySlots
+    doc_slots: asyncio.Semaphore
+    rng: random.Random
+    progress: Any
+    stop: bool = False
+    fatal: CtxRetrievalError | None = None
+    fatal_cause: BaseException | None = None
+    budget_hit: bool = False
+    inflight_cost: float = 0.0
+    probe: asyncio.Event | None = None
+    overload_streak: int = 0  # 529s since the last answer: two or more in a row pause the run
+    outage_since: float | None = None  # when the server stopped answering (connections refused since then)
+    outage_streak: int = 0
+    per_slot: bool = False  # the server caches one prefix per slot: each document's chunks go one at a time
+
+    @classmethod
+    def start(cls, report: RunReport, plans: list[Plan], settings: RunSettings, *, seed: int | None, progress: bool,
+              notes: list[str], fatal: CtxRetrievalError | None) -> RunState:
+        """A run's state: its limiter, request and document slots (shaped by the server), progress bar; the
+        provider's ``notes`` are logged and reported."""
+        for note in notes:
+            logger.warning("%s", note)
+            report.warnings.append(note)
+        concurrency, documents, per_slot = server_shape(settings.provider, settings.max_concurrency,
+                                                        settings.max_documents_in_flight)
+        state = cls(report=report, results=[None] * report.chunks, plans=plans, limiter=Limiter(settings.rate_limit),
+                    slots=PrioritySlots(concurrency), doc_slots=asyncio.Semaphore(documents),
+                    rng=random.Random(seed), per_slot=per_slot, progress=progress_bar(progress, report.chunks))
+        if fatal is not None:
+            state.stop_with(fatal, fatal.__cause__)
+        return state
+
+    def stop_with(self, error: CtxRetrievalError, cause: BaseException | None = None) -> None:
+        """Stop the run; the first fatal error is the one raised at the end (``from`` its cause)."""
+        if self.fatal is None:
+            self.fatal, self.fatal_cause = error, cause
+        self.stop = True
+
+
+class _Answered:
+    """An attempt the provider answered (the answer may still be unusable: refusal, cut off, empty)."""
+
+    __slots__ = ("response",)
+
+    def __init__(self, response: ProviderResponse) -> None:
+        self.response = response
+
+
+class _Failed:
+    """An attempt that raised, with what the provider's classification says to do about it."""
+
+    __slots__ = ("decision", "error")
+
+    def __init__(self, error: Exception, decision: ErrorDecision) -> None:
+        self.error, self.decision = error, decision
+
+
+@dataclass(frozen=True)
+class Answer:
+    """An answer read once: its cleaned context, or why it is none (``(kind, message)``)."""
+
+    context: str | None
+    problem: tuple[str, str] | None = None
+
+
+def read_answer(response: ProviderResponse, max_context_tokens: int, count_tokens: TokenCounter) -> Answer:
+    if response.stop_reason == "refusal":
+        return Answer(None, ("refusal", "the model declined to write a context (stop_reason refusal)"))
+    if response.stop_reason == "max_tokens":
+        return Answer(None, ("max_tokens", "the answer was cut off at max_tokens, also with a larger budget"))
+    context = clean_context(response.text, max_tokens=max_context_tokens, count_tokens=count_tokens)
+    if not context:
+        return Answer(None, ("empty_response", "the model answered with no context text"))
+    return Answer(context)
+
+
+class _NoBar:
+    def update(self, n: int = 1) -> None: ...
+    def close(self) -> None: ...
+
+
+def progress_bar(enabled: bool, total: int) -> Any:
+    if enabled:
+        try:
+            from tqdm.auto import tqdm
+
+            return tqdm(total=total, unit="chunk", desc="contextualizing")
+        except ImportError:
+            logger.info("progress bar needs tqdm: pip install tqdm")
+    return _NoBar()
+
+
+async def prepare_provider(provider: Provider) -> list[str]:
+    """Let the provider ask its server about itself (slots, context size, the model name) before planning; the
+    notes it returns go into the report."""
+    prepare = getattr(provider, "aprepare", None)
+    if prepare is None:
+        return []
+    try:
+        notes: list[str] = await prepare()
+    except BaseException:
+        await provider.aclose()
+        raise
+    return notes
+
+
+class Engine:
+    """Runs the requests of one run for a generator's settings; ``warned`` carries the models already warned
+    about (once per generator, not per run)."""
+
+    def __init__(self, settings: RunSettings, planner: Planner, state: RunState, warned: set[str]) -> None:
+        self.settings, self.planner, self.state, self.warned = settings, planner, state, warned
+
+    def set(self, plan: Plan, i: int, context: str | None, status: ResultStatus, usage: TokenUsage, *,
+            error: str | None = None, error_kind: str | None = None) -> None:
+        s = self.settings
+        self.state.results[plan.offset + i] = ContextResult(
+            document_id=plan.document.id, chunk_id=plan.chunks[i].id, position=plan.chunks[i].position,
+            context=context, status=status, provider=s.provider.name, model=s.provider.model,
+            prompt_version=s.prompt.version, usage=usage, windowed=plan.windowed, error=error, error_kind=error_kind)
+        self.state.progress.update(1)
+
+    def settle(self, parts: Partition) -> None:
+        """Results for the chunks that need no request: empty ones and those found in the context cache."""
+        for plan, i in parts.empty:
+            self.set(plan, i, None, "empty", TokenUsage())
+        for plan, i, context in parts.cached:
+            self.set(plan, i, context, "cached", TokenUsage())
+
+    def answer_followers(self, parts: Partition) -> None:
+        """A chunk repeated in the run takes its first copy's answer (asked once)."""
+        for plan, i, owner_plan, owner_i in parts.followers:
+            owner = self.state.results[owner_plan.offset + owner_i]
+            assert owner is not None
+            self.set(plan, i, owner.context, "cached" if owner.status == "generated" else owner.status,
+                     TokenUsage(), error=owner.error, error_kind=owner.error_kind)
+
+    def fail(self, plan: Plan, i: int, kind: str, message: str, usage: TokenUsage) -> None:
+        logger.warning("no context for chunk %s of document %s: %s: %s", plan.chunks[i].id, plan.document.id,
+                       kind, message)
+        self.set(plan, i, None, "failed", usage, error=f"{kind}: {message}", error_kind=kind)
+        if self.settings.on_error == "raise":
+            self.state.stop = True
+
+    def store(self, key: str, response: ProviderResponse) -> None:
+        """Commit an answer to the context cache at once: a killed run never pays for it again."""
+        s = self.settings
+        cache = s.cache
+        if cache is not None:
+            cache.put(key, CachedContext(response.text, s.provider.name, s.provider.model, s.prompt.version,
+                                         response.usage))
+
+    async def run_documents(self, work: list[tuple[Plan, list[int]]]) -> None:
+        tasks = [asyncio.ensure_future(self.run_document(plan, pending)) for plan, pending in work]
+        if not tasks:
+            return
+        done, pending_tasks = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+        for task in done:
+            error = None if task.cancelled() else task.exception()
+            if error is not None:  # a bug, not a provider error: stop everything and surface it
+                for other in pending_tasks:
+                    other.cancel()
+                await asyncio.gather(*pending_tasks, return_exceptions=True)
+                raise error
+
+    async def run_document(self, plan: Plan, pending: list[int]) -> None:
+        state = self.state
+        async with state.doc_slots:
+            if len(pending) > 1:
+                await self.count_prefixes([plan])
+            rest = list(pending)
+            if state.per_slot:  # one slot per document: its chunks one after another, the prefix stays warm
+                for i in rest:
+                    await self.generate(plan, i, priority=0)
+                return
+            if len(rest) > 1 and self.planner.cacheable(plan):
+                # One request first: it writes the document's prompt cache, which the others then read.
+                while rest and not state.stop:
+                    if await self.generate(plan, rest.pop(0), priority=1):
+                        break
+            await asyncio.gather(*(self.generate(plan, i, priority=0) for i in rest))
+
+    async def count_prefixes(self, plans: list[Plan]) -> None:
+        """Exact counts for whole documents whose estimated size is near the model's minimum cacheable length,
+        just before their warm-up decision (in the run, so other documents' requests go on meanwhile)."""
+        planner = self.planner
+        counter = planner.token_counter()
+        if counter is None:
+            return
+        near = [p for p in plans if not p.windowed and (
+            self.settings.exact_token_counts or planner.near_minimum(p.prefix_tokens))]
+        try:
+            await planner.count_texts({(counter.model, p.digest): p.document.text for p in near}, self.state.limiter)
+        except CtxRetrievalError as exc:
+            self.state.stop_with(exc, exc.__cause__)
+            return
+        for plan in near:
+            exact = planner.exact_counts.get((counter.model, plan.digest))
+            if exact is not None:
+                plan.prefix_tokens = planner.whole_document_prefix(exact)
+
+    async def generate(self, plan: Plan, i: int, *, priority: int) -> bool:
+        """Request one chunk's context with retries; True when it got one."""
+        s, state = self.settings, self.state
+        key = plan.keys[i]
+        assert key is not None
+        request = self.planner.request(plan, i)
+        variable = s.count_tokens(request.document_rest) + s.count_tokens(request.chunk_block)
+        tries = _Tries()
+        while True:
+            if state.stop:
+                # A chunk tried before the run stopped failed (with why); only an untried one was not attempted.
+                if tries.last_error is None:
+                    self.set(plan, i, None, "not_attempted", TokenUsage())
+                else:
+                    kind, detail = tries.last_error
+                    self.set(plan, i, None, "failed", TokenUsage(), error=f"{kind}: {detail}", error_kind=kind)
+                return False
+            probing = state.probe is None
+            if probing:
+                # The run's first request goes alone: a rejected key or an unknown model then stops the run
+                # after one request instead of one per slot.
+                state.probe = asyncio.Event()
+            else:
+                assert state.probe is not None
+                await state.probe.wait()
+                if state.stop:
+                    continue
+            try:
+                outcome = await self.attempt(plan, request, variable, priority)
+            finally:
+                if probing:
+                    assert state.probe is not None
+                    state.probe.set()
+            if outcome is None:
+                continue  # the run stopped (budget, or another chunk's failure) while this one waited
+            if isinstance(outcome, _Answered):
+                response = outcome.response
+                count_usage(state.report, response.usage, s)
+                if response.cache_reported:
+                    self.note_cache_use(plan, response.usage)
+                else:
+                    state.report.cache_reads_reported = False
+                if response.stop_reason == "max_tokens" and request.max_tokens == s.request_max_tokens:
+                    # Cut off (by thinking, or a long preamble): never stored; asked once more with room.
+                    state.report.retries += 1
+                    request = dataclasses.replace(request, max_tokens=request.max_tokens * MAX_TOKENS_RETRY_FACTOR)
+                    continue
+                answer = read_answer(response, s.max_context_tokens, s.count_tokens)
+                if answer.problem is not None:
+                    self.fail(plan, i, *answer.problem, response.usage)
+                    return False
+                self.store(key, response)
+                state.report.generated += 1
+                self.set(plan, i, answer.context, "generated", response.usage)
+                return True
+            if await self._retry_after(outcome, tries, plan, i):
+                continue
+            return False
+
+    async def _retry_after(self, outcome: _Failed, tries: _Tries, plan: Plan, i: int) -> bool:
+        """What a failed attempt leads to: True to try again (after any wait), False when the chunk failed."""
+        s, state, report = self.settings, self.state, self.state.report
+        error, decision = outcome.error, outcome.decision
+        report.errors_by_type[decision.kind] = report.errors_by_type.get(decision.kind, 0) + 1
+        said = server_message(error)  # the server's own reason, once ("exceeds the context size of 8192")
+        detail = (f"{type(error).__name__}" + (f" (HTTP {decision.status_code})" if decision.status_code else "")
+                  + (f": {said}" if said else ""))
+        tries.last_error = (decision.kind, detail)
+        logger.debug("chunk %s of document %s: %s -> %s%s", plan.chunks[i].id, plan.document.id, detail,
+                     decision.action, f" after {decision.retry_after_s:.2f} s" if decision.retry_after_s else "")
+        if decision.action == "fail_run":
+            state.stop_with(s.provider.run_error(decision, error), error)
+        elif decision.action == "retry" and decision.kind == "unreachable":
+            down = time.monotonic() - (state.outage_since or time.monotonic())
+            if down <= s.retry.max_outage_s and not state.stop:
+                report.retries += 1
+                return True  # the run is paused, one probe at a time: waiting uses no attempt
+            if state.fatal is None:
+                where = getattr(s.provider, "base_url", None) or s.provider.name
+                unavailable = ProviderUnavailableError(
+                    f"the server at {where} has refused connections for {down:.0f} s (RetryPolicy.max_outage_s="
+                    f"{s.retry.max_outage_s:.0f}): start it and call retry_failed(error.report); finished contexts "
+                    "are cached", provider=s.provider.name)
+                logger.warning("%s", unavailable)
+                state.stop_with(unavailable, error)
+            state.stop = True
+            detail += f", unreachable for {down:.0f} s"
+        elif decision.action == "retry" and decision.kind == "rate_limited":
+            report.rate_limited += 1
+            delay = decision.retry_after_s or 0.0  # set by attempt(), which paused the run for it
+            if tries.rate_limit_wait + delay <= s.retry.max_rate_limit_wait_s:
+                tries.rate_limit_wait += delay
+                report.retries += 1
+                return True  # the run is paused already; the next acquire waits it out, holding no slot
+            detail += (f", the server asked for {delay:.0f} s more after {tries.rate_limit_wait:.0f} s of waiting, "
+                       f"over RetryPolicy.max_rate_limit_wait_s ({s.retry.max_rate_limit_wait_s:.0f} s)")
+        elif decision.action == "retry":
+            tries.failures += 1
+            if tries.failures < s.retry.max_attempts:
+                report.retries += 1
+                delay = max(s.retry.backoff(tries.failures, state.rng), decision.retry_after_s or 0.0)
+                await asyncio.sleep(delay)  # holding no slot: the rest of the run goes on
+                return True
+            detail += f", failed {tries.failures} attempts (RetryPolicy.max_attempts)"
+        self.fail(plan, i, decision.kind, detail, TokenUsage())
+        return False
+
+    async def attempt(self, plan: Plan, request: ContextRequest, variable: int,
+                      priority: int) -> _Answered | _Failed | None:
+        """One request: budget check, rate limit, a slot, the call. None when the run stopped first."""
+        s, state = self.settings, self.state
+        estimate = estimated_cost(s, plan, variable)
+        if s.budget_usd is not None and spent(s, state.report) + state.inflight_cost + estimate > s.budget_usd:
+            state.stop = state.budget_hit = True
+            return None
+        state.inflight_cost += estimate  # reserved now, so requests waiting together cannot overspend
+        rate_limited = probe = reserved = False
+        tokens = variable if plan.cache_warm else variable + plan.prefix_tokens
+        try:
+            probe = await state.limiter.acquire(tokens, request.max_tokens)
+            reserved = True
+            if state.stop:
+                return None
+            await state.slots.acquire(priority)
+            try:
+                state.report.requests += 1
+                sent_at, reserved = state.limiter.sent(tokens, request.max_tokens), False
+                response = await s.provider.agenerate(request)
+                state.overload_streak = state.outage_streak = 0
+                state.outage_since = None
+                if response.limits is not None:
+                    state.limiter.observe(response.limits, sent_at)
+                return _Answered(response)
+            except Exception as exc:  # classified by type; anything unknown propagates
+                decision = s.provider.classify_error(exc)
+                if decision is None:
+                    raise
+                rate_limited, decision = self._pause_for(decision)
+                return _Failed(exc, decision)
+            finally:
+                state.slots.release()
+        finally:
+            state.inflight_cost -= estimate
+            if reserved:  # passed the limiter but never sent (the run stopped, or cancelled)
+                state.limiter.unsent(tokens, request.max_tokens)
+            if probe:
+                state.limiter.answered(rate_limited=rate_limited)
+
+    def _pause_for(self, decision: ErrorDecision) -> tuple[bool, ErrorDecision]:
+        """Pause the whole run before the probe's answer releases the others, where the error says so: a 429; a
+        529 storm (overloaded answers with no success between them: paced like a 429 without retry-after; a lone
+        529 is retried by its chunk alone); refused connections (the server is down: one probe at a time finds
+        out when it is back, instead of every chunk burning its attempts). True when the run was paused."""
+        s, state = self.settings, self.state
+        if decision.kind == "rate_limited":
+            return True, pace_after(decision, state.limiter, s.retry, state.report.rate_limited, state.rng)
+        if decision.kind == "unreachable":
+            state.outage_streak += 1
+            if state.outage_since is None:
+                state.outage_since = time.monotonic()
+            delay = s.retry.backoff(state.outage_streak, state.rng)
+            state.limiter.pause(delay)
+            return True, dataclasses.replace(decision, retry_after_s=delay)
+        if decision.kind == "overloaded":
+            state.overload_streak += 1
+            if state.overload_streak >= 2:
+                return True, pace_after(decision, state.limiter, s.retry, state.overload_streak - 2, state.rng)
+        return False, decision
+
+    def note_cache_use(self, plan: Plan, usage: TokenUsage) -> None:
+        provider = self.settings.provider
+        if usage.cache_creation_input_tokens or usage.cache_read_input_tokens:
+            plan.cache_warm = True
+        if plan.cache_checked or not provider.supports_prompt_caching or not getattr(
+                provider, "reports_cache_usage", True):
+            return
+        if getattr(provider, "prefix_cache", "explicit") != "explicit":
+            return  # automatic prefix caching (local servers, OpenAI): there is no minimum length to warn about
+        plan.cache_checked = True
+        if plan.cache_warm:
+            return
+        report = self.state.report
+        report.uncacheable_documents.append(plan.document.id)
+        if provider.model not in self.warned:
+            self.warned.add(provider.model)
+            minimum = self.planner.min_cacheable()
+            stated = f"{minimum:,} tokens" if minimum is not None else "not documented"
+            message = (
+                f"prompt caching did nothing for document {plan.document.id!r}: its cacheable part is below "
+                f"{provider.model}'s minimum cacheable length ({stated}), so each of its chunks "
+                "pays the whole document (report.uncacheable_documents lists all such documents)")
+            logger.warning(message)
+            report.warnings.append(message)
+
+
+@dataclass
+class _Tries:
+    """One chunk's attempts so far."""
+
+    failures: int = 0
+    rate_limit_wait: float = 0.0
+    last_error: tuple[str, str] | None = None  # the latest failed attempt (kind, detail), if any
+
+
+def estimated_cost(settings: RunSettings, plan: Plan, variable_tokens: int) -> float:
+    info = settings.provider.model_info
+    if info is None:
+        return 0.0
+    prefix = TokenUsage(cache_read_input_tokens=plan.prefix_tokens) if plan.cache_warm else TokenUsage(
+        cache_creation_input_tokens=plan.prefix_tokens)
+    usage = prefix + TokenUsage(input_tokens=variable_tokens, output_tokens=settings.request_max_tokens)
+    return request_cost_usd(usage, info, cache_ttl=settings.provider.cache_ttl)
+
+
+def spent(settings: RunSettings, report: RunReport) -> float:
+    info = settings.provider.model_info
+    return cost_usd(report.usage, info, cache_ttl=settings.provider.cache_ttl,
+                    long_prompt_usage=report.long_prompt_usage) if info else 0.0
+
+
+def count_usage(report: RunReport, usage: TokenUsage, settings: RunSettings, *, batch: bool = False) -> None:
+    """Add one answer's usage to the report, noting whether its prompt fell into the dearer price tier."""
+    info = settings.provider.model_info
+    long_prompt = info is not None and info.in_long_prompt_tier(usage.prompt_tokens)
+    if batch:
+        report.batch_usage += usage
+        if long_prompt:
+            report.long_prompt_batch_usage += usage
+    else:
+        report.usage += usage
+        if long_prompt:
+            report.long_prompt_usage += usage
+    report.long_prompt_requests += long_prompt
+
+
+def finish_run(settings: RunSettings, state: RunState, started: float) -> ContextRun:
+    """The run's results in input order and its report; raises the run's error (with the report) if it had one."""
+    report = state.report
+    results: list[ContextResult] = []
+    for plan in state.plans:
+        for i, chunk in enumerate(plan.chunks):
+            result = state.results[plan.offset + i]
+            assert result is not None, "every chunk gets a result"
+            results.append(result)
+            if result.status == "cached":
+                report.cached += 1
+            elif result.status == "empty":
+                report.empty += 1
+            elif result.status == "failed":
+                report.failures.append(FailedChunk(plan.document, chunk, plan.chunks, result.error_kind or "error",
+                                                   result.error or ""))
+            elif result.status == "not_attempted":
+                report.skipped.append(FailedChunk(plan.document, chunk, plan.chunks, "not_attempted",
+                                                  "the run stopped before this chunk"))
+    info = settings.provider.model_info
+    ttl = settings.provider.cache_ttl
+    report.cost_usd = (cost_usd(report.usage, info, cache_ttl=ttl, long_prompt_usage=report.long_prompt_usage)
+                       + cost_usd(report.batch_usage, info, cache_ttl=ttl, batch=True,
+                                  long_prompt_usage=report.long_prompt_batch_usage)
+                       if info else None)
+    report.wall_time_s = time.perf_counter() - started
+    if state.fatal is not None:
+        state.fatal.report = report
+        raise state.fatal from state.fatal_cause
+    if state.budget_hit:
+        budget = settings.budget_usd or 0.0
+        raise BudgetExceededError(
+            f"stopped before exceeding budget_usd=${budget:.4f} (spent ${report.cost_usd or 0:.4f}); "
+            f"{len(report.to_retry)} chunks have no context: raise budget_usd and call retry_failed(error.report) "
+            "(finished contexts are cached)", report=report, budget_usd=budget, spent_usd=report.cost_usd or 0.0)
+    if report.to_retry and settings.on_error == "raise":
+        first = report.failures[0] if report.failures else report.to_retry[0]
+        raise ContextGenerationError(
+            f"{report.failed} chunks failed and {report.not_attempted} were not attempted (first: chunk "
+            f"{first.chunk.id!r} of document {first.document.id!r}: {first.message}); finished contexts are "
+            "cached: call retry_failed(error.report), or pass on_error='skip' to finish runs past failures",
+            report=report)
+    return ContextRun(results, report)

@@ -1,0 +1,298 @@
+"""The context generator: (document, chunks) in, one situated context per chunk out.
+
+Per document, one request goes first and writes the prompt cache; the document's other chunks then go
+concurrently and read it. Several documents are in flight at once, bounded by ``max_concurrency`` requests;
+follow-ups of documents whose cache is written go before first requests of new documents, so each document
+finishes while its cache entry is warm. Every answer is committed to the persistent context cache as it
+arrives, so an identical rerun makes no request and a killed run resumes with only the missing chunks.
+
+This module is the facade; ``planning`` decides what each document sends, ``engine`` runs the requests,
+``batches`` runs them through Message Batches.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator, Iterator, Sequence
+from os import PathLike
+from typing import Literal
+
+from ctx_retrieval._aio import run_sync
+from ctx_retrieval.contextualize.batches import MAX_BATCH_BYTES, BatchOptions, run_batched
+from ctx_retrieval.contextualize.cache import ContextCache, default_cache_path
+from ctx_retrieval.contextualize.engine import Engine, RunState, finish_run, prepare_provider
+from ctx_retrieval.contextualize.planning import (
+    DocumentItems,
+    OnError,
+    Planner,
+    check_settings,
+    model_token_estimate,
+    waves,
+)
+from ctx_retrieval.contextualize.prompts import DEFAULT_PROMPT, PromptTemplate
+from ctx_retrieval.contextualize.results import ContextRun, CostEstimate
+from ctx_retrieval.contextualize.scheduling import RateLimit, RetryPolicy
+from ctx_retrieval.contextualize.windowing import WindowConfig
+from ctx_retrieval.errors import ConfigurationError, CtxRetrievalError
+from ctx_retrieval.providers.base import Provider
+from ctx_retrieval.tokens import TokenCounter
+from ctx_retrieval.types import Chunk, SourceDocument
+from ctx_retrieval.usage import RunReport
+
+__all__ = ["ContextGenerator", "ContextRun", "CostEstimate", "OnError"]
+
+logger = logging.getLogger(__name__)
+
+
+class ContextGenerator:
+    """Generates situated contexts for chunks, cheaply and resumably.
+
+    Key init args:
+        provider: who writes contexts (``AnthropicProvider`` by default, any ``Provider``).
+        cache: the persistent context cache: ``True`` (default location, see ``default_cache_path``), a
+            path, a ``ContextCache``, or ``False`` for none.
+        prompt: the prompt template (``DEFAULT_PROMPT``); its text and version are part of the cache key.
+        window: windowing for documents larger than ``max_document_tokens``.
+        max_context_tokens: the length cap of a context (about 100 tokens by default).
+        max_concurrency: requests in flight at once.
+        retry / rate_limit: retry policy and an optional client-side limit (requests and input tokens/min).
+        on_error: ``"raise"`` (default) stops at the first chunk that fails after retries and raises
+            ``ContextGenerationError``; ``"skip"`` finishes the run and records failures per chunk.
+        budget_usd: stop cleanly (``BudgetExceededError``) before spending more than this.
+        count_tokens: the planning token counter (default: the offline estimate scaled by the model's tokenizer
+            ratio from the model table).
+        exact_token_counts: ``None`` (default) counts a document with the provider's token-counting endpoint
+            (Anthropic's free ``messages.count_tokens``) when a key is set and its estimate is near a decision
+            boundary (the minimum cacheable length, the windowing limit); ``True`` counts every document;
+            ``False`` never asks.
+
+    Use:
+        .. code-block:: python
+
+            run = generator.contextualize(document, chunks)
+            run[0].context, run.report.format()
+    """
+
+    def __init__(
+        self,
+        provider: Provider | None = None,
+        *,
+        cache: ContextCache | str | PathLike[str] | bool = True,
+        prompt: PromptTemplate = DEFAULT_PROMPT,
+        window: WindowConfig | None = None,
+        max_context_tokens: int = 100,
+        max_concurrency: int = 8,
+        max_documents_in_flight: int | None = None,
+        retry: RetryPolicy | None = None,
+        rate_limit: RateLimit | None = None,
+        on_error: OnError = "raise",
+        budget_usd: float | None = None,
+        check_chunks_in_document: bool = True,
+        progress: bool = False,
+        count_tokens: TokenCounter | None = None,
+        exact_token_counts: bool | None = None,
+        seed: int | None = None,
+    ) -> None:
+        if provider is None:
+            from ctx_retrieval.providers.anthropic import AnthropicProvider
+
+            provider = AnthropicProvider()
+        check_settings(on_error=on_error, max_concurrency=max_concurrency, max_context_tokens=max_context_tokens,
+                       max_documents_in_flight=max_documents_in_flight, budget_usd=budget_usd)
+        self.provider = provider
+        self.prompt = prompt
+        self.window = window or WindowConfig()
+        self.max_context_tokens = max_context_tokens
+        self.max_concurrency = max_concurrency
+        self.max_documents_in_flight = max_documents_in_flight or 2 * max_concurrency
+        self.retry = retry or RetryPolicy()
+        self.rate_limit = rate_limit
+        self.on_error: OnError = on_error
+        self.budget_usd = budget_usd
+        self.check_chunks_in_document = check_chunks_in_document
+        self.progress = progress
+        info = provider.model_info
+        if info is not None and info.max_output_tokens and self.request_max_tokens > info.max_output_tokens:
+            raise ConfigurationError(
+                f"max_context_tokens={max_context_tokens} asks for up to {self.request_max_tokens} output tokens, more "
+                f"than {info.name}'s maximum output ({info.max_output_tokens:,}): lower max_context_tokens",
+                setting="max_context_tokens")
+        self.count_tokens: TokenCounter = count_tokens or model_token_estimate(info)
+        self.exact_token_counts = exact_token_counts
+        self._seed = seed
+        self._cache_setting = cache
+        self._cache: ContextCache | None = None
+        self._closed = False
+        self._warned_uncacheable: set[str] = set()
+        self.last_report: RunReport | None = None
+        self._planner = Planner(self)
+
+    def __repr__(self) -> str:
+        return (f"ContextGenerator(provider={self.provider!r}, prompt_version={self.prompt.version!r}, "
+                f"max_concurrency={self.max_concurrency}, on_error={self.on_error!r})")
+
+    # -- public API ------------------------------------------------------------------------------------
+
+    @property
+    def cache(self) -> ContextCache | None:
+        """The persistent context cache (opened on first use), or None when disabled."""
+        self._check_open()
+        if self._cache is None and self._cache_setting is not False:
+            setting = self._cache_setting
+            if isinstance(setting, ContextCache):
+                self._cache = setting
+            elif setting is True:
+                self._cache = ContextCache(default_cache_path())
+            else:
+                self._cache = ContextCache(setting)
+        return self._cache
+
+    @property
+    def identity(self) -> str:
+        """Everything that changes the contexts this generator writes, as text without secrets: provider and
+        endpoint (and ``extra_body``), model, prompt, windowing and the context length. The same inputs as the
+        context cache's key; frameworks key their own caches by it (LlamaIndex's ``IngestionCache``)."""
+        return "|".join((self.provider.cache_namespace, self.provider.model, self.prompt.fingerprint,
+                         self.window.cache_key_part(self._planner.limit()), f"max_tokens:{self.request_max_tokens}"))
+
+    @property
+    def request_max_tokens(self) -> int:
+        """``max_tokens`` sent with each request: room above the cap for a preamble that cleanup removes."""
+        return max(64, (self.max_context_tokens * 3) // 2)
+
+    def contextualize(self, document: SourceDocument, chunks: Sequence[Chunk]) -> ContextRun:
+        """Contexts for the chunks of one document, in input order."""
+        return run_sync(self.acontextualize_many([(document, chunks)]))
+
+    async def acontextualize(self, document: SourceDocument, chunks: Sequence[Chunk]) -> ContextRun:
+        return await self.acontextualize_many([(document, chunks)])
+
+    def contextualize_many(self, items: DocumentItems, *, progress: bool | None = None) -> ContextRun:
+        """Contexts for many documents' chunks: one flat list in input order, and the run report.
+        ``progress`` shows a progress bar for this call (default: the generator's ``progress``)."""
+        return run_sync(self.acontextualize_many(items, progress=progress))
+
+    async def acontextualize_many(self, items: DocumentItems, *, progress: bool | None = None) -> ContextRun:
+        return await self._arun(items, progress=progress)
+
+    def contextualize_many_batched(self, items: DocumentItems, *, poll_interval_s: float = 30.0,
+                                   max_batch_requests: int = 10_000,
+                                   max_batch_bytes: int = MAX_BATCH_BYTES,
+                                   warm_up: Literal["batch", "ordinary"] = "batch") -> ContextRun:
+        """Like ``contextualize_many``, at the Message Batches API's half price (``contextualize.batches``).
+
+        Each cacheable document's first chunk writes the prompt cache (``warm_up="batch"``, the default: a first
+        batch of those requests, also at half price; ``"ordinary"``: ordinary requests, quicker to start, at full
+        price); then the rest go in batches that read it. Submitted batch ids are stored in the context cache at
+        once, so a run that crashes while waiting collects them on restart instead of paying again. Use
+        ``cache_ttl="1h"`` on the provider so the cache lasts while the batches wait. Batches are split at
+        ``max_batch_requests`` requests or ``max_batch_bytes`` bytes (the API's limits: 100,000, 256 MB)."""
+        return run_sync(self.acontextualize_many_batched(items, poll_interval_s=poll_interval_s,
+                                                         max_batch_requests=max_batch_requests,
+                                                         max_batch_bytes=max_batch_bytes, warm_up=warm_up))
+
+    async def acontextualize_many_batched(self, items: DocumentItems, *, poll_interval_s: float = 30.0,
+                                          max_batch_requests: int = 10_000,
+                                          max_batch_bytes: int = MAX_BATCH_BYTES,
+                                          warm_up: Literal["batch", "ordinary"] = "batch") -> ContextRun:
+        options = BatchOptions(poll_interval_s, max_batch_requests, max_batch_bytes, warm_up)
+        options.check(self)
+        return await self._arun(items, batch=options)
+
+    def iter_contextualize(self, items: DocumentItems, *, documents_per_wave: int = 64) -> Iterator[ContextRun]:
+        """Contextualize a stream of documents in waves of ``documents_per_wave``, yielding each wave's results
+        (in input order) as it finishes: memory follows the wave, not the corpus. Each wave is a full run (its
+        own report); consume one before the next is read from ``items``."""
+        for wave in waves(items, documents_per_wave):
+            yield run_sync(self._arun(wave))
+
+    async def aiter_contextualize(self, items: DocumentItems, *,
+                                  documents_per_wave: int = 64) -> AsyncIterator[ContextRun]:
+        """The async twin of ``iter_contextualize``."""
+        for wave in waves(items, documents_per_wave):
+            yield await self._arun(wave)
+
+    def retry_failed(self, report: RunReport) -> ContextRun:
+        """Run again the documents that have chunks without a context; finished chunks come from the cache,
+        so only the failed and not-attempted chunks are requested."""
+        return run_sync(self.aretry_failed(report))
+
+    async def aretry_failed(self, report: RunReport) -> ContextRun:
+        items: dict[str, tuple[SourceDocument, Sequence[Chunk]]] = {}
+        for failure in report.to_retry:
+            items.setdefault(failure.document.id, (failure.document, failure.chunks))
+        return await self._arun(list(items.values()))
+
+    def estimate(self, items: DocumentItems) -> CostEstimate:
+        """What a run over ``items`` would request and cost, without any context request (a dry run). Documents
+        near a decision boundary are counted with the API's free token counter when a key is set."""
+        items = list(items)
+        planner = self._planner
+        plans = planner.plan(items)  # validates before any request
+        if run_sync(planner.count_exact(items, near=planner.near_boundary, close=True)):
+            plans = planner.plan(items)
+        return planner.estimate(plans)
+
+    def close(self) -> None:
+        """Close the context cache if this generator opened it. A closed generator stays closed: using it again
+        raises ``ConfigurationError`` (it used to reopen its cache silently). Closing twice is fine."""
+        if self._cache is not None and not isinstance(self._cache_setting, ContextCache):
+            self._cache.close()
+        self._cache = None
+        self._closed = True
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise ConfigurationError("this ContextGenerator was closed (close() or the end of its with block): "
+                                     "make a new one to run again", setting="close")
+
+    def __enter__(self) -> ContextGenerator:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- the run ---------------------------------------------------------------------------------------
+
+    async def _arun(self, items: DocumentItems, *, batch: BatchOptions | None = None,
+                    progress: bool | None = None) -> ContextRun:
+        started = time.perf_counter()
+        self._check_open()
+        self.provider.check_ready()
+        notes = await prepare_provider(self.provider)
+        if self.budget_usd is not None and self.provider.model_info is None:
+            raise ConfigurationError(
+                f"budget_usd needs prices, and none are known for model {self.provider.model!r}: pass "
+                "model_info=ModelInfo(...) to the provider", setting="budget_usd")
+        items = list(items)
+        planner = self._planner
+        plans = planner.plan(items)  # validates before any request
+        fatal: CtxRetrievalError | None = None
+        try:  # counts that may change a document's windowing (and so its cache keys) come first
+            if await planner.count_exact(items, near=planner.near_limit):
+                plans = planner.plan(items)
+        except CtxRetrievalError as exc:  # the count showed the run cannot succeed: stop it before it starts
+            fatal = exc
+        report = RunReport(provider=self.provider.name, model=self.provider.model, prompt_version=self.prompt.version,
+                           documents=len(plans), chunks=sum(len(p.chunks) for p in plans),
+                           document_tokens=sum(p.tokens for p in plans if p.chunks),
+                           windowed_documents=sum(p.windowed for p in plans))
+        state = RunState.start(report, plans, self, seed=self._seed, notes=notes, fatal=fatal,
+                               progress=self.progress if progress is None else progress)
+        engine = Engine(self, planner, state, self._warned_uncacheable)
+        parts = planner.partition(plans, planner.lookup(plans))
+        engine.settle(parts)
+        try:
+            if batch is None:
+                await engine.run_documents(parts.work)
+            else:
+                await run_batched(engine, parts.work, batch)
+        finally:
+            state.progress.close()
+            await self.provider.aclose()
+        engine.answer_followers(parts)
+        try:
+            return finish_run(self, state, started)
+        finally:
+            self.last_report = report

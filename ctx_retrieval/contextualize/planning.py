@@ -1,0 +1,411 @@
+"""What a run will send, decided before any request: one ``Plan`` per document (whole or windowed, its cache
+keys, its cacheable prefix), which chunks are already cached or repeated (``Partition``, the one place chunks
+are sorted into work), exact token counts near a decision boundary, and a dry run's cost estimate.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Literal, Protocol
+
+from ctx_retrieval.contextualize.cache import ContextCache, context_cache_key, text_digest
+from ctx_retrieval.contextualize.prompts import PromptTemplate, clean_context
+from ctx_retrieval.contextualize.results import CostEstimate
+from ctx_retrieval.contextualize.scheduling import Limiter, RateLimit, RetryPolicy
+from ctx_retrieval.contextualize.validation import locate_chunks
+from ctx_retrieval.contextualize.windowing import DocumentView, WindowConfig, document_view
+from ctx_retrieval.errors import ChunkTooLargeError, ConfigurationError, InvalidInputError
+from ctx_retrieval.models import ModelInfo, request_cost_usd
+from ctx_retrieval.protocols import TokenCountingProvider
+from ctx_retrieval.providers.base import ContextRequest, Provider
+from ctx_retrieval.tokens import TokenCounter, estimate_tokens
+from ctx_retrieval.types import Chunk, SourceDocument, TokenUsage
+
+logger = logging.getLogger(__name__)
+
+OnError = Literal["raise", "skip"]
+DocumentItems = Iterable[tuple[SourceDocument, Sequence[Chunk]]]
+
+# A document whose cacheable prefix is estimated below this share of the model's minimum gets no warm-up
+# request. The estimate can be ~20% off Claude's tokenizer either way; skipping the warm-up of a document that
+# turns out cacheable costs a cache write per racing request, warming one that is not costs one round trip.
+WARM_UP_THRESHOLD = 0.5
+FALLBACK_MIN_CACHEABLE_TOKENS = 1024
+# A document is counted exactly by the API when its estimate lies within these factors of a decision boundary:
+# the minimum cacheable length (caching and the warm-up request) and the windowing limit (which keeps prompts in
+# the model's cheaper price tier). Elsewhere the estimate's error (~20%) cannot change a decision.
+EXACT_NEAR_MINIMUM = (0.4, 2.5)
+EXACT_NEAR_LIMIT = (0.7, 1.3)
+
+
+class RunSettings(Protocol):
+    """The generator's settings a run reads (``ContextGenerator`` is one); read live, so a setting changed
+    between runs applies to the next."""
+
+    provider: Provider
+    prompt: PromptTemplate
+    window: WindowConfig
+    max_context_tokens: int
+    max_concurrency: int
+    max_documents_in_flight: int
+    retry: RetryPolicy
+    rate_limit: RateLimit | None
+    on_error: OnError
+    budget_usd: float | None
+    check_chunks_in_document: bool
+    count_tokens: TokenCounter
+    exact_token_counts: bool | None
+
+    @property
+    def cache(self) -> ContextCache | None: ...
+
+    @property
+    def request_max_tokens(self) -> int: ...
+
+
+def check_settings(*, on_error: str, max_concurrency: object, max_context_tokens: object,
+                   max_documents_in_flight: object, budget_usd: object) -> None:
+    """The generator's numeric and choice settings, checked at construction (``ConfigurationError`` names one)."""
+    if on_error not in ("raise", "skip"):
+        raise ConfigurationError("on_error must be 'raise' or 'skip'", setting="on_error")
+    settings = (("max_concurrency", max_concurrency, 1), ("max_context_tokens", max_context_tokens, 8),
+                ("max_documents_in_flight", max_documents_in_flight, 1))
+    for name, value, least in settings:
+        if value is None and name == "max_documents_in_flight":
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < least:
+            raise ConfigurationError(f"{name} must be an int >= {least}, got {value!r}", setting=name)
+    if budget_usd is not None and (isinstance(budget_usd, bool) or not isinstance(budget_usd, (int, float))
+                                   or not math.isfinite(budget_usd) or budget_usd < 0):
+        raise ConfigurationError(f"budget_usd must be a finite number >= 0 or None, got {budget_usd!r}",
+                                 setting="budget_usd")
+
+
+def waves(items: DocumentItems, size: int) -> Iterator[list[tuple[SourceDocument, Sequence[Chunk]]]]:
+    """``items`` in lists of ``size``, read lazily."""
+    if size < 1:
+        raise ConfigurationError("documents_per_wave must be >= 1", setting="documents_per_wave")
+    wave: list[tuple[SourceDocument, Sequence[Chunk]]] = []
+    for item in items:
+        wave.append(item)
+        if len(wave) == size:
+            yield wave
+            wave = []
+    if wave:
+        yield wave
+
+
+@dataclass
+class Plan:
+    """One document prepared for a run."""
+
+    document: SourceDocument
+    chunks: tuple[Chunk, ...]
+    offset: int  # index of its first result in the flat result list
+    tokens: int
+    digest: str
+    windowed: bool
+    keys: list[str | None]  # None for empty chunks
+    prefix_tokens: int
+    cache_warm: bool = False
+    cache_checked: bool = False
+
+
+@dataclass
+class Partition:
+    """The chunks of a run sorted once: empty, found in the context cache, to request (per document), and
+    repeats of a chunk requested elsewhere in the run (they take its answer)."""
+
+    empty: list[tuple[Plan, int]] = field(default_factory=list)
+    cached: list[tuple[Plan, int, str]] = field(default_factory=list)
+    work: list[tuple[Plan, list[int]]] = field(default_factory=list)
+    followers: list[tuple[Plan, int, Plan, int]] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class ScaledEstimate:
+    """The offline estimate times a tokenizer ratio; a class, not a lambda, so a generator pickles (LlamaIndex's
+    ``num_workers`` sends it to worker processes)."""
+
+    ratio: float
+
+    def __call__(self, text: str) -> int:
+        return round(estimate_tokens(text) * self.ratio)
+
+
+def model_token_estimate(info: ModelInfo | None) -> TokenCounter:
+    """The offline token estimate scaled by the model's tokenizer ratio (newer tokenizers count ~30% more)."""
+    ratio = info.tokenizer_ratio if info is not None else 1.0
+    return estimate_tokens if ratio == 1.0 else ScaledEstimate(ratio)
+
+
+class Planner:
+    """Plans runs for one generator and keeps the exact token counts it has learned."""
+
+    def __init__(self, settings: RunSettings) -> None:
+        self.settings = settings
+        self.exact_counts: dict[tuple[str, str], int] = {}  # (model, text digest) -> the API's count
+
+    # -- limits and views ------------------------------------------------------------------------------
+
+    def limit(self) -> int:
+        provider = self.settings.provider
+        info = provider.model_info
+        if info is None:
+            served = getattr(provider, "context_tokens", None)  # a local server's context size, when known
+            return self.settings.window.resolved_limit(served if isinstance(served, int) and served > 0 else 200_000)
+        return self.settings.window.resolved_limit(info.context_window, info.long_prompt_threshold)
+
+    def min_cacheable(self) -> int | None:
+        """The model's minimum cacheable prompt length; None where its documentation states none."""
+        info = self.settings.provider.model_info
+        return info.min_cacheable_tokens if info is not None else FALLBACK_MIN_CACHEABLE_TOKENS
+
+    def cacheable(self, plan: Plan) -> bool:
+        minimum = self.min_cacheable()
+        return self.settings.provider.supports_prompt_caching and (
+            minimum is None or plan.prefix_tokens >= WARM_UP_THRESHOLD * minimum)
+
+    def view(self, plan: Plan, index: int, limit: int | None = None) -> DocumentView:
+        s = self.settings
+        return document_view(plan.document, plan.chunks, index, prompt=s.prompt, config=s.window,
+                             limit=self.limit() if limit is None else limit, document_tokens=plan.tokens,
+                             count=s.count_tokens)
+
+    def request(self, plan: Plan, i: int) -> ContextRequest:
+        chunk = plan.chunks[i]
+        view = self.view(plan, i)
+        return ContextRequest(
+            document_id=plan.document.id, chunk_id=chunk.id, document_prefix=view.prefix, document_rest=view.rest,
+            chunk_block=self.settings.prompt.render_chunk_block(chunk.text, windowed=view.windowed),
+            max_tokens=self.settings.request_max_tokens)
+
+    def whole_document_prefix(self, document_tokens: int) -> int:
+        """Tokens of the cached block of a document sent whole: the document and the prompt's tags around it."""
+        prompt = self.settings.prompt
+        return document_tokens + self.settings.count_tokens(prompt.document_open + prompt.document_close)
+
+    def near_minimum(self, tokens: int) -> bool:
+        minimum = self.min_cacheable()
+        return minimum is not None and EXACT_NEAR_MINIMUM[0] * minimum <= tokens <= EXACT_NEAR_MINIMUM[1] * minimum
+
+    def near_limit(self, tokens: int) -> bool:
+        limit = self.limit()
+        return EXACT_NEAR_LIMIT[0] * limit <= tokens <= EXACT_NEAR_LIMIT[1] * limit
+
+    def near_boundary(self, tokens: int) -> bool:
+        return self.near_minimum(tokens) or self.near_limit(tokens)
+
+    # -- plans -----------------------------------------------------------------------------------------
+
+    def validate(self, document: SourceDocument, chunks: Sequence[Chunk], info: ModelInfo | None) -> None:
+        s = self.settings
+        locate_chunks(document, chunks, require_found=s.check_chunks_in_document)
+        if info is None:
+            return
+        for chunk in chunks:
+            need = s.count_tokens(chunk.text) + s.request_max_tokens + 512
+            if need > info.context_window:
+                raise ChunkTooLargeError(
+                    f"chunk {chunk.id!r} of document {document.id!r} alone (~{s.count_tokens(chunk.text):,} "
+                    f"tokens) does not fit {info.name}'s {info.context_window:,}-token window; split with a "
+                    "smaller chunk size", document_id=document.id, chunk_id=chunk.id)
+
+    def plan(self, items: DocumentItems) -> list[Plan]:
+        """One plan per document, validated before any request; typed errors name the fix."""
+        s = self.settings
+        provider = s.provider
+        limit = self.limit()
+        window_part = s.window.cache_key_part(limit)
+        plans: list[Plan] = []
+        offset = 0
+        ids: set[str] = set()
+        for item in items:
+            try:
+                document, chunks = item
+            except (TypeError, ValueError):
+                raise InvalidInputError("each item must be a (SourceDocument, list of Chunk) pair") from None
+            if isinstance(chunks, (Chunk, str)):
+                raise InvalidInputError(
+                    f"chunks must be a list of Chunk, got one {type(chunks).__name__}: pass [chunk], or "
+                    "split_into_chunks(document, texts)", document_id=getattr(document, "id", None))
+            chunks = tuple(chunks)
+            self.validate(document, chunks, provider.model_info)
+            if document.id in ids:
+                raise InvalidInputError(
+                    f"document id {document.id!r} appears twice in one run; give each document a unique id",
+                    document_id=document.id)
+            ids.add(document.id)
+            digest = text_digest(document.text)
+            exact = self.exact_counts.get((provider.model, digest))
+            tokens = exact if exact is not None else s.count_tokens(document.text)
+            plan = Plan(document=document, chunks=chunks, offset=offset, tokens=tokens, digest=digest,
+                        windowed=tokens > limit, keys=[], prefix_tokens=0)
+            for i, chunk in enumerate(chunks):
+                if not chunk.text.strip():
+                    plan.keys.append(None)
+                    continue
+                extra = f"max_tokens:{s.request_max_tokens}"
+                if plan.windowed:
+                    view = self.view(plan, i, limit)
+                    extra += ":view:" + text_digest(view.prefix + "\x00" + view.rest)
+                plan.keys.append(context_cache_key(
+                    provider=provider.cache_namespace, model=provider.model,
+                    prompt_fingerprint=s.prompt.fingerprint, window=window_part, document_digest=digest,
+                    chunk_text=chunk.text, extra=extra))
+            if chunks and exact is not None and not plan.windowed:
+                plan.prefix_tokens = self.whole_document_prefix(exact)
+            elif chunks:
+                plan.prefix_tokens = s.count_tokens(self.view(plan, len(chunks) - 1, limit).prefix)
+            plans.append(plan)
+            offset += len(chunks)
+        return plans
+
+    def lookup(self, plans: list[Plan]) -> dict[str, str]:
+        """Contexts already in the context cache for these plans, cleaned: key -> context. A stored answer that
+        cleans to nothing is no hit (the chunk is asked again)."""
+        s = self.settings
+        cache = s.cache
+        if cache is None:
+            return {}
+        found = cache.get_many(k for p in plans for k in p.keys if k is not None)
+        return {key: context for key, entry in found.items()
+                if (context := clean_context(entry.raw_text, max_tokens=s.max_context_tokens,
+                                             count_tokens=s.count_tokens))}
+
+    @staticmethod
+    def partition(plans: list[Plan], hits: dict[str, str]) -> Partition:
+        """Sort every chunk of ``plans`` once: empty, cached (in ``hits``), to request, or a repeat of a chunk
+        requested earlier in the run (same cache key: asked once, answered for both)."""
+        parts = Partition()
+        owners: dict[str, tuple[Plan, int]] = {}
+        for plan in plans:
+            pending: list[int] = []
+            for i, key in enumerate(plan.keys):
+                if key is None:
+                    parts.empty.append((plan, i))
+                elif key in hits:
+                    parts.cached.append((plan, i, hits[key]))
+                elif key in owners:
+                    parts.followers.append((plan, i, *owners[key]))
+                else:
+                    owners[key] = (plan, i)
+                    pending.append(i)
+            if pending:
+                parts.work.append((plan, pending))
+        return parts
+
+    def estimate(self, plans: list[Plan]) -> CostEstimate:
+        """What a run over ``plans`` would request and cost: the run's own partition, priced request by request
+        (the first of a cacheable document writes its cache, the others read it)."""
+        s = self.settings
+        info = s.provider.model_info
+        limit = self.limit()
+        parts = self.partition(plans, self.lookup(plans))
+        usage = TokenUsage()
+        dollars = 0.0
+        long_prompts = 0
+        output_guess = (s.max_context_tokens * 3) // 5
+        for plan, pending in parts.work:
+            cacheable = self.cacheable(plan)
+            for n, i in enumerate(pending):
+                view = self.view(plan, i, limit)
+                variable = s.count_tokens(view.rest) + s.count_tokens(
+                    s.prompt.render_chunk_block(plan.chunks[i].text, windowed=view.windowed))
+                if not cacheable:
+                    one = TokenUsage(input_tokens=plan.prefix_tokens + variable, output_tokens=output_guess)
+                elif n == 0:
+                    one = TokenUsage(input_tokens=variable, output_tokens=output_guess,
+                                     cache_creation_input_tokens=plan.prefix_tokens)
+                else:
+                    one = TokenUsage(input_tokens=variable, output_tokens=output_guess,
+                                     cache_read_input_tokens=plan.prefix_tokens)
+                usage += one
+                if info is not None:
+                    dollars += request_cost_usd(one, info, cache_ttl=s.provider.cache_ttl)
+                    long_prompts += info.in_long_prompt_tier(one.prompt_tokens)
+        return CostEstimate(
+            documents=len(plans), chunks=sum(len(p.chunks) for p in plans),
+            cached_chunks=len(parts.cached) + len(parts.followers), empty_chunks=len(parts.empty),
+            requests=sum(len(pending) for _, pending in parts.work), usage=usage,
+            cost_usd=dollars if info else None, document_tokens=sum(p.tokens for p in plans),
+            uncacheable_documents=[p.document.id for p in plans if p.chunks and not self.cacheable(p)],
+            windowed_documents=sum(p.windowed for p in plans), long_prompt_requests=long_prompts)
+
+    # -- exact token counts ----------------------------------------------------------------------------
+
+    def token_counter(self) -> TokenCountingProvider | None:
+        """The provider, when exact counts are wanted and it can give them now."""
+        provider = self.settings.provider
+        if self.settings.exact_token_counts is False or not isinstance(provider, TokenCountingProvider) or not (
+                provider.can_count_tokens):
+            return None
+        return provider
+
+    async def count_texts(self, wanted: dict[tuple[str, str], str], limiter: Limiter) -> bool:
+        """Exact counts for ``wanted`` ((model, digest) -> text): from the context cache where an earlier run
+        stored them, else from the API (paced by ``limiter``). True when any count is new to this generator.
+        A count that fails transiently leaves the estimate in place; one that shows the run cannot succeed (a
+        rejected key, an unknown model, billing) raises the run's typed error."""
+        counter = self.token_counter()
+        wanted = {k: t for k, t in wanted.items() if k not in self.exact_counts}
+        if counter is None or not wanted:
+            return False
+        provider = self.settings.provider
+        store = f"{counter.model}@{provider.cache_namespace}"  # counts are per model and endpoint
+        cache = self.settings.cache
+        learned = False
+        if cache is not None:  # counted by an earlier run: no request
+            for digest, tokens in cache.get_token_counts(store, (d for _, d in wanted)).items():
+                self.exact_counts[(counter.model, digest)] = tokens
+                wanted.pop((counter.model, digest), None)
+                learned = True
+        slots = asyncio.Semaphore(self.settings.max_concurrency)
+
+        async def count(key: tuple[str, str], text: str) -> None:
+            async with slots:
+                probe = await limiter.acquire(0)
+                limiter.sent(0)
+                rate_limited = False
+                try:
+                    self.exact_counts[key] = tokens = await counter.acount_tokens(text)
+                    if cache is not None:
+                        cache.put_token_count(store, key[1], tokens)
+                except Exception as exc:
+                    decision = provider.classify_error(exc)
+                    if decision is None:
+                        raise
+                    if decision.action == "fail_run":
+                        raise provider.run_error(decision, exc) from exc
+                    rate_limited = decision.kind == "rate_limited"
+                    logger.info("token count failed (%s): planning with the estimate", decision.kind)
+                finally:
+                    if probe:
+                        limiter.answered(rate_limited=rate_limited)
+
+        await asyncio.gather(*(count(key, text) for key, text in wanted.items()))
+        return learned or bool(wanted)
+
+    async def count_exact(self, items: list[tuple[SourceDocument, Sequence[Chunk]]], *,
+                          near: Callable[[int], bool], close: bool = False) -> bool:
+        """Count, with the API, the documents whose estimate satisfies ``near`` (every document with
+        ``exact_token_counts=True``); True when a count is new."""
+        counter = self.token_counter()
+        if counter is None:
+            return False
+        s = self.settings
+        wanted: dict[tuple[str, str], str] = {}
+        for item in items:
+            document = item[0] if isinstance(item, tuple) and item else None
+            if isinstance(document, SourceDocument) and (s.exact_token_counts or near(
+                    s.count_tokens(document.text))):
+                wanted[(counter.model, text_digest(document.text))] = document.text
+        try:
+            return await self.count_texts(wanted, Limiter(s.rate_limit))
+        finally:
+            if close:
+                await s.provider.aclose()

@@ -1,0 +1,207 @@
+"""Retrieval evaluation: Anthropic's ablation (plain/contextual x dense/BM25/hybrid) on any corpus with gold chunks.
+
+Pass@k is computed exactly as the cookbook does: for each query, the fraction of its gold chunks whose text
+(stripped) is among the texts of the top k results, averaged over queries; failure@20 = 1 - Pass@20. Dense
+retrieval uses the offline MiniLM embedder through an exact numpy index by default (or a Chroma collection),
+BM25 the core's index, hybrid their reciprocal rank fusion (k=60) over ``candidates`` results
+from each side. Contexts come from any contextualizer (through its persistent cache).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from ctx_retrieval.errors import InvalidInputError
+from ctx_retrieval.evaluation.corpus import EvalCorpus
+from ctx_retrieval.evaluation.metrics import K_VALUES, bootstrap_interval, pass_at_k, pass_per_query
+from ctx_retrieval.evaluation.report import EvalResult, VariantScore
+from ctx_retrieval.retrieval.bm25 import BM25Index
+from ctx_retrieval.retrieval.dense import ChromaDenseIndex, DenseIndex, NumpyDenseIndex
+from ctx_retrieval.retrieval.fusion import reciprocal_rank_fusion
+from ctx_retrieval.text import indexed_text
+
+__all__ = ["DEFAULT_CANDIDATES", "run_ablation"]
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_CANDIDATES = 150
+
+
+def _score(name: str, results: list[list[str]], corpus: EvalCorpus, text_of: dict[str, str]) -> VariantScore:
+    passes = {k: pass_at_k(results, corpus.queries, text_of, k) for k in K_VALUES}
+    return VariantScore(name, passes, 1.0 - passes[20])
+
+
+def _with_intervals(rows: list[VariantScore], rankings: dict[str, list[list[str]]], corpus: EvalCorpus,
+                    text_of: dict[str, str]) -> list[VariantScore]:
+    """Each row's 95% interval of failure@20, and each contextual row's difference from its plain counterpart
+    (the heuristic baseline and rerank rows against plain hybrid) with its paired interval."""
+    per_query = {r.name: pass_per_query(rankings[r.name], corpus.queries, text_of, 20) for r in rows}
+    out = []
+    for row in rows:
+        fails = [1.0 - v for v in per_query[row.name]]
+        lo, hi = bootstrap_interval(fails)
+        plain = None
+        if row.name.startswith("contextual "):
+            method = row.name.split(" ")[1]
+            plain = f"plain {method}" if f"plain {method}" in per_query else None
+            if "(windows)" in row.name:
+                plain = f"contextual {method}"  # read against the whole layout it would replace
+            elif "(" in row.name or "rerank" in row.name:
+                plain = "plain hybrid"
+        elif row.name.startswith("late-chunked "):
+            plain = f"plain {row.name.split(' ')[1]}"
+        difference = interval = None
+        if plain is not None:
+            other = [1.0 - v for v in per_query[plain]]
+            difference = sum(fails) / len(fails) - sum(other) / len(other) if fails else 0.0
+            interval = bootstrap_interval(fails, against=other)
+        out.append(dataclasses.replace(row, failure_interval=(lo, hi), compared_with=plain, difference=difference,
+                                       difference_interval=interval))
+    return out
+
+
+def run_ablation(
+    corpus: EvalCorpus,
+    contexts: dict[str, str | None],
+    *,
+    contextualizer_label: str,
+    embedder: Any,
+    vector_store: str = "numpy",
+    chroma_client: Any = None,
+    candidates: int = DEFAULT_CANDIDATES,
+    reranker: Callable[[list[str], list[list[str]], dict[str, str]], list[list[str]]] | None = None,
+    progress: Callable[[str], None] | None = None,
+    baseline: tuple[str, dict[str, str | None]] | None = None,
+    tokenizer: str = "identifiers",
+    late_chunking: bool = False,
+    embed_layout: str = "whole",
+) -> EvalResult:
+    """Pass@5/10/20 for plain and contextual dense, BM25 and hybrid retrieval (and hybrid + rerank).
+
+    ``baseline`` (a label and its contexts, e.g. the heuristic's) adds a row: contextual hybrid retrieval with those
+    contexts instead, so LLM contexts are read against a cheap alternative. ``late_chunking`` adds the no-LLM
+    alternative on the embedding side: "late-chunked dense" (each chunk pooled from its document's token outputs,
+    ``ctx_retrieval.retrieval.late``) and "late-chunked hybrid" (that with plain BM25, which late chunking does
+    not change)."""
+    say = progress or (lambda message: logger.info("%s", message))
+    started = time.perf_counter()
+    chunks = corpus.chunks
+    ids = [c.id for c in chunks]
+    text_of = {c.id: c.text for c in chunks}
+    plain = [c.text for c in chunks]
+    contextual = [indexed_text(c.text, contexts.get(c.id)) for c in chunks]
+    with_context = sum(1 for c in chunks if contexts.get(c.id))
+    queries = [q.query for q in corpus.queries]
+
+    say(f"embedding {len(queries)} queries and {2 * len(ids)} chunk texts (cached after the first run)")
+    t = time.perf_counter()
+    query_vectors = embedder.embed(queries)
+    plain_vectors = embedder.embed(plain)
+    contextual_vectors = embedder.embed(contextual)
+    embed_s = time.perf_counter() - t
+    truncated = embedder.warn_if_truncated(contextual) if hasattr(embedder, "warn_if_truncated") else 0
+
+    def dense(texts: list[str], vectors: Any, variant: str) -> DenseIndex:
+        if vector_store == "numpy":
+            return NumpyDenseIndex(ids, vectors)
+        from ctx_retrieval.retrieval.chroma import MiniLMChromaEmbeddingFunction
+
+        digest = hashlib.sha256("\x00".join(texts).encode("utf-8", "surrogatepass")).hexdigest()[:16]
+        name = f"ctx-eval-{variant}-{digest}"
+        return ChromaDenseIndex(chroma_client, name, ids, texts, vectors, MiniLMChromaEmbeddingFunction(embedder))
+
+    say(f"indexing into {vector_store} and BM25")
+    rankings: dict[str, list[list[str]]] = {}
+    for variant, texts, vectors in (("plain", plain, plain_vectors), ("contextual", contextual, contextual_vectors)):
+        rankings[f"{variant} dense"] = dense(texts, vectors, variant).search(query_vectors, candidates)
+        bm25 = BM25Index(ids, texts, tokenizer=tokenizer)
+        rankings[f"{variant} BM25"] = [[i for i, _ in bm25.search(q, candidates)] for q in queries]
+        rankings[f"{variant} hybrid"] = [
+            [i for i, _ in reciprocal_rank_fusion([d, b])]
+            for d, b in zip(rankings[f"{variant} dense"], rankings[f"{variant} BM25"], strict=True)]
+    order = ["plain dense", "contextual dense", "plain BM25", "contextual BM25", "plain hybrid", "contextual hybrid"]
+    rows = [_score(name, rankings[name], corpus, text_of) for name in order]
+    if baseline is not None:
+        label, baseline_contexts = baseline
+        texts = [indexed_text(c.text, baseline_contexts.get(c.id)) for c in chunks]
+        dense_ranking = dense(texts, embedder.embed(texts), "baseline").search(query_vectors, candidates)
+        bm25 = BM25Index(ids, texts, tokenizer=tokenizer)
+        name = f"contextual hybrid ({label})"
+        rankings[name] = [[i for i, _ in reciprocal_rank_fusion([d, [j for j, _ in bm25.search(q, candidates)]])]
+                          for d, q in zip(dense_ranking, queries, strict=True)]
+        rows.append(_score(name, rankings[name], corpus, text_of))
+    if embed_layout == "windows":
+        from ctx_retrieval.retrieval.layout import window_texts
+
+        counter = getattr(embedder, "count_tokens", None)
+        if counter is None:
+            raise InvalidInputError("embed_layout='windows' needs an embedder that counts its tokens (MiniLMEmbedder)")
+        window_ids: list[str] = []
+        window_of: list[str] = []
+        for c in chunks:
+            for text in window_texts(c.text, contexts.get(c.id), counter):
+                window_ids.append(f"{c.id}#w{len(window_ids)}")
+                window_of.append(text)
+        owner = {wid: wid.rsplit("#w", 1)[0] for wid in window_ids}
+        say(f"windows layout: {len(window_ids)} vectors for {len(chunks)} chunks")
+        found = NumpyDenseIndex(window_ids, embedder.embed(window_of)).search(query_vectors, 4 * candidates)
+        best: list[list[str]] = []
+        for row in found:
+            seen: dict[str, None] = {}
+            for wid in row:
+                seen.setdefault(owner[wid], None)
+                if len(seen) == candidates:
+                    break
+            best.append(list(seen))
+        rankings["contextual dense (windows)"] = best
+        rankings["contextual hybrid (windows)"] = [
+            [i for i, _ in reciprocal_rank_fusion([d, b])]
+            for d, b in zip(best, rankings["contextual BM25"], strict=True)]
+        rows += [_score(name, rankings[name], corpus, text_of)
+                 for name in ("contextual dense (windows)", "contextual hybrid (windows)")]
+    elif embed_layout != "whole":
+        raise InvalidInputError(f"embed_layout must be 'whole' or 'windows', not {embed_layout!r}")
+    if late_chunking:
+        from ctx_retrieval.retrieval.late import late_chunk_embeddings
+
+        say(f"late chunking: embedding {len(corpus.items)} whole documents in overlapping windows")
+        late = {}
+        for document, document_chunks in corpus.items:
+            for chunk, vector in zip(document_chunks, late_chunk_embeddings(document, document_chunks, embedder),
+                                     strict=True):
+                late[chunk.id] = vector
+        import numpy as np
+
+        rankings["late-chunked dense"] = NumpyDenseIndex(ids, np.stack([late[i] for i in ids])).search(
+            query_vectors, candidates)
+        rankings["late-chunked hybrid"] = [
+            [i for i, _ in reciprocal_rank_fusion([d, b])]
+            for d, b in zip(rankings["late-chunked dense"], rankings["plain BM25"], strict=True)]
+        rows += [_score(name, rankings[name], corpus, text_of)
+                 for name in ("late-chunked dense", "late-chunked hybrid")]
+    if reranker is not None:
+        say("reranking the contextual hybrid candidates")
+        contextual_text = dict(zip(ids, contextual, strict=True))
+        reranked = reranker(queries, rankings["contextual hybrid"], contextual_text)
+        rows.append(_score("contextual hybrid + rerank", reranked, corpus, text_of))
+    base = rows[0].failure_at_20
+    rows = [VariantScore(r.name, r.pass_at, r.failure_at_20,
+                         None if i == 0 or base == 0 else (base - r.failure_at_20) / base)
+            for i, r in enumerate(rows)]
+    if reranker is not None:
+        rankings["contextual hybrid + rerank"] = reranked
+    rows = _with_intervals(rows, rankings, corpus, text_of)
+    meta = {"vector_store": vector_store, "exact_search": vector_store == "numpy", "bm25_tokenizer": tokenizer,
+            "late_chunking": late_chunking, "embed_layout": embed_layout,
+            "candidates": candidates, "rrf_k": 60,
+            "embedder": getattr(embedder, "model_id", type(embedder).__name__),
+            "chunks_with_context": with_context, "contextual_texts_truncated_for_embedding": truncated,
+            "embedding_seconds": round(embed_s, 1), "wall_seconds": round(time.perf_counter() - started, 1)}
+    return EvalResult(corpus.name, contextualizer_label, len(queries), len(chunks), rows, meta, rankings,
+                      {c.id: contexts.get(c.id) for c in chunks})

@@ -1,0 +1,88 @@
+"""An evaluation's result: its rows with intervals, as Markdown, JSON or a PNG chart."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ctx_retrieval.evaluation.metrics import BOOTSTRAP_RESAMPLES, K_VALUES
+
+__all__ = ["EvalResult", "VariantScore"]
+
+
+@dataclass(frozen=True)
+class VariantScore:
+    name: str
+    pass_at: dict[int, float]
+    failure_at_20: float
+    failure_reduction_vs_plain_dense: float | None = None
+    failure_interval: tuple[float, float] | None = None  # 95% bootstrap interval of failure@20 over queries
+    compared_with: str | None = None  # the plain variant this one is read against
+    difference: float | None = None  # failure@20 minus compared_with's (negative: fewer failures)
+    difference_interval: tuple[float, float] | None = None
+
+
+@dataclass
+class EvalResult:
+    corpus: str
+    contextualizer: str
+    queries: int
+    chunks: int
+    rows: list[VariantScore]
+    meta: dict[str, Any] = field(default_factory=dict)
+    rankings: dict[str, list[list[str]]] = field(default_factory=dict, repr=False)  # per variant, per query
+    contexts: dict[str, str | None] = field(default_factory=dict, repr=False)  # the contexts evaluated
+
+    def to_markdown(self) -> str:
+        lines = [f"Retrieval on {self.corpus} ({self.chunks} chunks, {self.queries} queries); contexts: "
+                 f"{self.contextualizer}", "",
+                 "| variant | Pass@5 | Pass@10 | Pass@20 | failure@20 [95% CI] | vs plain (points) [95% CI] |",
+                 "|---|---|---|---|---|---|"]
+        for row in self.rows:
+            interval = (f" [{row.failure_interval[0]:.1%}, {row.failure_interval[1]:.1%}]"
+                        if row.failure_interval else "")
+            versus = ""
+            if row.difference is not None and row.difference_interval is not None:
+                lo, hi = row.difference_interval
+                versus = f"{row.difference * 100:+.1f} [{lo * 100:+.1f}, {hi * 100:+.1f}] vs {row.compared_with}"
+            lines.append(f"| {row.name} | {row.pass_at[5]:.1%} | {row.pass_at[10]:.1%} | {row.pass_at[20]:.1%} | "
+                         f"{row.failure_at_20:.1%}{interval} | {versus} |")
+        lines += ["", f"Intervals: {BOOTSTRAP_RESAMPLES} bootstrap resamples of the queries (seeded), paired for "
+                      f"differences; one query is {100 / max(self.queries, 1):.1f} points."]
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"corpus": self.corpus, "contextualizer": self.contextualizer, "queries": self.queries,
+                "chunks": self.chunks, "rows": [asdict(r) for r in self.rows], "meta": self.meta,
+                "contexts": self.contexts}
+
+    def chart(self, path: str | Path) -> Path:
+        """A PNG bar chart of Pass@5/10/20 per variant (needs matplotlib: ``ctx-retrieval[eval]``)."""
+        from ctx_retrieval._optional import require
+
+        require("matplotlib", "eval")
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fig, ax = plt.subplots(figsize=(10, 4.8), dpi=110)
+        width = 0.26
+        xs = range(len(self.rows))
+        for n, k in enumerate(K_VALUES):
+            values = [r.pass_at[k] * 100 for r in self.rows]
+            bars = ax.bar([x + (n - 1) * width for x in xs], values, width, label=f"Pass@{k}")
+            ax.bar_label(bars, fmt="%.1f", fontsize=7, padding=1)
+        ax.set_xticks(list(xs), [r.name.replace(" ", "\n") for r in self.rows], fontsize=8)
+        low = min(r.pass_at[5] for r in self.rows) * 100
+        ax.set_ylim(max(0, low - 10), 100)
+        ax.set_ylabel("Pass@k (%)")
+        ax.set_title(f"{self.corpus}, contexts: {self.contextualizer}", fontsize=10)
+        ax.legend(loc="lower right", fontsize=8)
+        fig.tight_layout()
+        fig.savefig(path)
+        plt.close(fig)
+        return path

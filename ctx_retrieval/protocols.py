@@ -1,0 +1,83 @@
+"""What the package's parts can do, as Protocols: checked with ``isinstance``, never with ``getattr`` on a
+name that happens to exist.
+
+- ``Contextualizer``: writes contexts for (document, chunks) pairs (``ContextGenerator``,
+  ``HeuristicContextualizer``, ``RecordedContextualizer``, or yours); what the framework adapters take.
+- ``TokenCountingProvider``: a provider whose API counts tokens exactly (Anthropic's ``count_tokens``).
+- ``BatchProvider``: a provider with a batch API at a discount (Anthropic's Message Batches).
+- ``Embedder``: turns texts into unit vectors (``MiniLMEmbedder``, or yours).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+if TYPE_CHECKING:
+    from ctx_retrieval.types import Chunk, ContextRequest, ContextResult, ProviderResponse, SourceDocument
+    from ctx_retrieval.usage import RunReport
+
+__all__ = ["BatchProvider", "Contextualizer", "Embedder", "TokenCountingProvider"]
+
+
+@runtime_checkable
+class Contextualizer(Protocol):
+    """Writes one context per chunk. ``progress=True`` asks for a progress bar for this call only."""
+
+    last_report: RunReport | None
+
+    @property
+    def identity(self) -> str:
+        """Everything that changes its contexts, as text without secrets (frameworks key their caches by it)."""
+        ...
+
+    def contextualize_many(self, items: Iterable[tuple[SourceDocument, Sequence[Chunk]]], *,
+                           progress: bool | None = None) -> Sequence[ContextResult]: ...
+
+    async def acontextualize_many(self, items: Iterable[tuple[SourceDocument, Sequence[Chunk]]], *,
+                                  progress: bool | None = None) -> Sequence[ContextResult]: ...
+
+
+@runtime_checkable
+class TokenCountingProvider(Protocol):
+    """A provider whose API counts tokens exactly (Anthropic's free ``messages.count_tokens``)."""
+
+    @property
+    def model(self) -> str: ...
+
+    @property
+    def can_count_tokens(self) -> bool:
+        """Whether counting is possible now (a key or client is set)."""
+        ...
+
+    async def acount_tokens(self, text: str) -> int: ...
+
+
+@runtime_checkable
+class BatchProvider(Protocol):
+    """A provider with a batch API: submit many requests, poll, collect answers in any order."""
+
+    async def asubmit_batch(self, entries: list[tuple[str, ContextRequest]]) -> str:
+        """Submit ``(custom_id, request)`` pairs as one batch; its id."""
+        ...
+
+    def batch_request_bytes(self, custom_id: str, request: ContextRequest) -> int:
+        """Serialized size of one batch entry (batches are split under the API's size limit)."""
+        ...
+
+    async def abatch_ended(self, batch_id: str) -> bool: ...
+
+    async def abatch_results(self, batch_id: str) -> list[tuple[str, ProviderResponse | None, str | None]]:
+        """``(custom_id, response, None)`` for answered requests, ``(custom_id, None, why)`` for the others."""
+        ...
+
+
+@runtime_checkable
+class Embedder(Protocol):
+    """Texts in, unit vectors out (rows of a float array)."""
+
+    model_id: str
+
+    def embed(self, texts: Sequence[str]) -> Any: ...
+
+    def embed_query(self, text: str) -> Any: ...

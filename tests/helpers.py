@@ -1,0 +1,94 @@
+"""Test helpers, imported by the test modules (never from ``conftest`` or from each other, so each module's
+imports are its own: the LlamaIndex tests run on a machine without LangChain).
+
+Deterministic documents, the two filings the adapter tests index, a fake LLM that writes filing contexts, and a
+small generic corpus on disk.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from ctx_retrieval import Chunk, SourceDocument, split_into_chunks
+
+TEST_KEY = "sk-ant-test-canary-7f3c9e1d2b"
+"""A canary API key: tests grep logs, reprs, pickles and cache files for it."""
+
+
+def long_text(doc_id: str, paragraphs: int = 12, words: int = 60) -> str:
+    """Deterministic prose, about 330 characters (~90 estimated tokens) per 60-word paragraph."""
+    vocabulary = ["alpha", "bravo", "charlie", "delta", "echo", "foxtrot", "golf", "hotel", "india", "juliet",
+                  "kilo", "lima", "mike", "november", "oscar", "papa", "quebec", "romeo", "sierra", "tango"]
+    out = [f"# Report {doc_id}"]
+    for p in range(paragraphs):
+        body = " ".join(vocabulary[(p * 7 + w * 3) % len(vocabulary)] for w in range(words))
+        out.append(f"Paragraph {p} of {doc_id}: {body}.")
+    return "\n\n".join(out) + "\n"
+
+
+def make_document(doc_id: str, paragraphs: int = 24, words: int = 60) -> tuple[SourceDocument, list[Chunk]]:
+    """A document split at blank lines (one chunk per paragraph, the title with the first); the default
+    size (~2,600 estimated tokens) is above claude-3-haiku's 2,048-token minimum cacheable length."""
+    text = long_text(doc_id, paragraphs, words)
+    parts = text.split("\n\n")
+    texts = [parts[0] + "\n\n" + parts[1], *parts[2:]]
+    document = SourceDocument(id=doc_id, text=text)
+    return document, split_into_chunks(document, texts)
+
+
+# -- two filings (the adapter tests) -----------------------------------------------------------------------
+
+ACME = """ACME Corp 10-Q filing for the second quarter of 2023.
+
+Management's discussion covers the foundry move to Tucson, the new Rotterdam distribution centre and the
+supply agreement signed during the period under review.
+
+The company's revenue grew by 3% over the previous quarter.
+
+Gross margin fell slightly because of start-up costs and steel prices.
+"""
+GLOBEX = """Globex Corporation 10-Q filing for the second quarter of 2023.
+
+Management's discussion covers household robots, the new assembly line and the supplier contracts signed
+during the period under review.
+
+The company's revenue grew by 5% over the previous quarter.
+
+Gross margin rose because component prices fell.
+"""
+QUERY = "What was ACME Corp's revenue growth in the second quarter of 2023?"
+
+
+def filing_responder(body: dict[str, Any]) -> str:
+    """A fake LLM that writes the kind of context Claude writes: company, filing, period, topic."""
+    blocks = body["messages"][0]["content"]
+    document = blocks[0]["text"]
+    chunk = blocks[-1]["text"].split("<chunk>\n", 1)[1].split("\n</chunk>", 1)[0]
+    company = "ACME Corp" if "ACME" in document else "Globex Corporation"
+    topic = "revenue growth" if "revenue" in chunk else "margins" if "margin" in chunk else "the business"
+    return f"From {company}'s 10-Q filing for Q2 2023, on {topic}."
+
+
+# -- a generic corpus on disk ------------------------------------------------------------------------------
+
+
+def write_corpus(tmp_path: Path) -> tuple[Path, Path]:
+    documents = [
+        {"id": "acme", "text": "ACME Corp Q2 2023 filing.\n\nThe company's revenue grew by 3% over the previous "
+                               "quarter.\n\nAnvil sales were flat.",
+         "chunks": [{"id": "acme-0", "text": "ACME Corp Q2 2023 filing."},
+                    {"id": "acme-1", "text": "The company's revenue grew by 3% over the previous quarter."},
+                    {"id": "acme-2", "text": "Anvil sales were flat."}]},
+        {"id": "globex", "text": "Globex Corporation Q2 2023 filing.\n\nThe company's revenue fell by 2% over the "
+                                 "previous quarter.",
+         "chunks": [{"id": "globex-0", "text": "Globex Corporation Q2 2023 filing."},
+                    {"id": "globex-1", "text": "The company's revenue fell by 2% over the previous quarter."}]},
+    ]
+    docs = tmp_path / "docs.jsonl"
+    docs.write_text("\n".join(json.dumps(d) for d in documents), encoding="utf-8")
+    queries = tmp_path / "queries.jsonl"
+    queries.write_text(json.dumps({"query": "How did ACME's revenue change in Q2 2023?",
+                                   "gold_chunk_ids": ["acme-1"]}) + "\n", encoding="utf-8")
+    return docs, queries

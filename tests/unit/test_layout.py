@@ -1,0 +1,114 @@
+"""The package's shape (issue 17): no import circle, the core below the adapters and never importing its test
+helpers, and rooms small enough to read.
+
+Imports are read from the source (``ast``), every one of them: top-level, inside functions (lazy) and under
+``TYPE_CHECKING`` (a circle through type hints is still one a reader has to untangle).
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+PACKAGES = ("ctx_retrieval", "llama_index_ctx", "langchain_ctx")
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for package in PACKAGES:
+        for path in (ROOT / package).rglob("*.py"):
+            name = ".".join(path.relative_to(ROOT).with_suffix("").parts)
+            found[name.removesuffix(".__init__")] = path
+    return found
+
+
+def _imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join(package[: len(package) - node.level + 1] + ([base] if base else []))
+            targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base for alias in node.names]
+        else:
+            continue
+        out.update(t for t in targets if t in modules and t != name)
+    return out
+
+
+def _graph() -> dict[str, set[str]]:
+    modules = _modules()
+    return {name: _imports(name, path, modules) for name, path in modules.items()}
+
+
+def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    circles = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for other in graph[node]:
+            if other not in index:
+                visit(other)
+                low[node] = min(low[node], low[other])
+            elif other in stack:
+                low[node] = min(low[node], index[other])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                member = stack.pop()
+                component.append(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                circles.append(sorted(component))
+
+    for node in graph:
+        if node not in index:
+            visit(node)
+    return circles
+
+
+def test_the_graph_reader_finds_a_circle() -> None:
+    assert _circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_no_import_circles() -> None:
+    graph = _graph()
+    assert len(graph) > 50 and graph["ctx_retrieval.contextualize.generator"]  # the reader sees the package
+    assert _circles(graph) == []
+
+
+def test_the_core_imports_no_adapter_and_no_test_helper() -> None:
+    for name, imported in _graph().items():
+        if name.startswith("ctx_retrieval") and not name.startswith("ctx_retrieval.testing"):
+            wrong = sorted(i for i in imported if i.startswith(("llama_index_ctx", "langchain_ctx",
+                                                                "ctx_retrieval.testing")))
+            assert not wrong, f"{name} imports {wrong}"
+
+
+def test_adapters_do_not_import_each_other() -> None:
+    for name, imported in _graph().items():
+        for mine, theirs in (("llama_index_ctx", "langchain_ctx"), ("langchain_ctx", "llama_index_ctx")):
+            if name.startswith(mine):
+                assert not [i for i in imported if i.startswith(theirs)], name
+
+
+def test_no_class_over_300_lines_and_a_short_generator() -> None:
+    generator = ROOT / "ctx_retrieval" / "contextualize" / "generator.py"
+    assert len(generator.read_text(encoding="utf-8").splitlines()) < 300
+    for package in PACKAGES:
+        for path in (ROOT / package).rglob("*.py"):
+            for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+                if isinstance(node, ast.ClassDef):
+                    assert node.end_lineno is not None
+                    size = node.end_lineno - node.lineno + 1
+                    assert size <= 300, f"{path.relative_to(ROOT)}: class {node.name} is {size} lines"
