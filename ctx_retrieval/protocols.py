@@ -22,7 +22,8 @@ __all__ = ["BatchProvider", "Contextualizer", "Embedder", "TokenCountingProvider
 
 @runtime_checkable
 class Contextualizer(Protocol):
-    """Writes one context per chunk. ``progress=True`` asks for a progress bar for this call only."""
+    """Writes one context per chunk. The adapters pass ``progress=True`` (a progress bar for this call only) when
+    the user asks for one, and nothing otherwise: a contextualizer of yours without the argument still works."""
 
     last_report: RunReport | None
 

@@ -7,8 +7,8 @@ from typing import Any
 from langchain_core.messages import HumanMessage
 
 from ctx_retrieval.providers.base import ContextRequest, ProviderResponse
+from ctx_retrieval.providers.messages import anthropic_blocks, plain_prompt, usage_from_fields
 from ctx_retrieval.providers.wrapped import WrappedModelProvider
-from ctx_retrieval.usage import TokenUsage
 
 __all__ = ["LangChainChatProvider"]
 
@@ -28,14 +28,7 @@ class LangChainChatProvider(WrappedModelProvider):
     name = "langchain"
 
     def _content(self, request: ContextRequest) -> Any:
-        if not self.cache_control:
-            return request.document_prefix + request.document_rest + "\n\n" + request.chunk_block
-        blocks: list[dict[str, Any]] = [{"type": "text", "text": request.document_prefix,
-                                         "cache_control": {"type": "ephemeral"}}]
-        if request.document_rest:
-            blocks.append({"type": "text", "text": request.document_rest})
-        blocks.append({"type": "text", "text": request.chunk_block})
-        return blocks
+        return anthropic_blocks(request, ttl=self.cache_ttl) if self.cache_control else plain_prompt(request)
 
     async def agenerate(self, request: ContextRequest) -> ProviderResponse:
         message = await self.wrapped.ainvoke([HumanMessage(content=self._content(request))],
@@ -43,10 +36,6 @@ class LangChainChatProvider(WrappedModelProvider):
         content = message.content
         text = content if isinstance(content, str) else "".join(
             block.get("text", "") if isinstance(block, dict) else str(block) for block in content)
-        usage = getattr(message, "usage_metadata", None) or {}
-        details = usage.get("input_token_details") or {}
-        read, write = int(details.get("cache_read") or 0), int(details.get("cache_creation") or 0)
-        return ProviderResponse(text=text, usage=TokenUsage(
-            input_tokens=max(0, int(usage.get("input_tokens") or 0) - read - write),
-            output_tokens=int(usage.get("output_tokens") or 0),
-            cache_creation_input_tokens=write, cache_read_input_tokens=read))
+        usage = dict(getattr(message, "usage_metadata", None) or {})
+        usage.setdefault("input_token_details", {})  # LangChain's convention, also when it names no cache
+        return ProviderResponse(text=text, usage=usage_from_fields(usage))

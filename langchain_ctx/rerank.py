@@ -49,9 +49,5 @@ class ClaudeRerankCompressor(BaseDocumentCompressor):
 
     async def acompress_documents(self, documents: Sequence[Document], query: str,
                                   callbacks: Callbacks | None = None) -> Sequence[Document]:
-        self._reranker.provider.check_ready()
-        try:
-            order = await self._reranker.arerank(query, [d.page_content for d in documents])
-        finally:
-            await self._reranker.provider.aclose()
+        order = await self._reranker.arerank_query(query, [d.page_content for d in documents])
         return [documents[i] for i in order]

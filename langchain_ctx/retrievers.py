@@ -14,6 +14,7 @@ applied to both sides (``EnsembleRetriever`` passes no filter to its retrievers)
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -377,13 +378,16 @@ class ContextualHybridRetriever(BaseRetriever):
                                    BM25_RANK_KEY: h.ranks[1]})
                 for h in hits]
 
+    def _sides(self, filter: Filter | None, run_manager: Any) -> tuple[Any, dict[str, Any], RunnableConfig]:  # noqa: A002
+        """Both sides for one query: the vector retriever, the BM25 call's arguments, the callbacks config."""
+        return self._vector_retriever(filter), self._bm25_kwargs(filter), {"callbacks": run_manager.get_child()}
+
     def _get_relevant_documents(
         self, query: str, *, run_manager: CallbackManagerForRetrieverRun, k: int | None = None,
         filter: Filter | None = None,  # noqa: A002 - LangChain's name for it
     ) -> list[Document]:
-        config: RunnableConfig = {"callbacks": run_manager.get_child()}
-        bm25_kwargs = self._bm25_kwargs(filter)
-        vector = self._vector_retriever(filter).invoke(query, config=config)
+        vectors, bm25_kwargs, config = self._sides(filter, run_manager)
+        vector = vectors.invoke(query, config=config)
         keyword = self.bm25.invoke(query, config=config, **bm25_kwargs) if self.bm25 is not None else []
         fused = self._fuse(vector, keyword)
         if self.compressor is not None and fused:
@@ -394,20 +398,17 @@ class ContextualHybridRetriever(BaseRetriever):
         self, query: str, *, run_manager: AsyncCallbackManagerForRetrieverRun, k: int | None = None,
         filter: Filter | None = None,  # noqa: A002
     ) -> list[Document]:
-        import asyncio
-
-        config: RunnableConfig = {"callbacks": run_manager.get_child()}
-        bm25_kwargs = self._bm25_kwargs(filter)
-        vector_task = self._vector_retriever(filter).ainvoke(query, config=config)
-        if self.bm25 is not None:
-            vector, keyword = await asyncio.gather(vector_task, self.bm25.ainvoke(query, config=config,
-                                                                                 **bm25_kwargs))
-        else:
-            vector, keyword = await vector_task, []
+        vectors, bm25_kwargs, config = self._sides(filter, run_manager)
+        keyword_call = self.bm25.ainvoke(query, config=config, **bm25_kwargs) if self.bm25 is not None else _none()
+        vector, keyword = await asyncio.gather(vectors.ainvoke(query, config=config), keyword_call)
         fused = self._fuse(vector, keyword)
         if self.compressor is not None and fused:
             fused = list(await self.compressor.acompress_documents(fused, query, callbacks=run_manager.get_child()))
         return fused[: k or self.k]
+
+
+async def _none() -> list[Document]:
+    return []
 
 
 _WINDOWS_PER_CHUNK = 4  # vector hits asked per candidate chunk in the windows layout, before deduplication

@@ -173,7 +173,7 @@ class ContextualDocumentTransformer(BaseDocumentTransformer):
     async def atransform_documents(self, documents: Sequence[Document], **kwargs: Any) -> Sequence[Document]:
         """Like ``transform_documents``, with the provider's requests running concurrently."""
         items, placement = self._plan(documents, kwargs.get("source_documents"))
-        results = await self.contextualizer.acontextualize_many(items, progress=True if self.progress else None)
+        results = await self.contextualizer.acontextualize_many(items, **({"progress": True} if self.progress else {}))
         self.last_report = getattr(results, "report", None) or self.contextualizer.last_report
         return self._documents(documents, placement, results)
 

@@ -8,7 +8,6 @@ from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import MetadataMode, NodeWithScore, QueryBundle
 from pydantic import PrivateAttr
 
-from ctx_retrieval._aio import run_sync
 from ctx_retrieval.providers.base import Provider
 from ctx_retrieval.retrieval.rerank import ClaudeReranker
 
@@ -43,14 +42,6 @@ class ClaudeRerankPostprocessor(BaseNodePostprocessor):
                            query_bundle: QueryBundle | None = None) -> list[NodeWithScore]:
         if query_bundle is None or len(nodes) <= 1:
             return nodes
-        self._reranker.provider.check_ready()
         texts = [n.node.get_content(metadata_mode=MetadataMode.EMBED) for n in nodes]
-
-        async def rerank() -> list[int]:
-            try:
-                return await self._reranker.arerank(query_bundle.query_str, texts)
-            finally:
-                await self._reranker.provider.aclose()
-
-        order = run_sync(rerank())
+        order = self._reranker.rerank_query(query_bundle.query_str, texts)
         return [NodeWithScore(node=nodes[i].node, score=1.0 / (rank + 1)) for rank, i in enumerate(order)]

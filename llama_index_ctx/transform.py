@@ -214,7 +214,7 @@ class ContextualNodeTransform(TransformComponent):
             return list(nodes)
         show = self.show_progress or bool(kwargs.get("show_progress"))
         # per call: a generator shared with other pipelines keeps its own setting
-        results = await self._contextualizer.acontextualize_many(items, progress=True if show else None)
+        results = await self._contextualizer.acontextualize_many(items, **({"progress": True} if show else {}))
         report = getattr(results, "report", None) or getattr(self._contextualizer, "last_report", None)
         if report is not None:
             report.warnings.extend(self._notes)

@@ -20,6 +20,7 @@ from ctx_retrieval.errors import InvalidInputError
 from ctx_retrieval.evaluation.corpus import EvalCorpus
 from ctx_retrieval.evaluation.metrics import K_VALUES, bootstrap_interval, pass_at_k, pass_per_query
 from ctx_retrieval.evaluation.report import EvalResult, VariantScore
+from ctx_retrieval.protocols import Embedder
 from ctx_retrieval.retrieval.bm25 import BM25Index
 from ctx_retrieval.retrieval.dense import ChromaDenseIndex, DenseIndex, NumpyDenseIndex
 from ctx_retrieval.retrieval.fusion import reciprocal_rank_fusion
@@ -71,7 +72,7 @@ def run_ablation(
     contexts: dict[str, str | None],
     *,
     contextualizer_label: str,
-    embedder: Any,
+    embedder: Embedder,
     vector_store: str = "numpy",
     chroma_client: Any = None,
     candidates: int = DEFAULT_CANDIDATES,

@@ -62,6 +62,7 @@ from ctx_retrieval.providers.generic import (
     server_limits,
     server_message,
 )
+from ctx_retrieval.providers.messages import anthropic_blocks
 from ctx_retrieval.usage import TokenUsage
 
 if TYPE_CHECKING:
@@ -207,17 +208,7 @@ class AnthropicProvider(ProviderBase):
         return self._client
 
     def build_message_content(self, request: ContextRequest) -> list[dict[str, Any]]:
-        cache_control: dict[str, str] = {"type": "ephemeral"}
-        if self._cache_ttl == "1h":
-            cache_control["ttl"] = "1h"
-        first: dict[str, Any] = {"type": "text", "text": request.document_prefix}
-        if request.cache_prefix:
-            first["cache_control"] = cache_control
-        content: list[dict[str, Any]] = [first]
-        if request.document_rest:
-            content.append({"type": "text", "text": request.document_rest})
-        content.append({"type": "text", "text": request.chunk_block})
-        return content
+        return anthropic_blocks(request, ttl=self._cache_ttl)
 
     def _model_fields(self, request: ContextRequest) -> dict[str, Any]:
         """The fields the model's rules call for (thinking, effort, the ``max_tokens`` that leaves room for

@@ -37,8 +37,8 @@ from ctx_retrieval.providers.base import (
     endpoint_identity,
 )
 from ctx_retrieval.providers.generic import classify_exception, decision_for_status, server_error_type, server_message
+from ctx_retrieval.providers.messages import field, plain_prompt, usage_from_fields
 from ctx_retrieval.providers.servers import PrefixCache, ServerInfo, describe_server
-from ctx_retrieval.usage import TokenUsage
 
 if TYPE_CHECKING:
     import openai as openai_sdk
@@ -184,21 +184,18 @@ class OpenAICompatibleProvider(ProviderBase):
         return self._client
 
     async def agenerate(self, request: ContextRequest) -> ProviderResponse:
-        prompt = request.document_prefix + request.document_rest + "\n\n" + request.chunk_block
-        messages: Any = [{"role": "user", "content": prompt}]
+        messages: Any = [{"role": "user", "content": plain_prompt(request)}]
         response = await self._get_client().chat.completions.create(
             model=self._model, messages=messages, max_tokens=request.max_tokens, extra_body=self.extra_body)
         choice = response.choices[0] if response.choices else None
         text = (choice.message.content or "") if choice is not None else ""
-        usage = response.usage
-        prompt_tokens = getattr(usage, "prompt_tokens", 0) or 0
         cached = self._cached_tokens(response) if self.reports_cache_usage else None
+        usage = {"prompt_tokens": field(response.usage, "prompt_tokens") or 0,
+                 "completion_tokens": field(response.usage, "completion_tokens") or 0,
+                 "prompt_tokens_details": {"cached_tokens": cached or 0}}
         finish = getattr(choice, "finish_reason", None)
-        return ProviderResponse(
-            text=text, usage=TokenUsage(input_tokens=prompt_tokens - (cached or 0),
-                                        output_tokens=getattr(usage, "completion_tokens", 0) or 0,
-                                        cache_read_input_tokens=cached or 0),
-            stop_reason="max_tokens" if finish == "length" else finish, cache_reported=cached is not None)
+        return ProviderResponse(text=text, usage=usage_from_fields(usage), cache_reported=cached is not None,
+                                stop_reason="max_tokens" if finish == "length" else finish)
 
     @staticmethod
     def _cached_tokens(response: Any) -> int | None:

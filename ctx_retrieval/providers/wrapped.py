@@ -9,7 +9,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from ctx_retrieval.errors import CtxRetrievalError, ProviderAuthenticationError, ProviderRequestError, UnknownModelError
+from ctx_retrieval.errors import (
+    ConfigurationError,
+    CtxRetrievalError,
+    ProviderAuthenticationError,
+    ProviderRequestError,
+    UnknownModelError,
+)
 from ctx_retrieval.models import ModelInfo, lookup_model_info
 from ctx_retrieval.providers.base import (
     ContextRequest,
@@ -25,13 +31,18 @@ __all__ = ["WrappedModelProvider"]
 
 class WrappedModelProvider(ProviderBase):
     """Base of the framework-model providers. ``cache_control`` decides whether the document block is marked
-    with Anthropic's ``cache_control`` (None: when the wrapped model is an Anthropic one)."""
+    with Anthropic's ``cache_control`` (None: when the wrapped model is an Anthropic one), for ``cache_ttl``
+    (``"5m"`` or ``"1h"``, priced accordingly in the report)."""
 
     name = "wrapped"
     _unpicklable = ("wrapped",)  # framework clients hold keys and connections; never pickled here
 
     def __init__(self, model: Any, *, model_name: str | None = None, model_info: ModelInfo | None = None,
-                 cache_control: bool | None = None, reports_cache_usage: bool | None = None) -> None:
+                 cache_control: bool | None = None, reports_cache_usage: bool | None = None,
+                 cache_ttl: str = "5m") -> None:
+        if cache_ttl not in ("5m", "1h"):
+            raise ConfigurationError("cache_ttl must be '5m' or '1h'", setting="cache_ttl")
+        self._cache_ttl = cache_ttl
         self.wrapped = model
         self._model = model_name or self._model_name(model)
         # Kept as text: the wrapped model is not pickled, and the cache key must not change with it.
@@ -64,6 +75,10 @@ class WrappedModelProvider(ProviderBase):
             if isinstance(value, str) and value:
                 return endpoint_identity(value)
         return None
+
+    @property
+    def cache_ttl(self) -> str:
+        return self._cache_ttl
 
     @property
     def cache_namespace(self) -> str:

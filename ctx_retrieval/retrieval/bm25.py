@@ -3,7 +3,8 @@
 Scoring is Okapi BM25 with Lucene's idf, ``log(1 + (N - df + 0.5) / (df + 0.5))`` (never negative), k1=1.5,
 b=0.75. The tokenizer lower-cases and splits identifiers on camelCase, digits and non-alphanumerics
 (``DiffExecutor.run_target`` -> ``diff executor run target``), which code and technical text need; non-Latin
-runs are kept whole. The index saves to ``.npz`` + JSON (never pickle) and loads back exactly.
+runs are kept whole. The index saves into a folder of ``.npy`` arrays + JSON (never pickle) and loads back
+exactly, memory-mapped if asked.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ctx_retrieval._optional import require
+from ctx_retrieval.errors import DuplicateChunkIdError, InvalidInputError
 
 if TYPE_CHECKING:
     import numpy as np
@@ -27,7 +29,9 @@ __all__ = ["TOKENIZERS", "BM25Index", "resolve_tokenizer", "tokenize", "tokenize
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 _IDENTIFIER = re.compile(r"\w+", re.UNICODE)
 _PIECE = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
-_FORMAT_VERSION = 1
+_FORMAT_VERSION = 2  # 1 was path.npz + path.json; 2 is a folder of .npy arrays + meta.json
+_ARRAYS = ("indptr", "docs", "weights")
+_META = "meta.json"
 
 
 def _parts(word: str) -> list[str]:
@@ -97,9 +101,11 @@ class BM25Index:
         np = require("numpy", "bm25")
         tokenizer = resolve_tokenizer(tokenizer)
         if len(ids) != len(texts):
-            raise ValueError(f"ids and texts differ in length ({len(ids)} != {len(texts)})")
+            raise InvalidInputError(f"ids and texts differ in length ({len(ids)} != {len(texts)}): pass one id "
+                                    "per text")
         if len(set(ids)) != len(ids):
-            raise ValueError("ids must be unique")
+            repeated = next(i for i, n in Counter(ids).items() if n > 1)
+            raise DuplicateChunkIdError(f"ids must be unique; {repeated!r} appears twice: give each text its own id")
         self.ids = list(ids)
         self.k1, self.b = k1, b
         self.tokenizer = tokenizer
@@ -163,7 +169,8 @@ class BM25Index:
         if allowed is not None:
             allowed = np.asarray(allowed, dtype=bool)
             if allowed.shape != scores.shape:
-                raise ValueError(f"allowed has {allowed.size} entries for {len(self.ids)} texts")
+                raise InvalidInputError(f"allowed has {allowed.size} entries for {len(self.ids)} texts: pass one "
+                                        "flag per indexed text")
             scores = np.where(allowed, scores, np.float32(0))
         k = min(k, len(self.ids))
         if k <= 0:
@@ -177,29 +184,45 @@ class BM25Index:
 
     # -- persistence (no pickle) -------------------------------------------------------------------------
 
-    def save(self, path: str | Path) -> None:
-        """Write ``path.npz`` (arrays) and ``path.json`` (ids, vocabulary, parameters)."""
+    def save(self, directory: str | Path) -> None:
+        """Write the index into ``directory``: one ``.npy`` file per array (loadable memory-mapped) and
+        ``meta.json`` (ids, vocabulary, parameters). Never pickle."""
         np = require("numpy", "bm25")
-        base = Path(path)
-        base.parent.mkdir(parents=True, exist_ok=True)
-        np.savez(base.with_suffix(".npz"), indptr=self._indptr, docs=self._docs, weights=self._weights)
+        folder = Path(directory)
+        folder.mkdir(parents=True, exist_ok=True)
+        for name in _ARRAYS:
+            np.save(folder / f"{name}.npy", getattr(self, f"_{name}"), allow_pickle=False)
         meta = {"format": _FORMAT_VERSION, "k1": self.k1, "b": self.b, "avg_length": self._avg_length,
                 "ids": self.ids, "vocab": self._vocab}
-        base.with_suffix(".json").write_text(json.dumps(meta), encoding="utf-8")
+        (folder / _META).write_text(json.dumps(meta), encoding="utf-8")
+
+    @staticmethod
+    def saved_at(directory: str | Path) -> bool:
+        """Whether ``directory`` holds a complete saved index."""
+        folder = Path(directory)
+        return (folder / _META).is_file() and all((folder / f"{name}.npy").is_file() for name in _ARRAYS)
 
     @classmethod
-    def load(cls, path: str | Path, *, tokenizer: str | Callable[[str], list[str]] = tokenize) -> BM25Index:
+    def load(cls, directory: str | Path, *, tokenizer: str | Callable[[str], list[str]] = tokenize,
+             mmap: bool = False) -> BM25Index:
+        """An index saved by ``save``. ``mmap=True`` maps the arrays read-only instead of reading them: a large
+        index opens at once, the OS pages in what queries touch, and processes on one machine share it."""
         np = require("numpy", "bm25")
         tokenizer = resolve_tokenizer(tokenizer)
-        base = Path(path)
-        meta: dict[str, Any] = json.loads(base.with_suffix(".json").read_text(encoding="utf-8"))
+        folder = Path(directory)
+        if not cls.saved_at(folder):
+            raise InvalidInputError(f"{folder} holds no saved BM25 index ({_META} and {', '.join(_ARRAYS)} .npy "
+                                    "files): save one with BM25Index.save, or rebuild it")
+        meta: dict[str, Any] = json.loads((folder / _META).read_text(encoding="utf-8"))
         if meta.get("format") != _FORMAT_VERSION:
-            raise ValueError(f"{base}: unsupported BM25 index format {meta.get('format')!r}; rebuild the index")
-        arrays = np.load(base.with_suffix(".npz"), allow_pickle=False)
+            raise InvalidInputError(f"{folder}: unsupported BM25 index format {meta.get('format')!r}; rebuild the "
+                                    "index")
         index = cls.__new__(cls)
         index.ids, index.k1, index.b, index.tokenizer = list(meta["ids"]), meta["k1"], meta["b"], tokenizer
         index._vocab = dict(meta["vocab"])
-        index._indptr, index._docs, index._weights = arrays["indptr"], arrays["docs"], arrays["weights"]
+        for name in _ARRAYS:
+            setattr(index, f"_{name}", np.load(folder / f"{name}.npy", mmap_mode="r" if mmap else None,
+                                               allow_pickle=False))
         index._avg_length = float(meta["avg_length"])
         return index
 

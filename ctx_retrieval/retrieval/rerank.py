@@ -137,6 +137,19 @@ class ClaudeReranker:
             self._limiter = None
             await self.provider.aclose()
 
+    async def arerank_query(self, query: str, texts: Sequence[str]) -> list[int]:
+        """One query on its own (a framework's reranking step): the provider checked first, its client closed
+        after, so the call holds no connection between queries."""
+        self.provider.check_ready()
+        try:
+            return await self.arerank(query, texts)
+        finally:
+            await self.provider.aclose()
+
+    def rerank_query(self, query: str, texts: Sequence[str]) -> list[int]:
+        """The synchronous ``arerank_query`` (also inside a running event loop)."""
+        return run_sync(self.arerank_query(query, texts))
+
     def rerank_ids(self, queries: Sequence[str], rankings: Sequence[Sequence[str]],
                    text_of: dict[str, str]) -> list[list[str]]:
         """Reranked id lists for many queries (the evaluation's interface)."""

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ctx_retrieval.errors import InvalidInputError
+from ctx_retrieval.protocols import Embedder
 from ctx_retrieval.retrieval.bm25 import BM25Index
 from ctx_retrieval.retrieval.dense import add_vectors, cosine_collection
 from ctx_retrieval.retrieval.fusion import DEFAULT_RRF_K, fuse, side_weights
@@ -61,7 +62,7 @@ class HybridStore:
     """Query side of a store made by ``build_store``."""
 
     def __init__(self, path: Path, chunks: list[IndexedChunk], collection: Any, bm25: BM25Index,
-                 embedder: Any, embed_layout: str = "whole") -> None:
+                 embedder: Embedder, embed_layout: str = "whole") -> None:
         self.path = path
         self.chunks = {c.chunk_id: c for c in chunks}
         self.collection = collection
@@ -100,7 +101,7 @@ class HybridStore:
         return [SearchHit(self.chunks[cid], score, dense_rank.get(cid), bm25_rank.get(cid)) for cid, score in fused]
 
 
-def build_store(path: str | Path, chunks: Sequence[IndexedChunk], *, embedder: Any, client: Any = None,
+def build_store(path: str | Path, chunks: Sequence[IndexedChunk], *, embedder: Embedder, client: Any = None,
                 embed_layout: str = "whole") -> HybridStore:
     """Write (or replace) a store at ``path`` holding ``chunks``; vectors come from ``embedder`` (cached).
     ``embed_layout="windows"`` stores a chunk whose context + text overflow the embedder as several vectors
@@ -126,7 +127,7 @@ def build_store(path: str | Path, chunks: Sequence[IndexedChunk], *, embedder: A
         from ctx_retrieval.retrieval.layout import window_texts
 
         rows = [(f"{c.chunk_id}#w{n}", text, {"document_id": c.document_id, "chunk_id": c.chunk_id})
-                for c in chunks for n, text in enumerate(window_texts(c.text, c.context, embedder.count_tokens))]
+                for c in chunks for n, text in enumerate(window_texts(c.text, c.context, _token_counter(embedder)))]
     else:
         if hasattr(embedder, "warn_if_truncated"):
             embedder.warn_if_truncated(texts)
@@ -141,7 +142,7 @@ def build_store(path: str | Path, chunks: Sequence[IndexedChunk], *, embedder: A
     return HybridStore(path, list(chunks), collection, bm25, embedder, embed_layout)
 
 
-def open_store(path: str | Path, *, embedder: Any, client: Any = None) -> HybridStore:
+def open_store(path: str | Path, *, embedder: Embedder, client: Any = None) -> HybridStore:
     """Open a store made by ``build_store``; a missing or stale BM25 index is rebuilt from ``chunks.jsonl``."""
     from ctx_retrieval.retrieval.chroma import MiniLMChromaEmbeddingFunction, persistent_client
 
@@ -155,8 +156,8 @@ def open_store(path: str | Path, *, embedder: Any, client: Any = None) -> Hybrid
     collection = client.get_collection(COLLECTION, embedding_function=MiniLMChromaEmbeddingFunction(embedder))
     fingerprint = _fingerprint(chunks)
     stamp = path / "bm25.fingerprint"
-    if stamp.exists() and stamp.read_text(encoding="utf-8") == fingerprint and (path / "bm25.npz").exists():
-        bm25 = BM25Index.load(path / "bm25")
+    if stamp.exists() and stamp.read_text(encoding="utf-8") == fingerprint and BM25Index.saved_at(path / "bm25"):
+        bm25 = BM25Index.load(path / "bm25", mmap=True)
     else:
         bm25 = BM25Index([c.chunk_id for c in chunks], [c.indexed_text for c in chunks])
         bm25.save(path / "bm25")
@@ -164,3 +165,11 @@ def open_store(path: str | Path, *, embedder: Any, client: Any = None) -> Hybrid
     layout_file = path / _LAYOUT_FILE
     layout = json.loads(layout_file.read_text(encoding="utf-8"))["embed_layout"] if layout_file.exists() else "whole"
     return HybridStore(path, chunks, collection, bm25, embedder, layout)
+
+
+def _token_counter(embedder: Embedder) -> Callable[[str], int]:
+    counter: Callable[[str], int] | None = getattr(embedder, "count_tokens", None)
+    if counter is None:
+        raise InvalidInputError(f"embed_layout='windows' needs an embedder that counts its tokens (MiniLMEmbedder), "
+                                f"not {type(embedder).__name__}")
+    return counter

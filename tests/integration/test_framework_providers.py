@@ -67,6 +67,11 @@ def test_langchain_chat_model_writes_contexts_with_retries_and_usage() -> None:
     assert run.report.usage.cache_read_input_tokens == 800 * len(chunks)
     assert run.report.usage.input_tokens == 200 * len(chunks) and run.report.cost_usd is not None
 
+    hour = LangChainChatProvider(model, cache_ttl="1h")  # the document block asks for the 1-hour cache
+    ContextGenerator(hour, cache=False).contextualize(document, chunks[:1])
+    assert model.calls[-1][0][0].content[0]["cache_control"] == {"type": "ephemeral", "ttl": "1h"}
+    assert hour.cache_ttl == "1h"
+
     model.failures[:] = [401]
     with pytest.raises(ProviderAuthenticationError):
         ContextGenerator(provider, cache=False).contextualize(document, chunks)

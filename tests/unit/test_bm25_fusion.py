@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ctx_retrieval import BM25Index, reciprocal_rank_fusion, tokenize
+from ctx_retrieval import BM25Index, DuplicateChunkIdError, InvalidInputError, reciprocal_rank_fusion, tokenize
 
 TEXTS = {
     "a": "The DiffExecutor runs two executors on the same input.",
@@ -85,12 +85,28 @@ def test_search_ranks_and_skips_non_matches() -> None:
     assert [h[0] for h in index.search("executor", k=1)] == ["c"]
 
 
-def test_save_and_load_round_trip_without_pickle(tmp_path: Path) -> None:
+def test_save_into_a_folder_and_load_back_read_or_memory_mapped(tmp_path: Path) -> None:
+    import numpy as np
+
     index = BM25Index(list(TEXTS), list(TEXTS.values()))
     index.save(tmp_path / "bm25")
-    assert (tmp_path / "bm25.npz").exists() and (tmp_path / "bm25.json").exists()
-    loaded = BM25Index.load(tmp_path / "bm25")
-    assert loaded.search("scheduler corpus testcase", 3) == index.search("scheduler corpus testcase", 3)
+    assert sorted(p.name for p in (tmp_path / "bm25").iterdir()) == ["docs.npy", "indptr.npy", "meta.json",
+                                                                     "weights.npy"]
+    query = "scheduler corpus testcase"
+    for mmap in (False, True):
+        loaded = BM25Index.load(tmp_path / "bm25", mmap=mmap)
+        assert loaded.search(query, 3) == index.search(query, 3)
+        assert isinstance(loaded._weights, np.memmap) is mmap  # mapped, not read, when asked
+    (tmp_path / "bm25" / "weights.npy").unlink()
+    with pytest.raises(InvalidInputError, match="no saved BM25 index"):
+        BM25Index.load(tmp_path / "bm25")
+
+
+def test_bad_index_input_gets_typed_errors() -> None:
+    with pytest.raises(DuplicateChunkIdError, match="'a' appears twice"):
+        BM25Index(["a", "a"], ["one", "two"])
+    with pytest.raises(InvalidInputError, match="differ in length"):
+        BM25Index(["a"], ["one", "two"])
 
 
 def test_matches_bm25s_rankings() -> None:

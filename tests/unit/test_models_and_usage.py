@@ -139,3 +139,15 @@ def test_the_table_agrees_with_the_twins_own_copy_of_the_documentation() -> None
     for name, retired in RETIRED_MODELS.items():
         assert anthropic_rules.retired(name), f"{name} is retired in the table but served by the twin"
         assert all(anthropic_rules.retired(alias) for alias in retired.aliases)
+
+
+def test_usage_is_read_under_each_apis_field_names() -> None:
+    from ctx_retrieval.providers.messages import usage_from_fields
+
+    anthropic = {"input_tokens": 50, "output_tokens": 20, "cache_creation_input_tokens": 0,
+                 "cache_read_input_tokens": 900}
+    openai = {"prompt_tokens": 950, "completion_tokens": 20, "prompt_tokens_details": {"cached_tokens": 900}}
+    langchain = {"input_tokens": 950, "output_tokens": 20, "input_token_details": {"cache_read": 900}}
+    expected = TokenUsage(input_tokens=50, output_tokens=20, cache_read_input_tokens=900)
+    assert usage_from_fields(anthropic) == usage_from_fields(openai) == usage_from_fields(langchain) == expected
+    assert usage_from_fields(None) == TokenUsage()  # an answer without usage counts nothing, invents nothing
