@@ -8,6 +8,7 @@ small generic corpus on disk.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -92,3 +93,22 @@ def write_corpus(tmp_path: Path) -> tuple[Path, Path]:
     queries.write_text(json.dumps({"query": "How did ACME's revenue change in Q2 2023?",
                                    "gold_chunk_ids": ["acme-1"]}) + "\n", encoding="utf-8")
     return docs, queries
+
+
+# -- fake-server helpers --------------------------------------------------------------------------------------
+
+
+def passage_numbers(body: dict[str, Any]) -> list[str]:
+    """The passage numbers of a reranking request, in the order shown."""
+    return re.findall(r'<passage number="(\d+)">', body["messages"][0]["content"][0]["text"])
+
+
+def reverse_ranking(body: dict[str, Any]) -> str:
+    """A fake reranker's answer: the passages in reverse order."""
+    return ", ".join(reversed(passage_numbers(body)))
+
+
+def peak_concurrency(requests: Any) -> int:
+    """The most requests the fake server held at once (``started``/``finished`` of each recorded request)."""
+    spans = [(r.started, r.finished) for r in requests]
+    return max((sum(1 for s, f in spans if s <= t < f) for t, _ in spans), default=0)

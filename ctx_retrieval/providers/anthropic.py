@@ -29,7 +29,7 @@ message text.
 
 from __future__ import annotations
 
-import asyncio
+import datetime
 import inspect
 import json
 import logging
@@ -49,8 +49,9 @@ from ctx_retrieval.models import ModelInfo, check_not_retired, lookup_model_info
 from ctx_retrieval.providers.base import (
     ContextRequest,
     ErrorDecision,
-    ProviderBase,
     ProviderResponse,
+    SDKProvider,
+    ServerLimit,
     ServerLimits,
     endpoint_identity,
 )
@@ -58,9 +59,6 @@ from ctx_retrieval.providers.generic import (
     MalformedAnswer,
     classify_exception,
     decision_for_status,
-    server_error_type,
-    server_limits,
-    server_message,
 )
 from ctx_retrieval.providers.messages import anthropic_blocks
 from ctx_retrieval.usage import TokenUsage
@@ -84,7 +82,7 @@ _BASE_URL_ENV = "ANTHROPIC_BASE_URL"
 _MIN_KEY_LENGTH = 16
 
 
-class AnthropicProvider(ProviderBase):
+class AnthropicProvider(SDKProvider["anthropic_sdk.AsyncAnthropic"]):
     """Writes contexts with Claude; the document block carries ``cache_control`` so it is paid once.
 
     Instantiate:
@@ -97,7 +95,7 @@ class AnthropicProvider(ProviderBase):
     """
 
     name = "anthropic"
-    _unpicklable = ("_api_key", "_user_client", "_client", "_client_loop")  # pickles never carry the key
+    _key_env = _API_KEY_ENV
 
     def __init__(
         self,
@@ -123,16 +121,13 @@ class AnthropicProvider(ProviderBase):
                                      setting="timeout_s")
         check_not_retired(model)  # before any client exists: a retired id never reaches the network
         self._model = model
-        self._api_key = api_key
+        self._init_client(api_key, client)
         self.base_url = base_url
         self.endpoint_id = endpoint_id
         self._cache_ttl = cache_ttl
         self.timeout_s = timeout_s
         self.extra_body = dict(extra_body) if extra_body else None
         self._model_info = model_info if model_info is not None else lookup_model_info(model)
-        self._user_client = client
-        self._client: anthropic_sdk.AsyncAnthropic | None = None
-        self._client_loop: asyncio.AbstractEventLoop | None = None
         if self._model_info is None and model not in _warned_unknown_models:
             _warned_unknown_models.add(model)
             logger.warning(
@@ -165,9 +160,6 @@ class AnthropicProvider(ProviderBase):
             namespace += ":" + json.dumps(self.extra_body, sort_keys=True, default=str)
         return namespace
 
-    def _resolved_key(self) -> str | None:
-        return self._api_key if self._api_key is not None else os.environ.get(_API_KEY_ENV)
-
     def check_ready(self) -> None:
         """Fail before any work when the key is missing or visibly malformed (the message never shows it)."""
         require("anthropic", "anthropic")
@@ -194,18 +186,12 @@ class AnthropicProvider(ProviderBase):
                 provider=self.name,
             )
 
-    def _get_client(self) -> anthropic_sdk.AsyncAnthropic:
-        if self._user_client is not None:
-            return self._user_client
-        loop = asyncio.get_running_loop()
-        if self._client is None or self._client_loop is not loop:
-            anthropic = require("anthropic", "anthropic")
-            # Async clients belong to the loop they were made on; each sync call runs its own loop.
-            self._client = anthropic.AsyncAnthropic(
-                api_key=self._resolved_key(), base_url=self.base_url, max_retries=0, timeout=self.timeout_s
-            )
-            self._client_loop = loop
-        return self._client
+    def _new_client(self) -> anthropic_sdk.AsyncAnthropic:
+        anthropic = require("anthropic", "anthropic")
+        client: anthropic_sdk.AsyncAnthropic = anthropic.AsyncAnthropic(
+            api_key=self._resolved_key(), base_url=self.base_url, max_retries=0,  # retries are the generator's
+            timeout=self.timeout_s)
+        return client
 
     def build_message_content(self, request: ContextRequest) -> list[dict[str, Any]]:
         return anthropic_blocks(request, ttl=self._cache_ttl)
@@ -329,8 +315,6 @@ class AnthropicProvider(ProviderBase):
 
     def run_error(self, decision: ErrorDecision, exc: BaseException) -> CtxRetrievalError:
         """The typed error that stops a run for a ``fail_run`` decision (the key is never in the message)."""
-        from ctx_retrieval.errors import ProviderRequestError
-
         if decision.kind == "authentication":
             return ProviderAuthenticationError(
                 f"Anthropic rejected the API key (HTTP {decision.status_code}): check {_API_KEY_ENV} or "
@@ -354,15 +338,7 @@ class AnthropicProvider(ProviderBase):
                 "AnthropicProvider(model=...)",
                 model=self._model,
             )
-        said = server_message(exc)
-        return ProviderRequestError(f"Anthropic request failed: {type(exc).__name__}" + (f": {said}" if said else ""),
-                                    provider=self.name, status_code=decision.status_code,
-                                    error_type=server_error_type(exc))
-
-    async def aclose(self) -> None:
-        client, self._client, self._client_loop = self._client, None, None
-        if client is not None:
-            await client.close()
+        return self._request_failed(decision, exc, "Anthropic request failed")
 
 
 def _check_extra_body(model: str, info: ModelInfo | None, extra_body: dict[str, Any] | None) -> None:
@@ -396,3 +372,40 @@ def _check_extra_body(model: str, info: ModelInfo | None, extra_body: dict[str, 
 def _effort(fields: dict[str, Any]) -> Any:
     config = fields.get("output_config")
     return config.get("effort") if isinstance(config, dict) else None
+
+
+# -- rate-limit headers ---------------------------------------------------------------------------------
+
+_MAX_PLAUSIBLE_RESET_S = 600.0  # a reset further away than this means a skewed clock: ignore it
+
+
+def _server_limit(headers: Any, name: str) -> ServerLimit | None:
+    try:
+        limit = float(headers.get(f"anthropic-ratelimit-{name}-limit") or "")
+        remaining = float(headers.get(f"anthropic-ratelimit-{name}-remaining") or "")
+    except ValueError:
+        return None
+    if limit <= 0 or remaining < 0:
+        return None
+    full_in: float | None = None
+    reset = headers.get(f"anthropic-ratelimit-{name}-reset")
+    if reset:
+        try:
+            at = datetime.datetime.fromisoformat(reset.replace("Z", "+00:00"))
+        except ValueError:
+            at = None
+        if at is not None and at.tzinfo is not None:
+            seconds = (at - datetime.datetime.now(datetime.timezone.utc)).total_seconds()
+            full_in = seconds if 0 < seconds <= _MAX_PLAUSIBLE_RESET_S else None
+    return ServerLimit(limit=limit, remaining=min(remaining, limit), full_in_s=full_in)
+
+
+def server_limits(headers: Any) -> ServerLimits | None:
+    """The ``anthropic-ratelimit-{requests,input-tokens,output-tokens}-{limit,remaining,reset}`` headers of an
+    answer (https://platform.claude.com/docs/en/api/rate-limits), or None when it has none (malformed values
+    are ignored, never guessed)."""
+    if headers is None:
+        return None
+    requests, tokens = _server_limit(headers, "requests"), _server_limit(headers, "input-tokens")
+    output = _server_limit(headers, "output-tokens")
+    return ServerLimits(requests, tokens, output) if requests or tokens or output else None

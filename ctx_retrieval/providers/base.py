@@ -6,7 +6,9 @@ an API call and classifies the exceptions its SDK raises by type, so the generat
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
+import asyncio
+import os
+from typing import Generic, Protocol, TypeVar, runtime_checkable
 from urllib.parse import urlsplit
 
 from ctx_retrieval.errors import CtxRetrievalError
@@ -21,7 +23,7 @@ from ctx_retrieval.types import (
 )
 
 __all__ = ["ContextRequest", "ErrorAction", "ErrorDecision", "Provider", "ProviderBase", "ProviderResponse",
-           "ServerLimit", "ServerLimits", "endpoint_identity"]
+           "SDKProvider", "ServerLimit", "ServerLimits", "endpoint_identity"]
 
 
 def endpoint_identity(url: str) -> str:
@@ -110,3 +112,52 @@ class ProviderBase:
 
     async def aclose(self) -> None:
         return None
+
+
+ClientT = TypeVar("ClientT")
+
+
+class SDKProvider(ProviderBase, Generic[ClientT]):
+    """What the SDK-backed providers (Anthropic, OpenAI-compatible) share: the key, read from the environment when
+    not given and never pickled; one async client per event loop (a client belongs to the loop it was made on,
+    and each synchronous call runs its own); ``aclose``; and the generic ``ProviderRequestError`` ending
+    ``run_error``. A client the user passes is used as it is and never closed here."""
+
+    name: str
+    _key_env: str = ""
+    _unpicklable = ("_api_key", "_user_client", "_client", "_client_loop")  # pickles never carry the key
+
+    def _init_client(self, api_key: str | None, client: ClientT | None) -> None:
+        self._api_key = api_key
+        self._user_client = client
+        self._client: ClientT | None = None
+        self._client_loop: asyncio.AbstractEventLoop | None = None
+
+    def _resolved_key(self) -> str | None:
+        return self._api_key if self._api_key is not None else os.environ.get(self._key_env)
+
+    def _new_client(self) -> ClientT:  # pragma: no cover - each SDK provider makes its own
+        raise NotImplementedError
+
+    def _get_client(self) -> ClientT:
+        if self._user_client is not None:
+            return self._user_client
+        loop = asyncio.get_running_loop()
+        if self._client is None or self._client_loop is not loop:
+            self._client, self._client_loop = self._new_client(), loop
+        return self._client
+
+    async def aclose(self) -> None:
+        client, self._client, self._client_loop = self._client, None, None
+        if client is not None:
+            await client.close()  # type: ignore[attr-defined]
+
+    def _request_failed(self, decision: ErrorDecision, exc: BaseException, what: str) -> CtxRetrievalError:
+        """The run's error for a fatal decision no specific error covers: the server's reason kept once."""
+        from ctx_retrieval.errors import ProviderRequestError
+        from ctx_retrieval.providers.generic import server_error_type, server_message
+
+        said = server_message(exc)
+        return ProviderRequestError(f"{what}: {type(exc).__name__}" + (f": {said}" if said else ""),
+                                    provider=self.name, status_code=decision.status_code,
+                                    error_type=server_error_type(exc))

@@ -9,13 +9,12 @@ propagates: it is a bug to see, not a fault to retry.
 from __future__ import annotations
 
 import asyncio
-import datetime
 import email.utils
 import sys
 import time
 from typing import Any
 
-from ctx_retrieval.providers.base import ErrorDecision, ServerLimit, ServerLimits
+from ctx_retrieval.types import ErrorDecision
 
 __all__ = [
     "MalformedAnswer",
@@ -23,7 +22,6 @@ __all__ = [
     "decision_for_status",
     "retry_after_s",
     "server_error_type",
-    "server_limits",
     "server_message",
     "spend_limit_reached",
     "unreachable",
@@ -33,8 +31,6 @@ __all__ = [
 class MalformedAnswer(Exception):  # noqa: N818 - a condition of an answer, classified, never raised to users
     """A 200 answer whose body is not a usable message (no usage, a text block without text, an error object, a
     JSON array): a broken proxy or gateway. Classified ``invalid_response``: retried, then the chunk fails."""
-
-_MAX_PLAUSIBLE_RESET_S = 600.0  # a reset further away than this means a skewed clock: ignore it
 
 _TRANSPORT_ERRORS = (
     ("anthropic", ("APITimeoutError", "timeout"), ("APIConnectionError", "connection")),
@@ -64,38 +60,6 @@ def retry_after_s(headers: Any) -> float | None:
         if parsed is None:
             return None
         return max(0.0, email.utils.mktime_tz(parsed) - time.time())
-
-
-def _server_limit(headers: Any, name: str) -> ServerLimit | None:
-    try:
-        limit = float(headers.get(f"anthropic-ratelimit-{name}-limit") or "")
-        remaining = float(headers.get(f"anthropic-ratelimit-{name}-remaining") or "")
-    except ValueError:
-        return None
-    if limit <= 0 or remaining < 0:
-        return None
-    full_in: float | None = None
-    reset = headers.get(f"anthropic-ratelimit-{name}-reset")
-    if reset:
-        try:
-            at = datetime.datetime.fromisoformat(reset.replace("Z", "+00:00"))
-        except ValueError:
-            at = None
-        if at is not None and at.tzinfo is not None:
-            seconds = (at - datetime.datetime.now(datetime.timezone.utc)).total_seconds()
-            full_in = seconds if 0 < seconds <= _MAX_PLAUSIBLE_RESET_S else None
-    return ServerLimit(limit=limit, remaining=min(remaining, limit), full_in_s=full_in)
-
-
-def server_limits(headers: Any) -> ServerLimits | None:
-    """The ``anthropic-ratelimit-{requests,input-tokens,output-tokens}-{limit,remaining,reset}`` headers of an
-    answer, or None
-    when it has none (malformed values are ignored, never guessed)."""
-    if headers is None:
-        return None
-    requests, tokens = _server_limit(headers, "requests"), _server_limit(headers, "input-tokens")
-    output = _server_limit(headers, "output-tokens")
-    return ServerLimits(requests, tokens, output) if requests or tokens or output else None
 
 
 def spend_limit_reached(body: Any) -> bool:

@@ -15,9 +15,7 @@ generator's (the SDK's retries are off); errors are classified by type and keep 
 
 from __future__ import annotations
 
-import asyncio
 import logging
-import os
 from typing import TYPE_CHECKING, Any
 
 from ctx_retrieval._optional import require
@@ -25,18 +23,17 @@ from ctx_retrieval.errors import (
     ConfigurationError,
     CtxRetrievalError,
     ProviderAuthenticationError,
-    ProviderRequestError,
     UnknownModelError,
 )
 from ctx_retrieval.models import ModelInfo
 from ctx_retrieval.providers.base import (
     ContextRequest,
     ErrorDecision,
-    ProviderBase,
     ProviderResponse,
+    SDKProvider,
     endpoint_identity,
 )
-from ctx_retrieval.providers.generic import classify_exception, decision_for_status, server_error_type, server_message
+from ctx_retrieval.providers.generic import classify_exception, decision_for_status
 from ctx_retrieval.providers.messages import field, plain_prompt, usage_from_fields
 from ctx_retrieval.providers.servers import PrefixCache, ServerInfo, describe_server
 
@@ -51,7 +48,7 @@ _API_KEY_ENV = "OPENAI_API_KEY"
 _LOCAL_KEY = "not-needed"  # local servers ignore the key, the SDK wants one
 
 
-class OpenAICompatibleProvider(ProviderBase):
+class OpenAICompatibleProvider(SDKProvider["openai_sdk.AsyncOpenAI"]):
     """Writes contexts through ``/v1/chat/completions`` of any OpenAI-compatible server.
 
     Instantiate:
@@ -74,7 +71,7 @@ class OpenAICompatibleProvider(ProviderBase):
     """
 
     name = "openai-compatible"
-    _unpicklable = ("_api_key", "_user_client", "_client", "_client_loop")
+    _key_env = _API_KEY_ENV
 
     def __init__(
         self,
@@ -100,14 +97,11 @@ class OpenAICompatibleProvider(ProviderBase):
                                      setting="base_url")
         self._model = model
         self.base_url = base_url.rstrip("/")
-        self._api_key = api_key
+        self._init_client(api_key, client)
         self.timeout_s = timeout_s
         self._model_info = model_info
         self.extra_body = dict(extra_body) if extra_body else None
         self.reports_cache_usage = reports_cache_usage
-        self._user_client = client
-        self._client: openai_sdk.AsyncOpenAI | None = None
-        self._client_loop: asyncio.AbstractEventLoop | None = None
         self._slots = slots
         self._context_tokens = context_tokens
         self.check_model = check_model
@@ -163,8 +157,7 @@ class OpenAICompatibleProvider(ProviderBase):
         return f"openai-compatible@{endpoint_identity(self.base_url)}"
 
     def _resolved_key(self) -> str:
-        key = self._api_key if self._api_key is not None else os.environ.get(_API_KEY_ENV)
-        return key or _LOCAL_KEY
+        return super()._resolved_key() or _LOCAL_KEY  # local servers take any key
 
     def check_ready(self) -> None:
         require("openai", "openai")
@@ -172,16 +165,11 @@ class OpenAICompatibleProvider(ProviderBase):
             raise ProviderAuthenticationError(f"no OpenAI API key: set {_API_KEY_ENV} or pass api_key=",
                                               provider=self.name)
 
-    def _get_client(self) -> openai_sdk.AsyncOpenAI:
-        if self._user_client is not None:
-            return self._user_client
-        loop = asyncio.get_running_loop()
-        if self._client is None or self._client_loop is not loop:
-            openai = require("openai", "openai")
-            self._client = openai.AsyncOpenAI(api_key=self._resolved_key(), base_url=self.base_url, max_retries=0,
-                                              timeout=self.timeout_s)
-            self._client_loop = loop
-        return self._client
+    def _new_client(self) -> openai_sdk.AsyncOpenAI:
+        openai = require("openai", "openai")
+        client: openai_sdk.AsyncOpenAI = openai.AsyncOpenAI(api_key=self._resolved_key(), base_url=self.base_url,
+                                                            max_retries=0, timeout=self.timeout_s)
+        return client
 
     async def agenerate(self, request: ContextRequest) -> ProviderResponse:
         messages: Any = [{"role": "user", "content": plain_prompt(request)}]
@@ -226,12 +214,4 @@ class OpenAICompatibleProvider(ProviderBase):
         if decision.kind == "not_found":
             return UnknownModelError(f"the server at {self.base_url} does not serve model {self._model!r} (HTTP 404): "
                                      "pass a model it lists at /v1/models", model=self._model)
-        said = server_message(exc)
-        return ProviderRequestError(f"request failed: {type(exc).__name__}" + (f": {said}" if said else ""),
-                                    provider=self.name, status_code=decision.status_code,
-                                    error_type=server_error_type(exc))
-
-    async def aclose(self) -> None:
-        client, self._client, self._client_loop = self._client, None, None
-        if client is not None:
-            await client.close()
+        return self._request_failed(decision, exc, "request failed")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +12,15 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "examples").glob("*.py"))
+REPORT = re.compile(r"chunks (\d+): generated (\d+), from context cache \d+, empty \d+, failed 0, not attempted 0")
+# What each example must show: its report with every chunk generated, and the revenue fact found through it.
+SHOWS = {
+    "contextualize_offline": [
+        r"indexed text of the revenue chunk:\nThis chunk is from .*\n\nThe company's revenue grew by 3%",
+        r"second run: 0 requests, (\d+) contexts from the cache"],
+    "langchain_quickstart": [r"\d+ chunks contextualized"],
+    "llama_index_quickstart": [r"\d+ nodes contextualized"],
+}
 
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=[p.stem for p in EXAMPLES])
@@ -20,7 +30,14 @@ def test_example_runs(example: Path, tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, str(example)], capture_output=True, text=True, timeout=300, env=env,
                           cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.strip()
+    out = done.stdout
+    report = REPORT.search(out)
+    assert report and report[1] == report[2] and int(report[1]) > 10, out[-3000:]  # every chunk got a context
+    for pattern in SHOWS[example.stem]:
+        assert re.search(pattern, out), f"{pattern!r} not in:\n{out[-3000:]}"
+    if example.stem.endswith("quickstart"):  # the revenue question's top 3 hold the revenue figures
+        answer = out.split("Q: How much did ACME's revenue grow", 1)[1].split("\nQ: ", 1)[0]
+        assert "revenue grew by 3%" in answer or "Revenue was $314.2 million" in answer, answer
 
 
 def test_there_are_examples() -> None:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import re
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +28,7 @@ from langchain_ctx import (
     split_and_contextualize,
 )
 from langchain_ctx.transformer import UnplaceableChunkError, original_text
-from tests.helpers import ACME, GLOBEX, QUERY, TEST_KEY, filing_responder
+from tests.helpers import ACME, GLOBEX, QUERY, TEST_KEY, filing_responder, peak_concurrency, reverse_ranking
 
 
 @pytest.fixture(scope="module")
@@ -82,9 +81,8 @@ def test_async_is_concurrent_and_matches_sync(tmp_path: Path) -> None:
         sync = fake_transformer(server, tmp_path / "a").transform_documents(chunks)
         transformer = fake_transformer(server, tmp_path / "b")
         asynchronous = asyncio.run(transformer.atransform_documents(chunks))
-        spans = [(r.started, r.finished) for r in server.successful()[len(sync):]]
+        peak = peak_concurrency(server.successful()[len(sync):])
     assert [(d.id, d.page_content) for d in sync] == [(d.id, d.page_content) for d in asynchronous]
-    peak = max(sum(1 for s, f in spans if s <= t < f) for t, _ in spans)
     assert peak >= 2
     assert transformer.last_report is not None and transformer.last_report.generated == len(chunks)
 
@@ -154,13 +152,9 @@ def test_duplicate_texts_are_merged_by_chunk_id_not_by_text(embeddings: MiniLMEm
 
 
 def test_claude_rerank_compressor_reorders(embeddings: MiniLMEmbeddings) -> None:
-    def reverse(body: dict[str, Any]) -> str:
-        numbers = re.findall(r'<passage number="(\d+)">', body["messages"][0]["content"][0]["text"])
-        return ", ".join(reversed(numbers))
-
     docs = [Document(page_content=f"Revenue note number {i}.", metadata={"chunk_id": f"r{i}"}, id=f"r{i}")
             for i in range(4)]
-    with FakeAnthropicServer(responder=reverse) as server:
+    with FakeAnthropicServer(responder=reverse_ranking) as server:
         compressor = ClaudeRerankCompressor.from_provider(
             AnthropicProvider(api_key=TEST_KEY, base_url=server.base_url))
         plain = ContextualHybridRetriever.from_documents(docs, embeddings, client=chromadb.EphemeralClient(),

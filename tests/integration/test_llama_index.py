@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import json
 import pickle
-import re
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +31,7 @@ from llama_index_ctx import (
     MiniLMEmbedding,
     chroma_vector_store,
 )
-from tests.helpers import ACME, GLOBEX, QUERY, TEST_KEY, filing_responder
+from tests.helpers import ACME, GLOBEX, QUERY, TEST_KEY, filing_responder, reverse_ranking
 
 
 @pytest.fixture(scope="module")
@@ -187,14 +186,10 @@ def test_a_llama_index_bm25_retriever_can_be_passed(tmp_path: Path, embed_model:
 
 
 def test_claude_rerank_postprocessor(tmp_path: Path, embed_model: MiniLMEmbedding) -> None:
-    def reverse(body: dict[str, Any]) -> str:
-        numbers = re.findall(r'<passage number="(\d+)">', body["messages"][0]["content"][0]["text"])
-        return ", ".join(reversed(numbers))
-
     nodes = [TextNode(text=f"Revenue note number {i}.", id_=f"r{i}") for i in range(4)]
     store = chroma_vector_store(client=chromadb.EphemeralClient(), collection_name="li-rerank")
     plain = ContextualHybridRetriever.from_nodes(nodes, vector_store=store, embed_model=embed_model, similarity_top_k=4)
-    with FakeAnthropicServer(responder=reverse) as server:
+    with FakeAnthropicServer(responder=reverse_ranking) as server:
         rerank = ClaudeRerankPostprocessor.from_provider(AnthropicProvider(api_key=TEST_KEY, base_url=server.base_url))
         reranked = ContextualHybridRetriever(plain.index, similarity_top_k=4, node_postprocessors=[rerank])
         before = [r.node.node_id for r in plain.retrieve("revenue note")]

@@ -27,7 +27,7 @@ from ctx_retrieval import (
     split_into_chunks,
 )
 from ctx_retrieval.testing import FakeAnthropicServer
-from tests.helpers import TEST_KEY, make_document
+from tests.helpers import TEST_KEY, make_document, peak_concurrency
 
 
 def corpus(n_docs: int, paragraphs: int = 24) -> list[tuple[SourceDocument, list[Chunk]]]:
@@ -449,8 +449,7 @@ def test_windowed_document_shares_one_cached_prefix(fake_server: Any, make_gener
 def test_concurrency_never_exceeds_the_limit(make_generator: Any) -> None:
     with FakeAnthropicServer(latency_s=0.02) as server:
         make_generator(server=server, max_concurrency=3).contextualize_many(corpus(3, paragraphs=8))
-        spans = [(r.started, r.finished) for r in server.successful()]
-    peak = max(sum(1 for s, f in spans if s <= t < f) for t, _ in spans)
+        peak = peak_concurrency(server.successful())
     assert 2 <= peak <= 3
 
 

@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 import pytest
 
 from ctx_retrieval import AnthropicProvider, ClaudeReranker, ProviderAuthenticationError, RetryPolicy
 from ctx_retrieval.testing import FakeAnthropicServer
-from tests.helpers import TEST_KEY
+from tests.helpers import TEST_KEY, passage_numbers
 
 
 def reverse_responder(body: dict[str, Any]) -> str:
-    passages = body["messages"][0]["content"][0]["text"]
-    numbers = re.findall(r'<passage number="(\d+)">', passages)
+    numbers = passage_numbers(body)
     return "Most relevant: " + ", ".join(reversed(numbers[1:])) + ", 99"  # leaves one out, invents one
 
 

@@ -10,8 +10,8 @@ import pytest
 
 from ctx_retrieval import ConfigurationError, RateLimit, RetryPolicy
 from ctx_retrieval.contextualize.scheduling import Clock, Limiter, PrioritySlots
+from ctx_retrieval.providers.anthropic import server_limits
 from ctx_retrieval.providers.base import ServerLimit, ServerLimits
-from ctx_retrieval.providers.generic import server_limits
 
 
 class SteppedClock(Clock):
