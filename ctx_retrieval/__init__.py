@@ -6,34 +6,14 @@ cheaply (prompt caching, a persistent context cache) and reliably (retries, rate
 the API allows. Importing it imports no framework and no SDK.
 """
 
+from ctx_retrieval import errors as _errors
 from ctx_retrieval.contextualize.cache import ContextCache, default_cache_path
 from ctx_retrieval.contextualize.generator import ContextGenerator, ContextRun, CostEstimate
 from ctx_retrieval.contextualize.heuristic import HeuristicContextualizer
 from ctx_retrieval.contextualize.prompts import DEFAULT_PROMPT, PROMPT_VERSION, PromptTemplate, clean_context
 from ctx_retrieval.contextualize.scheduling import RateLimit, RetryPolicy
 from ctx_retrieval.contextualize.windowing import WindowConfig
-from ctx_retrieval.errors import (
-    BudgetExceededError,
-    CacheError,
-    ChunkNotInDocumentError,
-    ChunkTooLargeError,
-    ConfigurationError,
-    ContextGenerationError,
-    CtxRetrievalError,
-    DuplicateChunkIdError,
-    InvalidInputError,
-    InvalidTextError,
-    MissingDependencyError,
-    ProviderAuthenticationError,
-    ProviderBillingError,
-    ProviderError,
-    ProviderPermissionError,
-    ProviderRequestError,
-    ProviderUnavailableError,
-    RetiredModelError,
-    UnknownModelError,
-    UnsupportedSettingError,
-)
+from ctx_retrieval.errors import *  # noqa: F403 - the error tree, named once in errors.__all__
 from ctx_retrieval.loaders import split_into_chunks
 from ctx_retrieval.models import MODELS, ModelInfo
 from ctx_retrieval.providers import AnthropicProvider, OpenAICompatibleProvider, Provider
@@ -55,47 +35,27 @@ __all__ = [
     "PROMPT_VERSION",
     "AnthropicProvider",
     "BM25Index",
-    "BudgetExceededError",
-    "CacheError",
     "Chunk",
-    "ChunkNotInDocumentError",
-    "ChunkTooLargeError",
     "ClaudeReranker",
-    "ConfigurationError",
     "ContextCache",
-    "ContextGenerationError",
     "ContextGenerator",
     "ContextResult",
     "ContextRun",
     "CostEstimate",
-    "CtxRetrievalError",
-    "DuplicateChunkIdError",
     "EmbeddingCache",
     "FailedChunk",
     "FusedHit",
     "HeuristicContextualizer",
-    "InvalidInputError",
-    "InvalidTextError",
     "MiniLMEmbedder",
-    "MissingDependencyError",
     "ModelInfo",
     "OpenAICompatibleProvider",
     "PromptTemplate",
     "Provider",
-    "ProviderAuthenticationError",
-    "ProviderBillingError",
-    "ProviderError",
-    "ProviderPermissionError",
-    "ProviderRequestError",
-    "ProviderUnavailableError",
     "RateLimit",
-    "RetiredModelError",
     "RetryPolicy",
     "RunReport",
     "SourceDocument",
     "TokenUsage",
-    "UnknownModelError",
-    "UnsupportedSettingError",
     "WindowConfig",
     "__version__",
     "clean_context",
@@ -110,3 +70,4 @@ __all__ = [
     "tokenize",
     "tokenize_parts",
 ]
+__all__ += _errors.__all__
