@@ -65,6 +65,7 @@ class RunReport:
     wall_time_s: float = 0.0
     warnings: list[str] = field(default_factory=list)
     cache_reads_reported: bool = True  # False: the server did not say how many prompt tokens it reused
+    shared_documents: int = 0  # documents another worker on the shared cache was writing; their contexts came from it
 
     @property
     def failed(self) -> int:
@@ -119,6 +120,7 @@ class RunReport:
             "cache_reads_reported": self.cache_reads_reported,
             "document_tokens_estimated": self.document_tokens,
             "windowed_documents": self.windowed_documents,
+            "shared_documents": self.shared_documents,
             "uncacheable_documents": list(self.uncacheable_documents),
             "failures": [
                 {"document_id": f.document.id, "chunk_id": f.chunk.id, "error_type": f.error_type, "message": f.message}
@@ -152,6 +154,9 @@ class RunReport:
             + (f", ${per_m:.2f} per million document tokens (estimated tokens)" if per_m is not None else ""),
             f"wall time {self.wall_time_s:.2f} s",
         ]
+        if self.shared_documents:
+            lines.append(f"documents another worker was writing (contexts read from the shared cache): "
+                         f"{self.shared_documents}")
         if self.windowed_documents:
             lines.append(f"windowed documents (too large for max_document_tokens): {self.windowed_documents}")
         if self.long_prompt_requests:

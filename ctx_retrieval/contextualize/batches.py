@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Literal
 
-from ctx_retrieval.contextualize.engine import Engine, count_usage, read_answer
+from ctx_retrieval.contextualize.engine import Engine, count_usage, note_cache_use, read_answer
 from ctx_retrieval.contextualize.planning import Plan, RunSettings
 from ctx_retrieval.errors import ConfigurationError
 from ctx_retrieval.protocols import BatchProvider
@@ -123,7 +123,7 @@ async def _batch_phase(engine: Engine, items: list[tuple[Plan, int]], options: B
                     if item is None:
                         continue
                     plan, i = item
-                    engine.note_cache_use(plan, response.usage)
+                    note_cache_use(engine, plan, response.usage)
                     if answer.problem is None:
                         report.generated += 1
                         engine.set(plan, i, answer.context, "generated", response.usage)

@@ -57,6 +57,16 @@ CREATE TABLE IF NOT EXISTS token_counts (
     PRIMARY KEY (model, digest)
 )
 """
+# Leases: which worker is writing which document now (owner "host:pid:nonce", expiry in wall-clock seconds, shared
+# by every process on the machine). A live lease makes other workers wait for the contexts instead of paying.
+_LEASE_SCHEMA = """
+CREATE TABLE IF NOT EXISTS leases (
+    key TEXT PRIMARY KEY,
+    owner TEXT NOT NULL,
+    expires REAL NOT NULL
+)
+"""
+
 _SQLITE_MAX_VARIABLES = 500
 
 
@@ -116,7 +126,7 @@ class ContextCache:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         self._conn, self.read_only = open_cache_database(
-            self.path, (_SCHEMA, _BATCH_SCHEMA, _COUNT_SCHEMA),
+            self.path, (_SCHEMA, _BATCH_SCHEMA, _COUNT_SCHEMA, _LEASE_SCHEMA),
             {"contexts": {"key", "raw_text", "provider", "model", "prompt_version", "usage"}},
             what="context cache", timeout_s=timeout_s)
         self._warned_read_only = False
@@ -216,6 +226,45 @@ class ContextCache:
     def forget_batch(self, batch_id: str) -> None:
         with self._lock:
             self._conn.execute("DELETE FROM batch_items WHERE batch_id = ?", (batch_id,))
+
+    # -- leases: one worker writes a document, the others wait for its contexts -------------------------------
+
+    def claim(self, key: str, owner: str, ttl_s: float) -> str | None:
+        """Claim ``key`` for ``owner`` for ``ttl_s`` seconds (or extend its own claim): None when ``owner`` holds it
+        now, else the id of the worker whose live claim stands. An expired claim (its worker died or stalled) is
+        taken over. One statement, so two workers can never both hold a key."""
+        if not self._writable():
+            return None  # a read-only cache coordinates nothing: every worker writes its own contexts
+        now = time.time()
+        with self._lock, self._errors():
+            claimed = self._conn.execute(
+                "INSERT INTO leases (key, owner, expires) VALUES (?, ?, ?) ON CONFLICT (key) DO UPDATE SET "
+                "owner = excluded.owner, expires = excluded.expires WHERE leases.expires < ? OR leases.owner = "
+                "excluded.owner", (key, owner, now + ttl_s, now)).rowcount
+            if claimed:
+                return None
+            row = self._conn.execute("SELECT owner FROM leases WHERE key = ?", (key,)).fetchone()
+        return str(row[0]) if row else self.claim(key, owner, ttl_s)  # released meanwhile: try again
+
+    def take_over(self, key: str, owner: str, holder: str, ttl_s: float) -> bool:
+        """Take ``key`` from ``holder`` (known to be dead) whatever its expiry; False if it changed hands first."""
+        with self._lock, self._errors():
+            return bool(self._conn.execute("UPDATE leases SET owner = ?, expires = ? WHERE key = ? AND owner = ?",
+                                           (owner, time.time() + ttl_s, key, holder)).rowcount)
+
+    def renew(self, owner: str, ttl_s: float) -> int:
+        """Extend every claim ``owner`` holds by ``ttl_s`` from now; how many it holds."""
+        if not self._writable():
+            return 0
+        with self._lock, self._errors():
+            return int(self._conn.execute("UPDATE leases SET expires = ? WHERE owner = ?",
+                                          (time.time() + ttl_s, owner)).rowcount)
+
+    def release(self, key: str, owner: str) -> None:
+        if not self._writable():
+            return
+        with self._lock, self._errors():
+            self._conn.execute("DELETE FROM leases WHERE key = ? AND owner = ?", (key, owner))
 
     def delete(self, keys: Sequence[str]) -> None:
         with self._lock:

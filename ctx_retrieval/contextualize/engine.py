@@ -9,6 +9,7 @@ provider's typed error, raised ``from`` its cause with the report attached.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 import random
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ctx_retrieval.contextualize.cache import CachedContext
+from ctx_retrieval.contextualize.leases import DocumentLeases
 from ctx_retrieval.contextualize.planning import Partition, Plan, Planner, RunSettings
 from ctx_retrieval.contextualize.prompts import clean_context
 from ctx_retrieval.contextualize.results import ContextRun
@@ -60,12 +62,18 @@ class RunState:
     outage_since: float | None = None  # when the server stopped answering (connections refused since then)
     outage_streak: int = 0
     per_slot: bool = False  # the server caches one prefix per slot: each document's chunks go one at a time
+    leases: DocumentLeases | None = None  # other workers share the cache: documents are claimed before writing
 
     @classmethod
-    def start(cls, report: RunReport, plans: list[Plan], settings: RunSettings, *, seed: int | None, progress: bool,
-              notes: list[str], fatal: CtxRetrievalError | None) -> RunState:
-        """A run's state: its limiter, request and document slots (shaped by the server), progress bar; the
-        provider's ``notes`` are logged and reported."""
+    def start(cls, plans: list[Plan], settings: RunSettings, *, seed: int | None, progress: bool, notes: list[str],
+              fatal: CtxRetrievalError | None, leases: DocumentLeases | None = None) -> RunState:
+        """A run's state: its report, limiter, request and document slots (shaped by the server), progress bar;
+        the provider's ``notes`` are logged and reported."""
+        provider = settings.provider
+        report = RunReport(provider=provider.name, model=provider.model, prompt_version=settings.prompt.version,
+                           documents=len(plans), chunks=sum(len(p.chunks) for p in plans),
+                           document_tokens=sum(p.tokens for p in plans if p.chunks),
+                           windowed_documents=sum(p.windowed for p in plans))
         for note in notes:
             logger.warning("%s", note)
             report.warnings.append(note)
@@ -73,7 +81,8 @@ class RunState:
                                                         settings.max_documents_in_flight)
         state = cls(report=report, results=[None] * report.chunks, plans=plans, limiter=Limiter(settings.rate_limit),
                     slots=PrioritySlots(concurrency), doc_slots=asyncio.Semaphore(documents),
-                    rng=random.Random(seed), per_slot=per_slot, progress=progress_bar(progress, report.chunks))
+                    rng=random.Random(seed), per_slot=per_slot, progress=progress_bar(progress, report.chunks),
+                    leases=leases)
         if fatal is not None:
             state.stop_with(fatal, fatal.__cause__)
         return state
@@ -199,6 +208,11 @@ class Engine:
                                          response.usage))
 
     async def run_documents(self, work: list[tuple[Plan, list[int]]]) -> None:
+        leases = self.state.leases
+        async with leases.kept_alive() if leases is not None else contextlib.nullcontext():
+            await self._run_all(work)
+
+    async def _run_all(self, work: list[tuple[Plan, list[int]]]) -> None:
         tasks = [asyncio.ensure_future(self.run_document(plan, pending)) for plan, pending in work]
         if not tasks:
             return
@@ -212,6 +226,34 @@ class Engine:
                 raise error
 
     async def run_document(self, plan: Plan, pending: list[int]) -> None:
+        leases = self.state.leases
+        if leases is not None and not leases.claim(plan):  # another worker is writing it: wait for its contexts
+            pending = await self._wait_for_other_worker(leases, plan, pending)
+            if not pending:
+                return
+        try:
+            await self._write_document(plan, pending)
+        finally:
+            if leases is not None:
+                leases.release(plan)
+
+    async def _wait_for_other_worker(self, leases: DocumentLeases, plan: Plan, pending: list[int]) -> list[int]:
+        """Take the document's contexts from the cache as the other worker stores them, holding no slot; what is
+        left when its lease ends (it finished, failed or died) is this run's to write."""
+        leases.waited += 1
+        while not self.state.stop:
+            await asyncio.sleep(leases.poll_s)
+            found = self.planner.lookup([plan])
+            for i in [i for i in pending if plan.keys[i] in found]:
+                self.set(plan, i, found[str(plan.keys[i])], "cached", TokenUsage())
+            pending = [i for i in pending if plan.keys[i] not in found]
+            if not pending or leases.claim(plan):
+                return pending
+        for i in pending:
+            self.set(plan, i, None, "not_attempted", TokenUsage())
+        return []
+
+    async def _write_document(self, plan: Plan, pending: list[int]) -> None:
         state = self.state
         async with state.doc_slots:
             if len(pending) > 1:
@@ -286,7 +328,7 @@ class Engine:
                 response = outcome.response
                 count_usage(state.report, response.usage, s)
                 if response.cache_reported:
-                    self.note_cache_use(plan, response.usage)
+                    note_cache_use(self, plan, response.usage)
                 else:
                     state.report.cache_reads_reported = False
                 if response.stop_reason == "max_tokens" and request.max_tokens == s.request_max_tokens:
@@ -384,7 +426,7 @@ class Engine:
                 decision = s.provider.classify_error(exc)
                 if decision is None:
                     raise
-                rate_limited, decision = self._pause_for(decision)
+                rate_limited, decision = pause_for(s, state, decision)
                 return _Failed(exc, decision)
             finally:
                 state.slots.release()
@@ -395,51 +437,54 @@ class Engine:
             if probe:
                 state.limiter.answered(rate_limited=rate_limited)
 
-    def _pause_for(self, decision: ErrorDecision) -> tuple[bool, ErrorDecision]:
-        """Pause the whole run before the probe's answer releases the others, where the error says so: a 429; a
-        529 storm (overloaded answers with no success between them: paced like a 429 without retry-after; a lone
-        529 is retried by its chunk alone); refused connections (the server is down: one probe at a time finds
-        out when it is back, instead of every chunk burning its attempts). True when the run was paused."""
-        s, state = self.settings, self.state
-        if decision.kind == "rate_limited":
-            return True, pace_after(decision, state.limiter, s.retry, state.report.rate_limited, state.rng)
-        if decision.kind == "unreachable":
-            state.outage_streak += 1
-            if state.outage_since is None:
-                state.outage_since = time.monotonic()
-            delay = s.retry.backoff(state.outage_streak, state.rng)
-            state.limiter.pause(delay)
-            return True, dataclasses.replace(decision, retry_after_s=delay)
-        if decision.kind == "overloaded":
-            state.overload_streak += 1
-            if state.overload_streak >= 2:
-                return True, pace_after(decision, state.limiter, s.retry, state.overload_streak - 2, state.rng)
-        return False, decision
 
-    def note_cache_use(self, plan: Plan, usage: TokenUsage) -> None:
-        provider = self.settings.provider
-        if usage.cache_creation_input_tokens or usage.cache_read_input_tokens:
-            plan.cache_warm = True
-        if plan.cache_checked or not provider.supports_prompt_caching or not getattr(
-                provider, "reports_cache_usage", True):
-            return
-        if getattr(provider, "prefix_cache", "explicit") != "explicit":
-            return  # automatic prefix caching (local servers, OpenAI): there is no minimum length to warn about
-        plan.cache_checked = True
-        if plan.cache_warm:
-            return
-        report = self.state.report
-        report.uncacheable_documents.append(plan.document.id)
-        if provider.model not in self.warned:
-            self.warned.add(provider.model)
-            minimum = self.planner.min_cacheable()
-            stated = f"{minimum:,} tokens" if minimum is not None else "not documented"
-            message = (
-                f"prompt caching did nothing for document {plan.document.id!r}: its cacheable part is below "
-                f"{provider.model}'s minimum cacheable length ({stated}), so each of its chunks "
-                "pays the whole document (report.uncacheable_documents lists all such documents)")
-            logger.warning(message)
-            report.warnings.append(message)
+def note_cache_use(engine: Engine, plan: Plan, usage: TokenUsage) -> None:
+    """Mark the document's cache warm once a request wrote or read it; warn (once per model) when caching did
+    nothing for a document whose provider caches explicitly (below the model's minimum cacheable length)."""
+    provider = engine.settings.provider
+    if usage.cache_creation_input_tokens or usage.cache_read_input_tokens:
+        plan.cache_warm = True
+    if plan.cache_checked or not provider.supports_prompt_caching or not getattr(
+            provider, "reports_cache_usage", True):
+        return
+    if getattr(provider, "prefix_cache", "explicit") != "explicit":
+        return  # automatic prefix caching (local servers, OpenAI): there is no minimum length to warn about
+    plan.cache_checked = True
+    if plan.cache_warm:
+        return
+    report = engine.state.report
+    report.uncacheable_documents.append(plan.document.id)
+    if provider.model not in engine.warned:
+        engine.warned.add(provider.model)
+        minimum = engine.planner.min_cacheable()
+        stated = f"{minimum:,} tokens" if minimum is not None else "not documented"
+        message = (
+            f"prompt caching did nothing for document {plan.document.id!r}: its cacheable part is below "
+            f"{provider.model}'s minimum cacheable length ({stated}), so each of its chunks "
+            "pays the whole document (report.uncacheable_documents lists all such documents)")
+        logger.warning(message)
+        report.warnings.append(message)
+
+
+def pause_for(settings: RunSettings, state: RunState, decision: ErrorDecision) -> tuple[bool, ErrorDecision]:
+    """Pause the whole run before the probe's answer releases the others, where the error says so: a 429; a
+    529 storm (overloaded answers with no success between them: paced like a 429 without retry-after; a lone
+    529 is retried by its chunk alone); refused connections (the server is down: one probe at a time finds
+    out when it is back, instead of every chunk burning its attempts). True when the run was paused."""
+    if decision.kind == "rate_limited":
+        return True, pace_after(decision, state.limiter, settings.retry, state.report.rate_limited, state.rng)
+    if decision.kind == "unreachable":
+        state.outage_streak += 1
+        if state.outage_since is None:
+            state.outage_since = time.monotonic()
+        delay = settings.retry.backoff(state.outage_streak, state.rng)
+        state.limiter.pause(delay)
+        return True, dataclasses.replace(decision, retry_after_s=delay)
+    if decision.kind == "overloaded":
+        state.overload_streak += 1
+        if state.overload_streak >= 2:
+            return True, pace_after(decision, state.limiter, settings.retry, state.overload_streak - 2, state.rng)
+    return False, decision
 
 
 @dataclass
@@ -508,6 +553,7 @@ def finish_run(settings: RunSettings, state: RunState, started: float) -> Contex
                                   long_prompt_usage=report.long_prompt_batch_usage)
                        if info else None)
     report.wall_time_s = time.perf_counter() - started
+    report.shared_documents = state.leases.waited if state.leases is not None else 0
     if state.fatal is not None:
         state.fatal.report = report
         raise state.fatal from state.fatal_cause

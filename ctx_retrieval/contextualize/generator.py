@@ -4,10 +4,8 @@ Per document, one request goes first and writes the prompt cache; the document's
 concurrently and read it. Several documents are in flight at once, bounded by ``max_concurrency`` requests;
 follow-ups of documents whose cache is written go before first requests of new documents, so each document
 finishes while its cache entry is warm. Every answer is committed to the persistent context cache as it
-arrives, so an identical rerun makes no request and a killed run resumes with only the missing chunks.
-
-This module is the facade; ``planning`` decides what each document sends, ``engine`` runs the requests,
-``batches`` runs them through Message Batches.
+arrives, so an identical rerun makes no request and a killed run resumes with only the missing chunks. This is
+the facade: ``planning`` decides what each document sends, ``engine`` runs the requests, ``batches`` batches them.
 """
 
 from __future__ import annotations
@@ -22,6 +20,7 @@ from ctx_retrieval._aio import run_sync
 from ctx_retrieval.contextualize.batches import MAX_BATCH_BYTES, BatchOptions, run_batched
 from ctx_retrieval.contextualize.cache import ContextCache, default_cache_path
 from ctx_retrieval.contextualize.engine import Engine, RunState, finish_run, prepare_provider
+from ctx_retrieval.contextualize.leases import DEFAULT_LEASE_TTL_S, leases_for
 from ctx_retrieval.contextualize.planning import (
     DocumentItems,
     OnError,
@@ -66,6 +65,8 @@ class ContextGenerator:
             (Anthropic's free ``messages.count_tokens``) when a key is set and its estimate is near a decision
             boundary (the minimum cacheable length, the windowing limit); ``True`` counts every document;
             ``False`` never asks.
+        lease_ttl_s: several workers on one cache (processes, machines, Ray actors) claim each document before
+            writing it, for this long, renewed while they run (``contextualize.leases``); None turns claims off.
 
     Use:
         .. code-block:: python
@@ -93,13 +94,14 @@ class ContextGenerator:
         count_tokens: TokenCounter | None = None,
         exact_token_counts: bool | None = None,
         seed: int | None = None,
+        lease_ttl_s: float | None = DEFAULT_LEASE_TTL_S,
     ) -> None:
         if provider is None:
             from ctx_retrieval.providers.anthropic import AnthropicProvider
 
             provider = AnthropicProvider()
         check_settings(on_error=on_error, max_concurrency=max_concurrency, max_context_tokens=max_context_tokens,
-                       max_documents_in_flight=max_documents_in_flight, budget_usd=budget_usd)
+                       max_documents_in_flight=max_documents_in_flight, budget_usd=budget_usd, lease_ttl_s=lease_ttl_s)
         self.provider = provider
         self.prompt = prompt
         self.window = window or WindowConfig()
@@ -121,6 +123,7 @@ class ContextGenerator:
         self.count_tokens: TokenCounter = count_tokens or model_token_estimate(info)
         self.exact_token_counts = exact_token_counts
         self._seed = seed
+        self.lease_ttl_s = lease_ttl_s
         self._cache_setting = cache
         self._cache: ContextCache | None = None
         self._closed = False
@@ -274,12 +277,9 @@ class ContextGenerator:
                 plans = planner.plan(items)
         except CtxRetrievalError as exc:  # the count showed the run cannot succeed: stop it before it starts
             fatal = exc
-        report = RunReport(provider=self.provider.name, model=self.provider.model, prompt_version=self.prompt.version,
-                           documents=len(plans), chunks=sum(len(p.chunks) for p in plans),
-                           document_tokens=sum(p.tokens for p in plans if p.chunks),
-                           windowed_documents=sum(p.windowed for p in plans))
-        state = RunState.start(report, plans, self, seed=self._seed, notes=notes, fatal=fatal,
-                               progress=self.progress if progress is None else progress)
+        state = RunState.start(plans, self, seed=self._seed, notes=notes, fatal=fatal,
+                               progress=self.progress if progress is None else progress,
+                               leases=leases_for(self.cache, self.lease_ttl_s) if batch is None else None)
         engine = Engine(self, planner, state, self._warned_uncacheable)
         parts = planner.partition(plans, planner.lookup(plans))
         engine.settle(parts)
@@ -295,4 +295,4 @@ class ContextGenerator:
         try:
             return finish_run(self, state, started)
         finally:
-            self.last_report = report
+            self.last_report = state.report

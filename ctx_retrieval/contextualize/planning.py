@@ -68,7 +68,7 @@ class RunSettings(Protocol):
 
 
 def check_settings(*, on_error: str, max_concurrency: object, max_context_tokens: object,
-                   max_documents_in_flight: object, budget_usd: object) -> None:
+                   max_documents_in_flight: object, budget_usd: object, lease_ttl_s: object = None) -> None:
     """The generator's numeric and choice settings, checked at construction (``ConfigurationError`` names one)."""
     if on_error not in ("raise", "skip"):
         raise ConfigurationError("on_error must be 'raise' or 'skip'", setting="on_error")
@@ -83,6 +83,10 @@ def check_settings(*, on_error: str, max_concurrency: object, max_context_tokens
                                    or not math.isfinite(budget_usd) or budget_usd < 0):
         raise ConfigurationError(f"budget_usd must be a finite number >= 0 or None, got {budget_usd!r}",
                                  setting="budget_usd")
+    if lease_ttl_s is not None and (isinstance(lease_ttl_s, bool) or not isinstance(lease_ttl_s, (int, float))
+                                    or not 0 < lease_ttl_s < math.inf):
+        raise ConfigurationError(f"lease_ttl_s must be a number of seconds > 0 or None, got {lease_ttl_s!r}",
+                                 setting="lease_ttl_s")
 
 
 def waves(items: DocumentItems, size: int) -> Iterator[list[tuple[SourceDocument, Sequence[Chunk]]]]:
