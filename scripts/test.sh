@@ -6,6 +6,14 @@ root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 "$root/scripts/setup.sh" "all"
 venv="${CTX_VENV:-$root/.venv}"
 cd "$root"
+# The shared-cache tests start a real PostgreSQL server (ctx_retrieval/testing/postgres.py, on 127.0.0.1, stopped
+# after): install Debian's package when it is missing and we may (root); otherwise those tests say why they skip.
+if ! command -v initdb >/dev/null 2>&1 && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+    echo "test: installing PostgreSQL (apt-get install postgresql) for the shared-cache tests" >&2
+    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
+  fi
+fi
 "$venv/bin/ruff" check ctx_retrieval llama_index_ctx langchain_ctx tests benchmarks examples
 "$venv/bin/mypy"
 exec "$venv/bin/python" -m pytest "$@"

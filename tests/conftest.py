@@ -89,3 +89,15 @@ def embedder(shared_cache_dir: Path) -> Any:
     from ctx_retrieval import EmbeddingCache, MiniLMEmbedder
 
     return MiniLMEmbedder(cache=EmbeddingCache(shared_cache_dir / "embeddings.sqlite"))
+
+
+@pytest.fixture(scope="session")
+def postgres() -> Iterator[Any]:
+    """A real PostgreSQL server on 127.0.0.1 for the whole run (initdb in a temporary folder, stopped after)."""
+    from ctx_retrieval.testing.postgres import LocalPostgres, postgres_bin
+
+    pytest.importorskip("psycopg")
+    if postgres_bin() is None:
+        pytest.skip("PostgreSQL is not installed (apt-get install postgresql; .ci/run installs it)")
+    with LocalPostgres() as server:
+        yield server

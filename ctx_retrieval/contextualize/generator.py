@@ -18,7 +18,6 @@ from typing import Literal
 
 from ctx_retrieval._aio import run_sync
 from ctx_retrieval.contextualize.batches import MAX_BATCH_BYTES, BatchOptions, run_batched
-from ctx_retrieval.contextualize.cache import ContextCache, default_cache_path
 from ctx_retrieval.contextualize.engine import Engine, RunState, finish_run, prepare_provider
 from ctx_retrieval.contextualize.leases import DEFAULT_LEASE_TTL_S, leases_for
 from ctx_retrieval.contextualize.planning import (
@@ -32,6 +31,7 @@ from ctx_retrieval.contextualize.planning import (
 from ctx_retrieval.contextualize.prompts import DEFAULT_PROMPT, PromptTemplate
 from ctx_retrieval.contextualize.results import ContextRun, CostEstimate
 from ctx_retrieval.contextualize.scheduling import RateLimit, RetryPolicy
+from ctx_retrieval.contextualize.stores import ContextStore, open_context_cache
 from ctx_retrieval.contextualize.windowing import WindowConfig
 from ctx_retrieval.errors import ConfigurationError, CtxRetrievalError
 from ctx_retrieval.providers.base import Provider
@@ -50,7 +50,8 @@ class ContextGenerator:
     Key init args:
         provider: who writes contexts (``AnthropicProvider`` by default, any ``Provider``).
         cache: the persistent context cache: ``True`` (default location, see ``default_cache_path``), a
-            path, a ``ContextCache``, or ``False`` for none.
+            path, a ``postgresql://`` URL (``$CTX_RETRIEVAL_CACHE_URL``: the default when set), a ``ContextCache``
+            or ``PostgresContextCache``, or ``False`` for none.
         prompt: the prompt template (``DEFAULT_PROMPT``); its text and version are part of the cache key.
         window: windowing for documents larger than ``max_document_tokens``.
         max_context_tokens: the length cap of a context (about 100 tokens by default).
@@ -79,7 +80,7 @@ class ContextGenerator:
         self,
         provider: Provider | None = None,
         *,
-        cache: ContextCache | str | PathLike[str] | bool = True,
+        cache: ContextStore | str | PathLike[str] | bool = True,
         prompt: PromptTemplate = DEFAULT_PROMPT,
         window: WindowConfig | None = None,
         max_context_tokens: int = 100,
@@ -125,7 +126,7 @@ class ContextGenerator:
         self._seed = seed
         self.lease_ttl_s = lease_ttl_s
         self._cache_setting = cache
-        self._cache: ContextCache | None = None
+        self._cache: ContextStore | None = None
         self._closed = False
         self._warned_uncacheable: set[str] = set()
         self.last_report: RunReport | None = None
@@ -138,17 +139,11 @@ class ContextGenerator:
     # -- public API ------------------------------------------------------------------------------------
 
     @property
-    def cache(self) -> ContextCache | None:
+    def cache(self) -> ContextStore | None:
         """The persistent context cache (opened on first use), or None when disabled."""
         self._check_open()
         if self._cache is None and self._cache_setting is not False:
-            setting = self._cache_setting
-            if isinstance(setting, ContextCache):
-                self._cache = setting
-            elif setting is True:
-                self._cache = ContextCache(default_cache_path())
-            else:
-                self._cache = ContextCache(setting)
+            self._cache = open_context_cache(self._cache_setting)
         return self._cache
 
     @property
@@ -240,7 +235,7 @@ class ContextGenerator:
     def close(self) -> None:
         """Close the context cache if this generator opened it. A closed generator stays closed: using it again
         raises ``ConfigurationError`` (it used to reopen its cache silently). Closing twice is fine."""
-        if self._cache is not None and not isinstance(self._cache_setting, ContextCache):
+        if self._cache is not None and not isinstance(self._cache_setting, ContextStore):
             self._cache.close()
         self._cache = None
         self._closed = True

@@ -12,10 +12,11 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
-from ctx_retrieval.contextualize.cache import ContextCache, context_cache_key, text_digest
+from ctx_retrieval.contextualize.cache import context_cache_key, text_digest
 from ctx_retrieval.contextualize.prompts import PromptTemplate, clean_context
 from ctx_retrieval.contextualize.results import CostEstimate
 from ctx_retrieval.contextualize.scheduling import Limiter, RateLimit, RetryPolicy
+from ctx_retrieval.contextualize.stores import ContextStore
 from ctx_retrieval.contextualize.validation import locate_chunks
 from ctx_retrieval.contextualize.windowing import DocumentView, WindowConfig, document_view
 from ctx_retrieval.errors import ChunkTooLargeError, ConfigurationError, InvalidInputError
@@ -61,7 +62,7 @@ class RunSettings(Protocol):
     exact_token_counts: bool | None
 
     @property
-    def cache(self) -> ContextCache | None: ...
+    def cache(self) -> ContextStore | None: ...
 
     @property
     def request_max_tokens(self) -> int: ...

@@ -1,0 +1,189 @@
+"""The context cache on PostgreSQL, for workers on several machines: the same tables and semantics as the SQLite
+``ContextCache`` (first answer stored wins, exact token counts, the Message Batches ledger, document leases), over
+a connection pool. Select it with ``cache="postgresql://..."`` or ``$CTX_RETRIEVAL_CACHE_URL``; needs
+``ctx-retrieval[postgres]`` (psycopg 3 and its pool).
+
+Leases expire by the database server's clock (``now()``), so workers on machines whose clocks disagree still agree
+on who holds a document. The URL's password never reaches a repr, a log line or a pickle: a pickled cache carries
+the URL without it, and the worker that unpickles it takes the password from ``$CTX_RETRIEVAL_CACHE_URL`` (or
+libpq's ``$PGPASSWORD`` / ``~/.pgpass``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterable, Sequence
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from ctx_retrieval._optional import require
+from ctx_retrieval.contextualize.cache import CachedContext
+from ctx_retrieval.errors import CacheError
+from ctx_retrieval.types import TokenUsage
+
+__all__ = ["CACHE_URL_ENV", "PostgresContextCache", "is_postgres_url", "redact_url"]
+
+CACHE_URL_ENV = "CTX_RETRIEVAL_CACHE_URL"
+
+_SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS ctx_contexts (key TEXT PRIMARY KEY, raw_text TEXT NOT NULL, provider TEXT NOT NULL,
+       model TEXT NOT NULL, prompt_version TEXT NOT NULL, usage TEXT NOT NULL, created_at DOUBLE PRECISION NOT NULL)""",
+    """CREATE TABLE IF NOT EXISTS ctx_batch_items (key TEXT PRIMARY KEY, batch_id TEXT NOT NULL,
+       created_at DOUBLE PRECISION NOT NULL)""",
+    """CREATE TABLE IF NOT EXISTS ctx_token_counts (model TEXT NOT NULL, digest TEXT NOT NULL, tokens INTEGER NOT NULL,
+       PRIMARY KEY (model, digest))""",
+    """CREATE TABLE IF NOT EXISTS ctx_leases (key TEXT PRIMARY KEY, owner TEXT NOT NULL,
+       expires TIMESTAMPTZ NOT NULL)""",
+)
+_SCHEMA_LOCK = 0x63747872  # one advisory lock: workers creating the tables at once would race in the catalog
+
+
+def is_postgres_url(value: object) -> bool:
+    return isinstance(value, str) and value.startswith(("postgresql://", "postgres://"))
+
+
+def redact_url(url: str) -> str:
+    """``url`` without its password (for reprs, logs and pickles)."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.rsplit("@", 1)[1]
+    user = parts.username or ""
+    return urlunsplit(parts._replace(netloc=f"{user}@{netloc}" if user else netloc))
+
+
+def _with_password(url: str) -> str:
+    """A redacted ``url`` completed from ``$CTX_RETRIEVAL_CACHE_URL`` when that names the same database."""
+    env = os.environ.get(CACHE_URL_ENV)
+    if env and urlsplit(url).password is None and redact_url(env) == url:
+        return env
+    return url
+
+
+class PostgresContextCache:
+    """The context cache in a PostgreSQL database, shared by every worker that names it."""
+
+    read_only = False
+
+    def __init__(self, url: str, *, min_connections: int = 1, max_connections: int = 4, timeout_s: float = 30.0):
+        if not is_postgres_url(url):
+            raise CacheError("a PostgreSQL cache URL starts with postgresql://", path=redact_url(str(url)))
+        require("psycopg", "postgres")
+        pool = require("psycopg_pool", "postgres")
+        self.url = redact_url(url)
+        self._pool = pool.ConnectionPool(_with_password(url), min_size=min_connections, max_size=max_connections,
+                                         kwargs={"autocommit": True}, timeout=timeout_s, open=False,
+                                         name="ctx-retrieval-cache")
+        try:
+            self._pool.open(wait=True, timeout=timeout_s)
+            with self._pool.connection() as conn, conn.transaction():
+                conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
+                for statement in _SCHEMA:
+                    conn.execute(statement)
+        except Exception as exc:
+            self._pool.close()
+            raise CacheError(f"the context cache at {self.url} cannot be used ({type(exc).__name__}: {exc}): check the "
+                             "URL and that the server runs", path=self.url) from exc
+
+    def __repr__(self) -> str:
+        return f"PostgresContextCache(url={self.url!r})"
+
+    def __reduce__(self) -> tuple[type[PostgresContextCache], tuple[str]]:
+        return PostgresContextCache, (self.url,)  # never the password: the receiving worker supplies it
+
+    def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        with self._pool.connection() as conn:
+            return list(conn.execute(sql, params).fetchall())
+
+    def _run(self, sql: str, params: Sequence[Any] = ()) -> int:
+        with self._pool.connection() as conn:
+            return int(conn.execute(sql, params).rowcount)
+
+    # -- contexts ------------------------------------------------------------------------------------------
+
+    def get_many(self, keys: Iterable[str]) -> dict[str, CachedContext]:
+        wanted = list(dict.fromkeys(keys))
+        if not wanted:
+            return {}
+        rows = self._rows("SELECT key, raw_text, provider, model, prompt_version, usage FROM ctx_contexts "
+                          "WHERE key = ANY(%s)", (wanted,))
+        return {key: CachedContext(raw, provider, model, version, TokenUsage.from_dict(json.loads(usage)))
+                for key, raw, provider, model, version, usage in rows}
+
+    def get(self, key: str) -> CachedContext | None:
+        return self.get_many([key]).get(key)
+
+    def put(self, key: str, entry: CachedContext) -> None:
+        self._run("INSERT INTO ctx_contexts (key, raw_text, provider, model, prompt_version, usage, created_at) "
+                  "VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT (key) DO NOTHING",
+                  (key, entry.raw_text, entry.provider, entry.model, entry.prompt_version,
+                   json.dumps(entry.usage.to_dict()), time.time()))
+
+    def delete(self, keys: Sequence[str]) -> None:
+        self._run("DELETE FROM ctx_contexts WHERE key = ANY(%s)", (list(keys),))
+
+    def __len__(self) -> int:
+        return int(self._rows("SELECT COUNT(*) FROM ctx_contexts")[0][0])
+
+    # -- exact token counts ----------------------------------------------------------------------------------
+
+    def get_token_counts(self, model: str, digests: Iterable[str]) -> dict[str, int]:
+        rows = self._rows("SELECT digest, tokens FROM ctx_token_counts WHERE model = %s AND digest = ANY(%s)",
+                          (model, list(dict.fromkeys(digests))))
+        return {digest: int(tokens) for digest, tokens in rows}
+
+    def put_token_count(self, model: str, digest: str, tokens: int) -> None:
+        self._run("INSERT INTO ctx_token_counts (model, digest, tokens) VALUES (%s, %s, %s) ON CONFLICT DO NOTHING",
+                  (model, digest, tokens))
+
+    # -- the Message Batches ledger: a collector on any machine resumes a batch instead of resubmitting -------
+
+    def record_batch(self, batch_id: str, keys: Sequence[str]) -> None:
+        with self._pool.connection() as conn, conn.transaction(), conn.cursor() as cursor:
+            cursor.executemany("INSERT INTO ctx_batch_items (key, batch_id, created_at) VALUES (%s, %s, %s) "
+                               "ON CONFLICT (key) DO UPDATE SET batch_id = excluded.batch_id, "
+                               "created_at = excluded.created_at", [(k, batch_id, time.time()) for k in keys])
+
+    def batches_in_flight(self) -> dict[str, list[str]]:
+        out: dict[str, list[str]] = {}
+        for batch_id, key in self._rows("SELECT batch_id, key FROM ctx_batch_items"):
+            out.setdefault(batch_id, []).append(key)
+        return out
+
+    def forget_batch(self, batch_id: str) -> None:
+        self._run("DELETE FROM ctx_batch_items WHERE batch_id = %s", (batch_id,))
+
+    # -- leases (the database's clock decides expiry) -----------------------------------------------------------
+
+    def claim(self, key: str, owner: str, ttl_s: float) -> str | None:
+        rows = self._rows(
+            "INSERT INTO ctx_leases (key, owner, expires) VALUES (%s, %s, now() + make_interval(secs => %s)) "
+            "ON CONFLICT (key) DO UPDATE SET owner = excluded.owner, expires = excluded.expires "
+            "WHERE ctx_leases.expires < now() OR ctx_leases.owner = excluded.owner RETURNING owner",
+            (key, owner, ttl_s))
+        if rows:
+            return None
+        holder = self._rows("SELECT owner FROM ctx_leases WHERE key = %s", (key,))
+        return str(holder[0][0]) if holder else self.claim(key, owner, ttl_s)
+
+    def take_over(self, key: str, owner: str, holder: str, ttl_s: float) -> bool:
+        return bool(self._run("UPDATE ctx_leases SET owner = %s, expires = now() + make_interval(secs => %s) "
+                              "WHERE key = %s AND owner = %s", (owner, ttl_s, key, holder)))
+
+    def renew(self, owner: str, ttl_s: float) -> int:
+        return self._run("UPDATE ctx_leases SET expires = now() + make_interval(secs => %s) WHERE owner = %s",
+                         (ttl_s, owner))
+
+    def release(self, key: str, owner: str) -> None:
+        self._run("DELETE FROM ctx_leases WHERE key = %s AND owner = %s", (key, owner))
+
+    def close(self) -> None:
+        self._pool.close()
+
+    def __enter__(self) -> PostgresContextCache:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,111 @@
+"""A real PostgreSQL server for tests and benchmarks: initdb in a temporary folder, a free port on 127.0.0.1, trust
+authentication, stopped and deleted after.
+
+PostgreSQL refuses to run as root: started by root, the server runs as an unprivileged user (``postgres`` when it
+exists, else ``nobody``) through ``runuser``. The programs come from ``$PATH`` or Debian's
+``/usr/lib/postgresql/<version>/bin`` (``apt-get install postgresql``; ``.ci/run`` installs it when missing).
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import pwd
+import shutil
+import socket
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any
+
+__all__ = ["LocalPostgres", "postgres_bin"]
+
+_USER = "ctx"
+
+
+def postgres_bin() -> Path | None:
+    """The folder holding ``initdb`` and ``pg_ctl``, or None when PostgreSQL is not installed."""
+    found = shutil.which("initdb")
+    if found and shutil.which("pg_ctl"):
+        return Path(os.path.realpath(found)).parent
+    versions = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"), key=lambda p: int(p.split("/")[4]))
+    return Path(versions[-1]).parent if versions else None
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+class LocalPostgres:
+    """``with LocalPostgres() as pg: pg.url``, or ``start()`` / ``stop()``; ``new_database()`` gives each test its
+    own empty database."""
+
+    def __init__(self) -> None:
+        self.bin = postgres_bin()
+        self.port = 0
+        self.folder: Path | None = None
+        self._databases = 0
+        self._run_as: str | None = None
+
+    def _command(self, *args: str) -> list[str]:
+        return ["runuser", "-u", self._run_as, "--", *args] if self._run_as else list(args)
+
+    def start(self) -> LocalPostgres:
+        if self.bin is None:
+            raise RuntimeError("PostgreSQL is not installed: apt-get install postgresql (Debian), or put initdb and "
+                               "pg_ctl on PATH")
+        self.folder = Path(tempfile.mkdtemp(prefix="ctx-postgres-"))
+        if os.geteuid() == 0:
+            self._run_as = "postgres" if _user_exists("postgres") else "nobody"
+            entry = pwd.getpwnam(self._run_as)
+            os.chown(self.folder, entry.pw_uid, entry.pw_gid)
+        data = self.folder / "data"
+        subprocess.run(self._command(str(self.bin / "initdb"), "-D", str(data), "-A", "trust", "-U", _USER, "-E",
+                                     "UTF8", "--no-sync"), check=True, capture_output=True, text=True)
+        self.port = _free_port()
+        options = (f"-p {self.port} -k {self.folder} -c listen_addresses=127.0.0.1 -c fsync=off "
+                   "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200")
+        subprocess.run(self._command(str(self.bin / "pg_ctl"), "-D", str(data), "-o", options, "-l",
+                                     str(self.folder / "server.log"), "-w", "-t", "60", "start"),
+                       check=True, capture_output=True, text=True)
+        return self
+
+    @property
+    def url(self) -> str:
+        """The server's ``postgres`` database."""
+        return f"postgresql://{_USER}@127.0.0.1:{self.port}/postgres"
+
+    def new_database(self) -> str:
+        """A fresh empty database on this server; its URL."""
+        import psycopg
+
+        self._databases += 1
+        name = f"ctx_test_{self._databases}"
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            conn.execute(f"DROP DATABASE IF EXISTS {name}")
+            conn.execute(f"CREATE DATABASE {name}")
+        return f"postgresql://{_USER}@127.0.0.1:{self.port}/{name}"
+
+    def stop(self) -> None:
+        if self.folder is None or self.bin is None:
+            return
+        subprocess.run(self._command(str(self.bin / "pg_ctl"), "-D", str(self.folder / "data"), "-m", "immediate",
+                                     "-w", "stop"), capture_output=True, text=True)
+        shutil.rmtree(self.folder, ignore_errors=True)
+        self.folder = None
+
+    def __enter__(self) -> LocalPostgres:
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+
+def _user_exists(name: str) -> bool:
+    try:
+        pwd.getpwnam(name)
+    except KeyError:
+        return False
+    return True

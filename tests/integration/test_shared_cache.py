@@ -1,0 +1,163 @@
+"""One context cache shared by several workers: the same module runs on SQLite (one machine) and on a real
+PostgreSQL server (several machines), and both keep every promise: the first answer stored wins, counts and the
+batch ledger round-trip, a document is claimed by one worker at a time, and four processes on one corpus pay each
+chunk once, with each document's prompt cache written once."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ctx_retrieval import AnthropicProvider, ContextGenerator
+from ctx_retrieval.contextualize.cache import CachedContext
+from ctx_retrieval.contextualize.leases import DocumentLeases
+from ctx_retrieval.contextualize.stores import open_context_cache
+from ctx_retrieval.testing import FakeAnthropicServer
+from ctx_retrieval.testing.faults import synthetic_corpus
+from ctx_retrieval.types import TokenUsage
+from tests.helpers import TEST_KEY
+
+ROOT = Path(__file__).resolve().parents[2]
+
+WORKER = textwrap.dedent(
+    """
+    import json, sys
+    sys.path.insert(0, {root!r})
+    from ctx_retrieval import AnthropicProvider, ContextGenerator
+    from ctx_retrieval.testing.faults import synthetic_corpus
+    base_url, cache, chunks = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    provider = AnthropicProvider(api_key={key!r}, base_url=base_url)
+    run = ContextGenerator(provider, cache=cache, max_concurrency=4, lease_ttl_s=float(sys.argv[4])).contextualize_many(
+        synthetic_corpus(chunks))
+    r = run.report
+    print(json.dumps({{"generated": r.generated, "cached": r.cached, "shared": r.shared_documents,
+                      "requests": r.requests, "with_context": sum(1 for x in run if x.context)}}))
+    """
+)
+
+
+@pytest.fixture(params=["sqlite", "postgres"])
+def cache_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return str(tmp_path / "contexts.sqlite")
+    return str(request.getfixturevalue("postgres").new_database())
+
+
+def _workers(tmp_path: Path, base_url: str, cache_url: str, chunks: int, n: int,
+             lease_ttl_s: float = 60.0) -> list[subprocess.Popen[str]]:
+    script = tmp_path / "worker.py"
+    script.write_text(WORKER.format(root=str(ROOT), key=TEST_KEY), encoding="utf-8")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return [subprocess.Popen([sys.executable, str(script), base_url, cache_url, str(chunks), str(lease_ttl_s)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) for _ in range(n)]
+
+
+def test_entries_counts_and_the_batch_ledger_round_trip(cache_url: str) -> None:
+    cache = open_context_cache(cache_url)
+    first = CachedContext("first answer", "anthropic", "m", "v1", TokenUsage(10, 5, 0, 90))
+    cache.put("k1", first)
+    cache.put("k1", CachedContext("a later answer", "anthropic", "m", "v1", TokenUsage(1, 1)))  # the first wins
+    assert cache.get_many(["k1", "missing"]) == {"k1": first}
+    cache.put_token_count("model@endpoint", "d1", 1234)
+    assert cache.get_token_counts("model@endpoint", ["d1", "d2"]) == {"d1": 1234}
+    cache.record_batch("batch-1", ["k2", "k3"])
+    assert {b: sorted(k) for b, k in cache.batches_in_flight().items()} == {"batch-1": ["k2", "k3"]}
+    cache.forget_batch("batch-1")
+    assert cache.batches_in_flight() == {}
+    reopened = open_context_cache(cache_url)  # another worker sees what this one stored
+    assert reopened.get_many(["k1"]) == {"k1": first}
+    cache.close()
+    reopened.close()
+
+
+def test_a_claim_stands_until_released_or_expired(cache_url: str) -> None:
+    store: Any = open_context_cache(cache_url)
+    assert store.claim("doc:a", "host-1:1:x", 30) is None
+    assert store.claim("doc:a", "host-2:2:y", 30) == "host-1:1:x"  # a live claim stands
+    assert store.claim("doc:a", "host-1:1:x", 30) is None  # its holder may extend it
+    assert store.renew("host-1:1:x", 30) == 1
+    store.release("doc:a", "host-1:1:x")
+    assert store.claim("doc:a", "host-2:2:y", 0.5) is None  # released: the next worker gets it
+    assert store.claim("doc:a", "host-1:1:x", 30) == "host-2:2:y"
+    time.sleep(0.8)
+    assert store.claim("doc:a", "host-1:1:x", 30) is None  # expired (its worker stopped renewing): taken over
+    store.close()
+
+
+def test_four_processes_on_one_cache_pay_each_chunk_once(cache_url: str, tmp_path: Path) -> None:
+    chunks = 200  # 10 documents of 20 chunks
+    with FakeAnthropicServer(latency_s=0.02) as server:
+        workers = _workers(tmp_path, server.base_url, cache_url, chunks, 4)
+        outputs = [json.loads(w.communicate(timeout=180)[0]) for w in workers]
+        assert all(w.returncode == 0 for w in workers)
+        totals = server.totals()
+    assert sum(o["generated"] for o in outputs) == chunks  # each chunk written by exactly one worker
+    assert totals["ok"] == chunks and totals["requests"] == chunks  # and paid once: no request twice
+    assert all(o["with_context"] == chunks for o in outputs)  # every worker returns every chunk's context
+    assert all(o["generated"] + o["cached"] == chunks for o in outputs)
+    assert sum(o["shared"] for o in outputs) > 0  # the workers did meet on documents
+    assert totals["cache_entries_written"] == 10 and totals["max_writes_per_entry"] == 1  # one cache write each
+
+
+def test_a_killed_workers_documents_are_taken_over_and_nothing_is_paid_twice(cache_url: str, tmp_path: Path) -> None:
+    chunks = 60
+    with FakeAnthropicServer(latency_s=0.3) as server:
+        (doomed,) = _workers(tmp_path, server.base_url, cache_url, chunks, 1)
+        deadline = time.monotonic() + 60
+        while server.totals()["ok"] < 3 and time.monotonic() < deadline:  # it holds documents, mid-way
+            time.sleep(0.05)
+        os.kill(doomed.pid, signal.SIGKILL)
+        doomed.wait(timeout=30)
+        paid_before = server.totals()["ok"]
+        started = time.monotonic()
+        run = ContextGenerator(AnthropicProvider(api_key=TEST_KEY, base_url=server.base_url), cache=cache_url,
+                               max_concurrency=8).contextualize_many(synthetic_corpus(chunks))
+        waited = time.monotonic() - started
+        paid_after = server.totals()["ok"]
+    assert all(r.context for r in run) and run.report.failed == 0
+    # Its claims were taken over at once (a process of this machine that no longer exists), not after 60 s.
+    assert waited < 30
+    # Nothing the killed worker stored was asked again; requests it had in flight died with it (at most its slots).
+    assert run.report.cached >= paid_before - 4 and paid_after - paid_before == run.report.generated
+    assert run.report.generated + run.report.cached == chunks
+
+
+def test_an_expired_claim_of_another_machine_is_taken_over(cache_url: str) -> None:
+    items = synthetic_corpus(20)
+    with FakeAnthropicServer() as server:
+        generator = ContextGenerator(AnthropicProvider(api_key=TEST_KEY, base_url=server.base_url), cache=cache_url,
+                                     lease_ttl_s=2.0)
+        plan = generator._planner.plan(items)[0]
+        store: Any = generator.cache
+        assert store.claim(DocumentLeases.key(plan), "another-machine:42:dead", 1.0) is None  # it then died there
+        started = time.monotonic()
+        run = generator.contextualize_many(items)
+        waited = time.monotonic() - started
+    assert all(r.context for r in run) and run.report.generated == 20
+    assert run.report.shared_documents == 1 and 0.9 <= waited < 10  # waited out the lease, then wrote it
+
+
+def test_the_postgres_password_stays_out_of_reprs_and_pickles(postgres: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    import pickle
+
+    from ctx_retrieval.contextualize.cache_postgres import CACHE_URL_ENV, redact_url
+
+    url = postgres.new_database().replace("ctx@", "ctx:s3cret-canary@")  # trust authentication ignores it
+    cache = open_context_cache(url)
+    assert "s3cret-canary" not in repr(cache) and b"s3cret-canary" not in pickle.dumps(cache)
+    assert redact_url(url) == url.replace(":s3cret-canary", "")
+    monkeypatch.setenv(CACHE_URL_ENV, url)  # a worker given the full URL in its environment
+    restored = pickle.loads(pickle.dumps(cache))
+    restored.put("k", CachedContext("x", "p", "m", "v", TokenUsage()))
+    assert cache.get_many(["k"])["k"].raw_text == "x"
+    cache.close()
+    restored.close()
