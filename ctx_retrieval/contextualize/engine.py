@@ -79,7 +79,8 @@ class RunState:
             report.warnings.append(note)
         concurrency, documents, per_slot = server_shape(settings.provider, settings.max_concurrency,
                                                         settings.max_documents_in_flight)
-        state = cls(report=report, results=[None] * report.chunks, plans=plans, limiter=Limiter(settings.rate_limit),
+        state = cls(report=report, results=[None] * report.chunks, plans=plans,
+                    limiter=Limiter(settings.rate_limit, shared=settings.shared_rate_limit),
                     slots=PrioritySlots(concurrency), doc_slots=asyncio.Semaphore(documents),
                     rng=random.Random(seed), per_slot=per_slot, progress=progress_bar(progress, report.chunks),
                     leases=leases)

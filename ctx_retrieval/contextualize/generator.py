@@ -30,7 +30,7 @@ from ctx_retrieval.contextualize.planning import (
 )
 from ctx_retrieval.contextualize.prompts import DEFAULT_PROMPT, PromptTemplate
 from ctx_retrieval.contextualize.results import ContextRun, CostEstimate
-from ctx_retrieval.contextualize.scheduling import RateLimit, RetryPolicy
+from ctx_retrieval.contextualize.scheduling import RateLimit, RetryPolicy, SharedBudget
 from ctx_retrieval.contextualize.stores import ContextStore, open_context_cache
 from ctx_retrieval.contextualize.windowing import WindowConfig
 from ctx_retrieval.errors import ConfigurationError, CtxRetrievalError
@@ -68,6 +68,7 @@ class ContextGenerator:
             ``False`` never asks.
         lease_ttl_s: several workers on one cache (processes, machines, Ray actors) claim each document before
             writing it, for this long, renewed while they run (``contextualize.leases``); None turns claims off.
+        shared_rate_limit: a rate limit the fleet shares (``ctx_retrieval.distributed``), on top of ``rate_limit``.
 
     Use:
         .. code-block:: python
@@ -96,6 +97,7 @@ class ContextGenerator:
         exact_token_counts: bool | None = None,
         seed: int | None = None,
         lease_ttl_s: float | None = DEFAULT_LEASE_TTL_S,
+        shared_rate_limit: SharedBudget | None = None,
     ) -> None:
         if provider is None:
             from ctx_retrieval.providers.anthropic import AnthropicProvider
@@ -125,6 +127,7 @@ class ContextGenerator:
         self.exact_token_counts = exact_token_counts
         self._seed = seed
         self.lease_ttl_s = lease_ttl_s
+        self.shared_rate_limit = shared_rate_limit
         self._cache_setting = cache
         self._cache: ContextStore | None = None
         self._closed = False

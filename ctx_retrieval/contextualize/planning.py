@@ -15,7 +15,7 @@ from typing import Literal, Protocol
 from ctx_retrieval.contextualize.cache import context_cache_key, text_digest
 from ctx_retrieval.contextualize.prompts import PromptTemplate, clean_context
 from ctx_retrieval.contextualize.results import CostEstimate
-from ctx_retrieval.contextualize.scheduling import Limiter, RateLimit, RetryPolicy
+from ctx_retrieval.contextualize.scheduling import Limiter, RateLimit, RetryPolicy, SharedBudget
 from ctx_retrieval.contextualize.stores import ContextStore
 from ctx_retrieval.contextualize.validation import locate_chunks
 from ctx_retrieval.contextualize.windowing import DocumentView, WindowConfig, document_view
@@ -55,6 +55,7 @@ class RunSettings(Protocol):
     max_documents_in_flight: int
     retry: RetryPolicy
     rate_limit: RateLimit | None
+    shared_rate_limit: SharedBudget | None
     on_error: OnError
     budget_usd: float | None
     check_chunks_in_document: bool

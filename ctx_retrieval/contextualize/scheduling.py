@@ -15,11 +15,12 @@ import random
 import time
 from collections import deque
 from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
 
 from ctx_retrieval.errors import ConfigurationError
 from ctx_retrieval.types import ErrorDecision, ServerLimit, ServerLimits
 
-__all__ = ["SYSTEM_CLOCK", "Clock", "RateLimit", "RetryPolicy"]
+__all__ = ["SYSTEM_CLOCK", "Clock", "RateLimit", "RetryPolicy", "SharedBudget"]
 
 DEFAULT_MAX_ATTEMPTS = 6
 DEFAULT_INITIAL_DELAY_S = 1.0
@@ -143,6 +144,15 @@ class _Bucket:
         self.stamp = now
 
 
+@runtime_checkable
+class SharedBudget(Protocol):
+    """A rate limit shared by several workers (``ctx_retrieval.distributed``: a Ray actor owns it): each request
+    reserves its share and waits the seconds returned, so N workers together stay under the one limit instead of
+    each assuming all of it."""
+
+    async def reserve(self, input_tokens: int, output_tokens: int) -> float: ...
+
+
 class Limiter:
     """Run-wide gate: the client-side rate limit, the server's reported limits, and a pause set by 429s.
 
@@ -152,8 +162,10 @@ class Limiter:
     releasing every waiter at once would only earn a 429 each.
     """
 
-    def __init__(self, limit: RateLimit | None, *, clock: Clock = SYSTEM_CLOCK) -> None:
+    def __init__(self, limit: RateLimit | None, *, clock: Clock = SYSTEM_CLOCK,
+                 shared: SharedBudget | None = None) -> None:
         self.clock = clock
+        self.shared = shared
         now = clock.monotonic()
         self._requests = _Bucket(limit.requests_per_minute, now) if limit and limit.requests_per_minute else None
         self._tokens = _Bucket(limit.input_tokens_per_minute, now) if limit and limit.input_tokens_per_minute else None
@@ -248,6 +260,8 @@ class Limiter:
                 if wait <= _NO_WAIT_S:  # a rounding error's worth of waiting is none
                     for bucket, kind in buckets:
                         bucket.take(need[kind])
+                    if self.shared is not None:  # the fleet's limit: reserved now, waited here, in arrival order
+                        await self.clock.sleep(await self.shared.reserve(input_tokens, output_tokens))
                     self._reserved_requests += 1
                     self._reserved_tokens += input_tokens
                     self._reserved_output += output_tokens
