@@ -3,7 +3,8 @@
 Retries are decided here and only here (the SDKs' own are off). The run's first request goes alone, so a rejected
 key stops the run after one request; 429s and outages pause the whole run through the limiter (waiting uses no
 attempt); other retryable errors back off per chunk, holding no slot; ``fail_run`` decisions stop the run with the
-provider's typed error, raised ``from`` its cause with the report attached.
+provider's typed error, raised ``from`` its cause with the report attached. With leases (a shared cache), a document
+another worker is writing is waited for, its contexts read from the cache, never requested again.
 """
 
 from __future__ import annotations
@@ -228,48 +229,65 @@ class Engine:
 
     async def run_document(self, plan: Plan, pending: list[int]) -> None:
         leases = self.state.leases
-        if leases is not None and not leases.claim(plan):  # another worker is writing it: wait for its contexts
-            pending = await self._wait_for_other_worker(leases, plan, pending)
-            if not pending:
+        if leases is None:
+            async with self.state.doc_slots:
+                await self._write_document(plan, pending)
+            return
+        async with self.state.doc_slots:  # claimed when about to write it, not when queued
+            if leases.claim(plan):
+                try:
+                    await self._write_document(plan, self._still_missing(plan, pending))
+                finally:
+                    leases.release(plan)
                 return
-        try:
-            await self._write_document(plan, pending)
-        finally:
-            if leases is not None:
+        # Another worker is writing it: wait for its contexts, holding no slot; write what its lease leaves.
+        pending = await self._wait_for_other_worker(leases, plan, pending)
+        if pending:
+            try:
+                async with self.state.doc_slots:
+                    await self._write_document(plan, pending)
+            finally:
                 leases.release(plan)
 
+    def _still_missing(self, plan: Plan, pending: list[int]) -> list[int]:
+        """``pending`` less the chunks whose contexts reached the cache since the run began (another worker
+        wrote them): those are results now, never requests."""
+        found = self.planner.lookup([plan])
+        for i in [i for i in pending if plan.keys[i] in found]:
+            self.set(plan, i, found[str(plan.keys[i])], "cached", TokenUsage())
+        return [i for i in pending if plan.keys[i] not in found]
+
     async def _wait_for_other_worker(self, leases: DocumentLeases, plan: Plan, pending: list[int]) -> list[int]:
-        """Take the document's contexts from the cache as the other worker stores them, holding no slot; what is
-        left when its lease ends (it finished, failed or died) is this run's to write."""
+        """Take the document's contexts from the cache as the other worker stores them; what is left when its
+        lease ends (it finished, failed or died) is this run's to write, claimed."""
         leases.waited += 1
         while not self.state.stop:
             await asyncio.sleep(leases.poll_s)
-            found = self.planner.lookup([plan])
-            for i in [i for i in pending if plan.keys[i] in found]:
-                self.set(plan, i, found[str(plan.keys[i])], "cached", TokenUsage())
-            pending = [i for i in pending if plan.keys[i] not in found]
-            if not pending or leases.claim(plan):
-                return pending
+            pending = self._still_missing(plan, pending)
+            if not pending:
+                return []
+            if leases.claim(plan):
+                return self._still_missing(plan, pending)
         for i in pending:
             self.set(plan, i, None, "not_attempted", TokenUsage())
         return []
 
     async def _write_document(self, plan: Plan, pending: list[int]) -> None:
+        """Write a document's missing contexts (its caller holds a document slot)."""
         state = self.state
-        async with state.doc_slots:
-            if len(pending) > 1:
-                await self.count_prefixes([plan])
-            rest = list(pending)
-            if state.per_slot:  # one slot per document: its chunks one after another, the prefix stays warm
-                for i in rest:
-                    await self.generate(plan, i, priority=0)
-                return
-            if len(rest) > 1 and self.planner.cacheable(plan):
-                # One request first: it writes the document's prompt cache, which the others then read.
-                while rest and not state.stop:
-                    if await self.generate(plan, rest.pop(0), priority=1):
-                        break
-            await asyncio.gather(*(self.generate(plan, i, priority=0) for i in rest))
+        if len(pending) > 1:
+            await self.count_prefixes([plan])
+        rest = list(pending)
+        if state.per_slot:  # one slot per document: its chunks one after another, the prefix stays warm
+            for i in rest:
+                await self.generate(plan, i, priority=0)
+            return
+        if len(rest) > 1 and self.planner.cacheable(plan):
+            # One request first: it writes the document's prompt cache, which the others then read.
+            while rest and not state.stop:
+                if await self.generate(plan, rest.pop(0), priority=1):
+                    break
+        await asyncio.gather(*(self.generate(plan, i, priority=0) for i in rest))
 
     async def count_prefixes(self, plans: list[Plan]) -> None:
         """Exact counts for whole documents whose estimated size is near the model's minimum cacheable length,

@@ -20,6 +20,10 @@ SHOWS = {
         r"second run: 0 requests, (\d+) contexts from the cache"],
     "langchain_quickstart": [r"\d+ chunks contextualized"],
     "llama_index_quickstart": [r"\d+ nodes contextualized"],
+    # The fleet wrote every context once; both frameworks' steps then found all of them in the shared cache.
+    "distributed_ingestion": [r"the fleet wrote (\d+) contexts \((\d+) of \2 chunks have one\)",
+                              r"LlamaIndex pipeline: \d+ nodes, requests 0, from the cache [1-9]\d*",
+                              r"LangChain flow: \d+ documents, requests 0, from the cache [1-9]\d*"],
 }
 
 
@@ -31,8 +35,9 @@ def test_example_runs(example: Path, tmp_path: Path) -> None:
                           cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     out = done.stdout
-    report = REPORT.search(out)
-    assert report and report[1] == report[2] and int(report[1]) > 10, out[-3000:]  # every chunk got a context
+    if example.stem != "distributed_ingestion":  # it prints the frameworks' cache reads instead of a report
+        report = REPORT.search(out)
+        assert report and report[1] == report[2] and int(report[1]) > 10, out[-3000:]  # every chunk got a context
     for pattern in SHOWS[example.stem]:
         assert re.search(pattern, out), f"{pattern!r} not in:\n{out[-3000:]}"
     if example.stem.endswith("quickstart"):  # the revenue question's top 3 hold the revenue figures
