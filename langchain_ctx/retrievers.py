@@ -27,7 +27,7 @@ from pydantic import ConfigDict, Field, PrivateAttr, field_validator
 
 from ctx_retrieval._names import in_memory_collection
 from ctx_retrieval._optional import require
-from ctx_retrieval.errors import InvalidInputError
+from ctx_retrieval.errors import ConfigurationError, InvalidInputError
 from ctx_retrieval.keys import (
     BM25_RANK_KEY,
     CHUNK_ID_KEY,
@@ -73,7 +73,8 @@ class BM25IndexRetriever(BaseRetriever):
     def _only_filter(cls, value: dict[str, Any]) -> dict[str, Any]:
         unknown = set(value) - {"filter"}
         if unknown:
-            raise ValueError(f"BM25IndexRetriever search_kwargs takes only 'filter', not {sorted(unknown)}")
+            raise ConfigurationError(f"BM25IndexRetriever search_kwargs takes only 'filter', not {sorted(unknown)}",
+                                     setting="search_kwargs")
         return value
 
     def model_post_init(self, context: Any, /) -> None:
@@ -179,8 +180,8 @@ class ContextualHybridRetriever(BaseRetriever):
     @classmethod
     def _no_k(cls, value: dict[str, Any]) -> dict[str, Any]:
         if "k" in value:
-            raise ValueError("search_kwargs['k'] is not used: pass k= (results returned) or candidates= "
-                             "(results taken from each side before fusion)")
+            raise ConfigurationError("search_kwargs['k'] is not used: pass k= (results returned) or candidates= "
+                                     "(results taken from each side before fusion)", setting="search_kwargs")
         return value
 
     @field_validator("bm25_tokenizer")
@@ -197,7 +198,7 @@ class ContextualHybridRetriever(BaseRetriever):
 
     def model_post_init(self, context: Any, /) -> None:
         if self.k < 1 or self.candidates < 1:
-            raise ValueError(f"k and candidates must be >= 1 (got {self.k}, {self.candidates})")
+            raise ConfigurationError(f"k and candidates must be >= 1 (got {self.k}, {self.candidates})", setting="k")
         self._fixed_bm25 = self.bm25 is not None
         if (self.bm25 is None or self.embed_layout == "windows") and self._can_list():
             self._refresh(warn=False)

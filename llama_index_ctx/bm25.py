@@ -17,6 +17,7 @@ from llama_index.core.schema import BaseNode, MetadataMode, NodeWithScore, Query
 from llama_index.core.vector_stores.types import MetadataFilters
 from llama_index.core.vector_stores.utils import build_metadata_filter_fn
 
+from ctx_retrieval.errors import ConfigurationError
 from ctx_retrieval.retrieval.bm25 import BM25Index, tokenize
 
 __all__ = ["BM25IndexRetriever"]
@@ -50,7 +51,7 @@ class BM25IndexRetriever(BaseRetriever):
     ) -> None:
         super().__init__(callback_manager=callback_manager, verbose=verbose)
         if similarity_top_k < 1:
-            raise ValueError("similarity_top_k must be >= 1")
+            raise ConfigurationError("similarity_top_k must be >= 1", setting="similarity_top_k")
         self.nodes = list(nodes)
         self.similarity_top_k = similarity_top_k
         self.filters = filters

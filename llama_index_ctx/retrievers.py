@@ -36,6 +36,7 @@ from llama_index.core.vector_stores.types import MetadataFilters
 
 from ctx_retrieval._names import in_memory_collection
 from ctx_retrieval._optional import require
+from ctx_retrieval.errors import ConfigurationError
 from ctx_retrieval.keys import BM25_RANK_KEY, FUSED_SCORE_KEY, RETRIEVAL_KEYS, VECTOR_RANK_KEY
 from ctx_retrieval.retrieval.bm25 import resolve_tokenizer
 from ctx_retrieval.retrieval.dense import cosine_collection
@@ -123,12 +124,14 @@ class ContextualHybridRetriever(BaseRetriever):
     ) -> None:
         super().__init__(callback_manager=callback_manager, verbose=verbose)
         if embed_layout not in ("whole", "windows"):
-            raise ValueError(f"embed_layout must be 'whole' or 'windows', not {embed_layout!r}")
+            raise ConfigurationError(f"embed_layout must be 'whole' or 'windows', not {embed_layout!r}",
+                                     setting="embed_layout")
         self.embed_layout = embed_layout
         self._parents: dict[str, BaseNode] = {}
         self.bm25_tokenizer = resolve_tokenizer(bm25_tokenizer)
         if similarity_top_k < 1 or candidates < 1:
-            raise ValueError(f"similarity_top_k and candidates must be >= 1 (got {similarity_top_k}, {candidates})")
+            raise ConfigurationError(f"similarity_top_k and candidates must be >= 1 (got {similarity_top_k}, "
+                                     f"{candidates})", setting="similarity_top_k")
         if filters is not None and not isinstance(filters, MetadataFilters):
             raise TypeError(f"filters must be llama_index MetadataFilters, not {type(filters).__name__}: "
                             "MetadataFilters.from_dicts([{'key': 'tenant', 'value': 'a'}])")
@@ -160,10 +163,12 @@ class ContextualHybridRetriever(BaseRetriever):
         """Over an existing ``index``, or a new one holding ``nodes`` (in memory unless ``vector_store`` is
         given), as LlamaIndex's retrievers are made."""
         if (index is None) == (nodes is None):
-            raise ValueError("pass exactly one of index= (an existing VectorStoreIndex) or nodes= (to index them)")
+            raise ConfigurationError("pass exactly one of index= (an existing VectorStoreIndex) or nodes= (to index "
+                                     "them)", setting="index")
         if index is not None:
             if vector_store is not None:
-                raise ValueError("vector_store= is for new indexes (with nodes=); an index has its store")
+                raise ConfigurationError("vector_store= is for new indexes (with nodes=); an index has its store",
+                                         setting="vector_store")
             return cls(index, **kwargs)
         return cls.from_nodes(nodes or [], vector_store=vector_store, embed_model=embed_model, **kwargs)
 

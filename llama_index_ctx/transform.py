@@ -10,6 +10,7 @@ from llama_index.core.schema import BaseNode, MetadataMode, TextNode, TransformC
 from pydantic import ConfigDict, Field, PrivateAttr
 
 from ctx_retrieval._aio import run_sync
+from ctx_retrieval.errors import ConfigurationError
 from ctx_retrieval.keys import (
     CONTEXT_KEY,
     CONTEXT_MODEL_KEY,
@@ -89,7 +90,7 @@ class ContextualNodeTransform(TransformComponent):
         ``HeuristicContextualizer``); Claude (``ContextGenerator()``) when omitted. A missing or malformed key
         fails here, not when the pipeline runs. ``docstore`` (optional) holds the source documents."""
         if llm is not None and contextualizer is not None:
-            raise ValueError("pass llm= or contextualizer=, not both")
+            raise ConfigurationError("pass llm= or contextualizer=, not both", setting="llm")
         chosen = _contextualizer_for(llm if llm is not None else contextualizer)
         data.setdefault("contextualizer_id", _identity(chosen))
         super().__init__(**data)
@@ -207,7 +208,8 @@ class ContextualNodeTransform(TransformComponent):
 
     async def acall(self, nodes: Sequence[BaseNode], **kwargs: Any) -> Sequence[BaseNode]:
         if self._contextualizer is None:
-            raise ValueError("build the transform with ContextualNodeTransform.from_generator(...)")
+            raise ConfigurationError("build the transform with ContextualNodeTransform.from_generator(...)",
+                                     setting="contextualizer")
         items = self._plan(nodes)
         if not items:
             self._last_report = None

@@ -25,7 +25,7 @@ from llama_index.core.vector_stores import MetadataFilters
 from llama_index.core.vector_stores.simple import SimpleVectorStore
 from pydantic import ValidationError
 
-from ctx_retrieval import HeuristicContextualizer, MiniLMEmbedder, indexed_text
+from ctx_retrieval import ConfigurationError, HeuristicContextualizer, MiniLMEmbedder, indexed_text
 from ctx_retrieval.errors import InvalidInputError
 from langchain_ctx import ContextualDocumentTransformer, MiniLMEmbeddings, for_answering, original_text
 from langchain_ctx import ContextualHybridRetriever as LCRetriever
@@ -237,7 +237,7 @@ def test_unknown_arguments_are_rejected_not_ignored(embedder: MiniLMEmbedder) ->
     for bad in ({"k": 3}, {"topk": 3}, {"weight": (1, 1)}, {"postprocessors": []}):
         with pytest.raises(TypeError):
             LIRetriever.from_defaults(nodes=nodes, embed_model=embed_model, **bad)
-    with pytest.raises(ValueError, match="exactly one"):
+    with pytest.raises(ConfigurationError, match="exactly one"):
         LIRetriever.from_defaults(embed_model=embed_model)
     with pytest.raises(TypeError, match="MetadataFilters"):
         LIRetriever(VectorStoreIndex([], embed_model=embed_model), filters={"tenant": "a"})  # type: ignore[arg-type]

@@ -21,7 +21,7 @@ from llama_index.core.node_parser import SentenceSplitter
 from llama_index.core.schema import MetadataMode, TextNode
 from llama_index.core.storage.docstore import SimpleDocumentStore
 
-from ctx_retrieval import AnthropicProvider, ContextGenerator, MiniLMEmbedder
+from ctx_retrieval import AnthropicProvider, ConfigurationError, ContextGenerator, MiniLMEmbedder
 from ctx_retrieval.testing import FakeAnthropicServer
 from llama_index_ctx import (
     BM25IndexRetriever,
@@ -169,7 +169,7 @@ def test_bm25_side_splits_identifiers_and_sees_the_context_metadata() -> None:
     # The control: LlamaIndex's bm25s retriever keeps run_target as one token, so "run target" misses it.
     theirs = BM25Retriever.from_defaults(nodes=nodes, similarity_top_k=3)
     assert "code" not in [h.node.node_id for h in theirs.retrieve("run target") if h.score > 0]
-    with pytest.raises(ValueError, match="similarity_top_k"):
+    with pytest.raises(ConfigurationError, match="similarity_top_k"):
         BM25IndexRetriever(nodes, similarity_top_k=0)
 
 
