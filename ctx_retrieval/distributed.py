@@ -36,7 +36,7 @@ from typing import Any
 
 from ctx_retrieval._optional import require
 from ctx_retrieval.contextualize.cache_postgres import CACHE_URL_ENV
-from ctx_retrieval.contextualize.scheduling import RateLimit
+from ctx_retrieval.contextualize.scheduling import RateLimit, TokenBucket
 from ctx_retrieval.errors import ConfigurationError
 from ctx_retrieval.loaders import document_from_row
 from ctx_retrieval.providers.base import Provider
@@ -56,21 +56,17 @@ class RateBudget:
     many seconds' worth may go at once (a minute's by default)."""
 
     def __init__(self, limit: RateLimit, *, burst_s: float = 60.0) -> None:
-        share = min(1.0, burst_s / 60.0)  # APIs may enforce a minute's limit over shorter intervals
-        self._buckets = [(rate / 60.0, rate * share, kind) for rate, kind in (
-            (limit.requests_per_minute, "requests"), (limit.input_tokens_per_minute, "input")) if rate]
-        self._level = {kind: capacity for _, capacity, kind in self._buckets}
-        self._stamp = time.monotonic()
+        now = time.monotonic()  # APIs may enforce a minute's limit over shorter intervals: burst_s
+        self._requests = TokenBucket(limit.requests_per_minute, now, burst_s=burst_s) if (
+            limit.requests_per_minute) else None
+        self._tokens = TokenBucket(limit.input_tokens_per_minute, now, burst_s=burst_s) if (
+            limit.input_tokens_per_minute) else None
 
     def reserve(self, input_tokens: int, output_tokens: int = 0) -> float:
         now = time.monotonic()
-        elapsed, self._stamp = now - self._stamp, now
-        wait = 0.0
-        for rate, capacity, kind in self._buckets:
-            level = min(capacity, self._level[kind] + elapsed * rate) - (1 if kind == "requests" else input_tokens)
-            self._level[kind] = level
-            wait = max(wait, -level / rate)
-        return wait
+        waits = [bucket.reserve(amount, now) for bucket, amount in ((self._requests, 1), (self._tokens, input_tokens))
+                 if bucket is not None]
+        return max(waits, default=0.0)
 
 
 class _RayBudget:

@@ -20,7 +20,7 @@ from typing import Protocol, runtime_checkable
 from ctx_retrieval.errors import ConfigurationError
 from ctx_retrieval.types import ErrorDecision, ServerLimit, ServerLimits
 
-__all__ = ["SYSTEM_CLOCK", "Clock", "RateLimit", "RetryPolicy", "SharedBudget"]
+__all__ = ["SYSTEM_CLOCK", "Clock", "RateLimit", "RetryPolicy", "SharedBudget", "TokenBucket"]
 
 DEFAULT_MAX_ATTEMPTS = 6
 DEFAULT_INITIAL_DELAY_S = 1.0
@@ -104,13 +104,14 @@ class Clock:
 SYSTEM_CLOCK = Clock()
 
 
-class _Bucket:
-    """A token bucket refilled continuously at ``per_minute``, holding at most one minute's worth."""
+class TokenBucket:
+    """A token bucket refilled continuously at ``per_minute``, holding at most ``burst_s`` seconds' worth (a
+    minute's by default)."""
 
-    def __init__(self, per_minute: float, now: float) -> None:
+    def __init__(self, per_minute: float, now: float, *, burst_s: float = 60.0) -> None:
         self.rate = per_minute / 60.0
-        self.capacity = per_minute
-        self.level = per_minute
+        self.capacity = per_minute * min(1.0, burst_s / 60.0)
+        self.level = self.capacity
         self.stamp = now
         self._deficits = self._full_in = 0.0  # decaying sums behind a server-reported refill rate
 
@@ -125,6 +126,12 @@ class _Bucket:
 
     def take(self, amount: float) -> None:
         self.level -= min(amount, self.capacity)
+
+    def reserve(self, amount: float, now: float) -> float:
+        """Take ``amount`` now, into debt if need be; the seconds until the debt is paid back (the queue ahead)."""
+        self._refill(now)
+        self.take(amount)
+        return max(0.0, -self.level / self.rate)
 
     def sync(self, reported: ServerLimit, elapsed_s: float, sent_since: float, now: float, *,
              rounding: float = 0.0) -> None:
@@ -167,11 +174,12 @@ class Limiter:
         self.clock = clock
         self.shared = shared
         now = clock.monotonic()
-        self._requests = _Bucket(limit.requests_per_minute, now) if limit and limit.requests_per_minute else None
-        self._tokens = _Bucket(limit.input_tokens_per_minute, now) if limit and limit.input_tokens_per_minute else None
-        self._server_requests: _Bucket | None = None
-        self._server_tokens: _Bucket | None = None
-        self._server_output: _Bucket | None = None
+        requests, tokens = (limit.requests_per_minute, limit.input_tokens_per_minute) if limit else (None, None)
+        self._requests = TokenBucket(requests, now) if requests else None
+        self._tokens = TokenBucket(tokens, now) if tokens else None
+        self._server_requests: TokenBucket | None = None
+        self._server_tokens: TokenBucket | None = None
+        self._server_output: TokenBucket | None = None
         # (monotonic time, input tokens, output tokens reserved) of recent sends; only those after the oldest
         # request still in flight are ever needed, so a bound far above any concurrency keeps memory flat.
         self._sent: deque[tuple[float, float, float]] = deque(maxlen=_SENDS_KEPT)
@@ -226,18 +234,18 @@ class Limiter:
             later_output += output
         elapsed = max(0.0, now - sent_at)
         if limits.requests is not None:
-            self._server_requests = self._server_requests or _Bucket(limits.requests.limit, now)
+            self._server_requests = self._server_requests or TokenBucket(limits.requests.limit, now)
             self._server_requests.sync(limits.requests, elapsed, later_requests, now)
         if limits.input_tokens is not None:
-            self._server_tokens = self._server_tokens or _Bucket(limits.input_tokens.limit, now)
+            self._server_tokens = self._server_tokens or TokenBucket(limits.input_tokens.limit, now)
             self._server_tokens.sync(limits.input_tokens, elapsed, later_tokens, now, rounding=_TOKEN_ROUNDING)
         if limits.output_tokens is not None:
             # The server reserves a request's max_tokens when it starts and gives back the unused part when it
             # ends: our later sends count at their max_tokens, as the server counts them.
-            self._server_output = self._server_output or _Bucket(limits.output_tokens.limit, now)
+            self._server_output = self._server_output or TokenBucket(limits.output_tokens.limit, now)
             self._server_output.sync(limits.output_tokens, elapsed, later_output, now, rounding=_TOKEN_ROUNDING)
 
-    def _buckets(self) -> list[tuple[_Bucket, str]]:
+    def _buckets(self) -> list[tuple[TokenBucket, str]]:
         """(bucket, what it counts: "requests", "input" or "output") for every bucket in force."""
         out = [(b, "requests") for b in (self._requests, self._server_requests) if b is not None]
         out += [(b, "input") for b in (self._tokens, self._server_tokens) if b is not None]
