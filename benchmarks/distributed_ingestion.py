@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import signal
 import subprocess
 import sys
 import tempfile
@@ -44,7 +43,7 @@ sys.path.insert(0, str(ROOT))
 
 from ctx_retrieval import AnthropicProvider, RateLimit  # noqa: E402
 from ctx_retrieval.testing import FakeAnthropicServer  # noqa: E402
-from ctx_retrieval.testing.faults import synthetic_corpus  # noqa: E402
+from ctx_retrieval.testing.faults import kill_when_answered, synthetic_corpus  # noqa: E402
 from ctx_retrieval.testing.postgres import LocalPostgres  # noqa: E402
 
 KEY = "sk-ant-benchmark-key-000000000000"
@@ -96,7 +95,11 @@ def _ray_run(ray: Any, server: FakeAnthropicServer, chunks: int, rps: float, cac
     rows = [{"id": d.id, "text": d.text, "chunks": [c.text for c in cs]} for d, cs in synthetic_corpus(chunks)]
     killer = None
     if kill_at is not None:
-        killer = threading.Thread(target=_kill_an_actor, args=(server, kill_at), daemon=True)
+        def kill() -> None:
+            pid = kill_when_answered(server, kill_at)
+            print(f"  killed actor process {pid} after {kill_at} answers", file=sys.stderr)
+
+        killer = threading.Thread(target=kill, daemon=True)
         killer.start()
     started = time.monotonic()
     out = contextualize_dataset(ray.data.from_items(rows), provider=AnthropicProvider(base_url=server.base_url),
@@ -108,20 +111,6 @@ def _ray_run(ray: Any, server: FakeAnthropicServer, chunks: int, rps: float, cac
         killer.join(timeout=5)
     by_chunk = {r["chunk_id"]: r for r in out}
     return sum(1 for r in by_chunk.values() if r["context"]), wall
-
-
-def _kill_an_actor(server: FakeAnthropicServer, answered: int) -> None:
-    while server.totals()["ok"] < answered:
-        time.sleep(0.05)
-    for pid in sorted(p for p in os.listdir("/proc") if p.isdigit()):
-        try:
-            title = Path(f"/proc/{pid}/cmdline").read_bytes()
-        except OSError:
-            continue
-        if b"ContextualizeBatch" in title:
-            os.kill(int(pid), signal.SIGKILL)
-            print(f"  killed actor process {pid} after {answered} answers", file=sys.stderr)
-            return
 
 
 def _cache_cost(url: str, stored: int) -> dict[str, Any]:

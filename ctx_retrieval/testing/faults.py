@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import tempfile
 import time
 from dataclasses import dataclass
@@ -113,3 +115,20 @@ def run_faulty_ingestion(
         duplicated=duplicated, invented=invented, out_of_order=out_of_order, requests=run.report.requests,
         ideal_requests=len(expected), faults_injected=faults, wall_time_s=wall)
 
+
+def kill_when_answered(server: FakeAnthropicServer, answered: int, title: bytes = b"ContextualizeBatch",
+                       timeout_s: float = 120.0) -> int | None:
+    """Once ``server`` has answered ``answered`` requests, SIGKILL one process of this machine whose command line
+    holds ``title`` (a Ray actor's process is titled after its class); its pid, or None if none was found."""
+    deadline = time.monotonic() + timeout_s
+    while server.totals()["ok"] < answered and time.monotonic() < deadline:
+        time.sleep(0.05)
+    for pid in sorted(int(p) for p in os.listdir("/proc") if p.isdigit()):
+        try:
+            command = Path(f"/proc/{pid}/cmdline").read_bytes()
+        except OSError:
+            continue
+        if title in command and pid != os.getpid():
+            os.kill(pid, signal.SIGKILL)
+            return pid
+    return None

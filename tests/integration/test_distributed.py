@@ -5,7 +5,6 @@ actor killed mid-run loses nothing: its task is retried and finds what it had st
 from __future__ import annotations
 
 import os
-import signal
 import threading
 import time
 from collections.abc import Iterator
@@ -19,7 +18,7 @@ ray = pytest.importorskip("ray")
 from ctx_retrieval import AnthropicProvider, RateLimit  # noqa: E402
 from ctx_retrieval.distributed import OUTPUT_COLUMNS, RateBudget, contextualize_dataset  # noqa: E402
 from ctx_retrieval.testing import FakeAnthropicServer  # noqa: E402
-from ctx_retrieval.testing.faults import synthetic_corpus  # noqa: E402
+from ctx_retrieval.testing.faults import kill_when_answered, synthetic_corpus  # noqa: E402
 from tests.helpers import TEST_KEY  # noqa: E402
 
 
@@ -74,35 +73,18 @@ def test_four_actors_on_postgres_pay_each_chunk_once_under_one_shared_limit(clus
     assert wall >= 0.9 * (chunks - 19) / 19  # held to the fleet's limit: 19 a second after the first 19
 
 
-def _kill_one_actor_when(server: FakeAnthropicServer, answered: int, killed: list[int]) -> None:
-    deadline = time.monotonic() + 120
-    while server.totals()["ok"] < answered and time.monotonic() < deadline:
-        time.sleep(0.05)
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            title = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ")
-        except OSError:
-            continue
-        if b"ContextualizeBatch" in title and int(pid) != os.getpid():
-            os.kill(int(pid), signal.SIGKILL)
-            killed.append(int(pid))
-            return
-
-
 def test_an_actor_killed_mid_run_loses_nothing(cluster: None, tmp_path: Path) -> None:
     chunks = 240
-    killed: list[int] = []
+    killed: list[int | None] = []
     with FakeAnthropicServer(latency_s=0.05) as server:
-        killer = threading.Thread(target=_kill_one_actor_when, args=(server, chunks // 2, killed))
+        killer = threading.Thread(target=lambda: killed.append(kill_when_answered(server, chunks // 2)))
         killer.start()
         rows = contextualize_dataset(
             _documents(chunks), provider=AnthropicProvider(base_url=server.base_url),
             cache=str(tmp_path / "contexts.sqlite"), actors=2, documents_per_batch=2, max_concurrency=4).take_all()
         killer.join()
         totals = server.totals()
-    assert killed, "no actor process was found to kill"
+    assert killed and killed[0] is not None, "no actor process was found to kill"
     by_chunk = {r["chunk_id"]: r for r in rows}
     assert len(by_chunk) == chunks and all(r["context"] for r in by_chunk.values())  # 0 lost
     # Paid twice: at most what the killed actor had in flight (its answers died with it before they were stored).
