@@ -62,8 +62,8 @@ class BatchOptions:
 async def run_batched(engine: Engine, work: list[tuple[Plan, list[int]]], options: BatchOptions) -> None:
     """Each cacheable document's first chunk writes its cache (a warm-up batch by default, else ordinary
     requests); once those are answered the rest go as Message Batches and read it."""
-    cache = engine.settings.cache
-    assert cache is not None
+    cache, provider = engine.settings.cache, engine.settings.provider
+    assert cache is not None and isinstance(provider, BatchProvider)  # BatchOptions.check said so before planning
     wanted = {str(plan.keys[i]): (plan, i) for plan, pending in work for i in pending}
     in_flight = cache.batches_in_flight()  # earlier runs' batches: paid for, collected, never resubmitted
     waiting = {key for keys in in_flight.values() for key in keys}
@@ -80,7 +80,7 @@ async def run_batched(engine: Engine, work: list[tuple[Plan, list[int]]], option
     if options.warm_up == "batch":
         # Half price for the cache writes too; the other requests wait for these answers, not for a racing
         # write inside one batch (hits within a batch are best effort).
-        retry = await _batch_phase(engine, warm_ups, options, wanted, in_flight)
+        retry = await _batch_phase(engine, provider, warm_ups, options, wanted, in_flight)
         in_flight = {}
     else:
         retry = warm_ups
@@ -89,18 +89,17 @@ async def run_batched(engine: Engine, work: list[tuple[Plan, list[int]]], option
         for plan, i in to_batch:
             engine.set(plan, i, None, "not_attempted", TokenUsage())
         return
-    retry = await _batch_phase(engine, to_batch, options, wanted, in_flight)
+    retry = await _batch_phase(engine, provider, to_batch, options, wanted, in_flight)
     await asyncio.gather(*(engine.generate(plan, i, priority=0) for plan, i in retry))
 
 
-async def _batch_phase(engine: Engine, items: list[tuple[Plan, int]], options: BatchOptions,
+async def _batch_phase(engine: Engine, provider: BatchProvider, items: list[tuple[Plan, int]], options: BatchOptions,
                        wanted: dict[str, tuple[Plan, int]], in_flight: dict[str, list[str]]) -> list[tuple[Plan, int]]:
     """Submit ``items`` as batches (with ``in_flight``, earlier runs' batches), wait for all of them to end and
     collect the answers; the items to retry as ordinary requests."""
     s, report = engine.settings, engine.state.report
     cache = s.cache
     assert cache is not None
-    provider = options.check(s)
     pending_batches = dict(in_flight)
     for group in _batch_groups(engine, provider, items, options):
         keys = [key for key, _ in group]
