@@ -122,11 +122,25 @@ class Answer:
     problem: tuple[str, str] | None = None
 
 
+# Stop reasons of a finished answer (Anthropic's end_turn / stop_sequence, OpenAI's stop; None where the provider
+# does not say). Any other ends the answer early or elsewhere, so its text is never stored as a context
+# (https://platform.claude.com/docs/en/api/handling-stop-reasons).
+COMPLETE_STOP_REASONS = frozenset({None, "end_turn", "stop_sequence", "stop"})
+_STOP_PROBLEMS = {
+    "refusal": ("refusal", "the model declined to write a context (stop_reason refusal)"),
+    "max_tokens": ("max_tokens", "the answer was cut off at max_tokens, also with a larger budget"),
+    "model_context_window_exceeded": (
+        "context_window", "the answer was cut off at the model's context window (stop_reason "
+        "model_context_window_exceeded): lower WindowConfig(max_document_tokens=...) so the document leaves room"),
+    "content_filter": ("refusal", "the server's content filter stopped the answer (finish_reason content_filter)"),
+}
+
+
 def read_answer(response: ProviderResponse, max_context_tokens: int, count_tokens: TokenCounter) -> Answer:
-    if response.stop_reason == "refusal":
-        return Answer(None, ("refusal", "the model declined to write a context (stop_reason refusal)"))
-    if response.stop_reason == "max_tokens":
-        return Answer(None, ("max_tokens", "the answer was cut off at max_tokens, also with a larger budget"))
+    reason = response.stop_reason
+    if reason not in COMPLETE_STOP_REASONS:
+        return Answer(None, _STOP_PROBLEMS.get(reason or "", (
+            "incomplete", f"the answer ended with stop_reason {reason!r}, not a finished answer")))
     context = clean_context(response.text, max_tokens=max_context_tokens, count_tokens=count_tokens)
     if not context:
         return Answer(None, ("empty_response", "the model answered with no context text"))

@@ -363,10 +363,11 @@ def _check_extra_body(model: str, info: ModelInfo | None, extra_body: dict[str, 
             f"thinking can be disabled only at effort low, medium or high, not {effort!r}: lower "
             "extra_body['output_config']['effort'] or remove 'thinking'",
             setting="extra_body['output_config']", model=model)
-    if kind == "enabled" and info.thinking != "off":
+    if kind == "enabled" and info.thinking != "off":  # Claude 4.7 and later: HTTP 400 (the extended-thinking page)
         raise UnsupportedSettingError(
-            f"model {model!r} takes thinking {{'type': 'adaptive'}} (or 'disabled'), not a fixed budget: change "
-            "extra_body['thinking']", setting="extra_body['thinking']", model=model)
+            f"model {model!r} rejects thinking {{'type': 'enabled', 'budget_tokens': ...}} (HTTP 400): use "
+            "{'type': 'adaptive'} with extra_body['output_config']['effort'], or remove 'thinking'",
+            setting="extra_body['thinking']", model=model)
 
 
 def _effort(fields: dict[str, Any]) -> Any:

@@ -20,6 +20,7 @@ records every request.
 
 from __future__ import annotations
 
+import datetime
 import itertools
 import json
 import threading
@@ -104,6 +105,7 @@ class FakeAnthropicServer(LoopbackServer):
         batch_delay_s: how long a Message Batch stays ``in_progress`` before its results are ready.
         batch_cache_hit_rate: the share of batch requests that may read the prompt cache (best effort).
         max_batch_requests / max_batch_bytes: the batch limits (the API's: 100,000 requests, 256 MB).
+        today: the date that decides which deprecated models are still served (default: today, UTC).
     """
 
     def __init__(
@@ -129,8 +131,10 @@ class FakeAnthropicServer(LoopbackServer):
         batch_cache_hit_rate: float = 1.0,
         max_batch_requests: int = rules.MAX_BATCH_REQUESTS,
         max_batch_bytes: int = rules.MAX_BATCH_BYTES,
+        today: datetime.date | None = None,
     ) -> None:
         super().__init__(_Handler, name="fake-anthropic")
+        self.today = today
         self.latency_s = latency_s
         self.latency_per_output_token_s = latency_per_output_token_s
         self.responder = responder
@@ -260,9 +264,24 @@ class FakeAnthropicServer(LoopbackServer):
         if self.known_models is not None:
             # Models a test declares served: the documented rules where the twin has them, else generic ones.
             return (rules.lookup(model) or rules.GENERIC_MODEL) if model in self.known_models else None
-        if rules.retired(model):
+        if rules.retired(model, self.today):
             return None
         return rules.lookup(model)
+
+    def models_listing(self) -> dict[str, Any]:
+        """``GET /v1/models`` (MODELS_API): the served models with their limits and thinking capabilities."""
+        data = []
+        for name in (sorted(self.known_models) if self.known_models is not None else rules.served_models(self.today)):
+            model = self.model_rules(name)
+            if model is None:
+                continue
+            thinking = {"supported": True, "types": {"enabled": {"supported": model.thinking == "off"},
+                                                     "adaptive": {"supported": True}}}
+            data.append({"type": "model", "id": name, "display_name": name, "created_at": "2026-01-01T00:00:00Z",
+                         "max_input_tokens": model.context_window, "max_tokens": model.max_output,
+                         "capabilities": {"thinking": thinking}})
+        return {"data": data, "has_more": False, "first_id": data[0]["id"] if data else None,
+                "last_id": data[-1]["id"] if data else None}
 
     def answer(self, body: dict[str, Any], model_rules: rules.TwinModel, usage: dict[str, Any],
                fault: str | None) -> tuple[list[dict[str, Any]], str]:
@@ -270,6 +289,14 @@ class FakeAnthropicServer(LoopbackServer):
         ``max_tokens``), then the responder's text, cut where ``max_tokens`` runs out."""
         model = str(body["model"])
         budget = int(body.get("max_tokens") or 1)
+        # CONTEXT_WINDOWS_PAGE / STOP_REASONS_PAGE: generation stops where prompt and answer fill the window.
+        prompt = usage["input_tokens"] + usage["cache_creation_input_tokens"] + usage["cache_read_input_tokens"]
+        room = model_rules.context_window - prompt
+        if fault == "context_window":
+            room = min(room, max(1, budget // 4))
+        cut_reason = "max_tokens"
+        if room < budget:
+            budget, cut_reason = max(0, room), "model_context_window_exceeded"
         content: list[dict[str, Any]] = []
         output = 0
         if rules.thinks(body, model_rules):
@@ -279,7 +306,7 @@ class FakeAnthropicServer(LoopbackServer):
             budget -= spent
             if budget <= 0:
                 usage["output_tokens"] = output
-                return content, "max_tokens"
+                return content, cut_reason
         if fault == "refusal":
             usage["output_tokens"] = output + 1
             return content, "refusal"
@@ -290,7 +317,7 @@ class FakeAnthropicServer(LoopbackServer):
             words, stop_reason = words[: max(1, len(words) // 2)], "max_tokens"
         while count_tokens(" ".join(words), model) > budget and len(words) > 1:
             words.pop()
-            stop_reason = "max_tokens"
+            stop_reason = cut_reason
         text = " ".join(words)
         content.append({"type": "text", "text": text})
         usage["output_tokens"] = output + count_tokens(text, model)
@@ -362,6 +389,9 @@ class _Handler(LoopbackHandler):
     def do_GET(self) -> None:  # noqa: N802 - the standard library's name; Message Batches: retrieve and results
         fake = self.fake
         parts = self.path.split("?")[0].strip("/").split("/")  # v1 messages batches <id> [results]
+        if parts == ["v1", "models"]:
+            self._send(200, json.dumps(fake.models_listing()).encode())
+            return
         if len(parts) < 4 or parts[:3] != ["v1", "messages", "batches"] or parts[3] not in fake.batches:
             self._send(404, _error_body("not_found_error", f"no route {self.path}"))
             return
@@ -440,6 +470,9 @@ class _Handler(LoopbackHandler):
             self._send(200, json.dumps({"input_tokens": fake.cache.prompt_tokens(body)}).encode())
             return
         problem = rules.validate_request(body, model_rules)
+        prompt_tokens = fake.cache.prompt_tokens(body)
+        if problem is None and prompt_tokens > model_rules.context_window:  # CONTEXT_WINDOWS_PAGE
+            problem = f"prompt is too long: {prompt_tokens} tokens > {model_rules.context_window} maximum"
         if problem is not None:
             self._error(record, 400, "invalid_request_error", problem)
             return

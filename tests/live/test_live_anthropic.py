@@ -63,3 +63,15 @@ def test_a_batch_of_two(tmp_path: Path) -> None:
     generator = ContextGenerator(AnthropicProvider(cache_ttl="1h"), cache=tmp_path / "b.sqlite")
     run = generator.contextualize_many_batched([(document, chunks[:3])], poll_interval_s=10.0)
     assert run.report.batch_requests == 2 and all(r.context for r in run), run.report.format()
+
+
+def test_every_row_of_the_model_table_agrees_with_the_models_api() -> None:
+    """``GET /v1/models`` describes what the key's API serves: windows, output limits, thinking capabilities. A
+    table row that drifted from it (a retired model, a changed limit) fails here for anyone with a key."""
+    import anthropic
+
+    from ctx_retrieval.models import drift
+
+    listing = [model.model_dump() for model in anthropic.Anthropic().models.list(limit=1000)]
+    assert listing, "the Models API listed no model"
+    assert drift(listing) == []

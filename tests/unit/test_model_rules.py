@@ -61,6 +61,8 @@ def test_models_that_always_think_get_low_effort_and_room_for_thinking() -> None
     ("claude-sonnet-5-5", {"thinking": {"type": "disabled"}}, "extra_body['thinking']"),
     ("claude-haiku-5-5", {"thinking": {"type": "disabled"}, "output_config": {"effort": "xhigh"}},
      "extra_body['output_config']"),
+    ("claude-opus-4-7", {"thinking": {"type": "enabled", "budget_tokens": 2048}}, "extra_body['thinking']"),
+    ("claude-opus-4-8", {"thinking": {"type": "enabled", "budget_tokens": 2048}}, "extra_body['thinking']"),
 ])
 def test_settings_the_model_rejects_fail_before_any_request(model: str, extra: dict[str, Any], setting: str) -> None:
     with FakeAnthropicServer() as server:
@@ -70,6 +72,32 @@ def test_settings_the_model_rejects_fail_before_any_request(model: str, extra: d
         assert server.requests == []
     # The same setting on a model that accepts it is sent as given.
     AnthropicProvider("claude-haiku-4-5", api_key=TEST_KEY, extra_body={"temperature": 0})
+
+
+def test_sonnet_5_gets_thinking_disabled_not_paid_for() -> None:
+    document, chunks = make_document("s5", paragraphs=3)
+    with FakeAnthropicServer(thinking_tokens=300) as server:
+        generator = ContextGenerator(provider(server, model="claude-sonnet-5"), cache=False)
+        run = generator.contextualize(document, chunks)
+        bodies = [r.body for r in server.successful()]
+    assert all(r.context for r in run) and bodies
+    assert all(b["thinking"] == {"type": "disabled"} and b["max_tokens"] == generator.request_max_tokens
+               for b in bodies)
+    assert run.report.usage.output_tokens < 300 * len(bodies)  # no thinking was billed
+
+
+def test_an_answer_stopped_at_the_context_window_is_never_stored(tmp_path: Path) -> None:
+    document, chunks = make_document("cw", paragraphs=4)
+    cache = tmp_path / "c.sqlite"
+    with FakeAnthropicServer() as server:
+        server.fail_chunk(chunks[1].text, "context_window", times=1)
+        run = ContextGenerator(provider(server), cache=cache, on_error="skip").contextualize(document, chunks)
+        assert run[1].status == "failed" and run[1].error_kind == "context_window" and run[1].context is None
+        asked = [r for r in server.requests if r.chunk_text == chunks[1].text.strip()]
+        assert len(asked) == 1  # a larger max_tokens cannot help: not asked again in the run
+        server.reset()
+        again = ContextGenerator(provider(server), cache=cache).contextualize(document, chunks)
+        assert again[1].context and [r.chunk_text for r in server.successful()] == [chunks[1].text.strip()]
 
 
 def test_a_refusal_fails_the_chunk_and_is_never_cached(tmp_path: Path) -> None:

@@ -66,6 +66,9 @@ def test_thinking_models_think_unless_disabled_and_thinking_counts_in_max_tokens
     ("claude-opus-5-5", {"thinking": {"type": "disabled"}}, "always thinks"),
     ("claude-haiku-5-5", {"thinking": {"type": "disabled"}, "output_config": {"effort": "max"}}, "low, medium or high"),
     ("claude-haiku-5-5", {"thinking": {"type": "enabled", "budget_tokens": 1024}}, "adaptive"),
+    ("claude-opus-4-7", {"thinking": {"type": "enabled", "budget_tokens": 1024}}, "adaptive"),
+    ("claude-opus-4-8", {"thinking": {"type": "enabled", "budget_tokens": 1024}}, "adaptive"),
+    ("claude-sonnet-5-5", {"thinking": {"type": "disabled"}}, "always thinks"),
 ])
 def test_settings_a_model_rejects_answer_400(twin: FakeAnthropicServer, model: str, extra: dict[str, Any],
                                              message: str) -> None:
@@ -274,3 +277,39 @@ def test_a_batch_that_outlasts_the_ttl_misses_the_cache() -> None:
         (result,) = list(sdk.messages.batches.results(batch.id))
     usage = result.result.message.usage  # type: ignore[union-attr]
     assert usage.cache_read_input_tokens == 0 and usage.cache_creation_input_tokens > 0
+
+
+def test_sonnet_5_turns_thinking_off_and_opus_4_7_thinks_adaptively_on_request(twin: FakeAnthropicServer) -> None:
+    sdk = client(twin)
+    off = sdk.messages.create(model="claude-sonnet-5", max_tokens=400, messages=user(DOCUMENT),
+                              thinking={"type": "disabled"})
+    on = sdk.messages.create(model="claude-sonnet-5", max_tokens=400, messages=user(DOCUMENT))
+    assert [b.type for b in off.content] == ["text"] and [b.type for b in on.content] == ["thinking", "text"]
+    plain = sdk.messages.create(model="claude-opus-4-7", max_tokens=400, messages=user(DOCUMENT))
+    asked = sdk.messages.create(model="claude-opus-4-7", max_tokens=400, messages=user(DOCUMENT),
+                                extra_body={"thinking": {"type": "adaptive"}})
+    assert [b.type for b in plain.content] == ["text"] and [b.type for b in asked.content] == ["thinking", "text"]
+
+
+def test_the_context_window_refuses_long_prompts_and_stops_answers_that_fill_it() -> None:
+    with FakeAnthropicServer() as twin:
+        sdk = client(twin)
+        too_long = "word " * 180_000  # 225k tokens for the twin's tokenizer: over Claude Haiku 4.5's 200k window
+        with pytest.raises(anthropic.BadRequestError, match="prompt is too long"):
+            sdk.messages.create(model="claude-haiku-4-5", max_tokens=50, messages=user(too_long))
+        nearly = "word " * 159_990  # 199,988 tokens with the overhead: 50 more do not fit
+        cut = sdk.messages.create(model="claude-haiku-4-5", max_tokens=400, messages=user(nearly))
+        assert cut.stop_reason == "model_context_window_exceeded"
+        assert cut.usage.input_tokens + cut.usage.output_tokens <= 200_000
+        fits = sdk.messages.create(model="claude-haiku-5-5", max_tokens=400, messages=user(nearly),
+                                   thinking={"type": "disabled"})  # a 1M window
+        assert fits.stop_reason == "end_turn"
+
+
+def test_the_models_api_lists_served_models_with_limits() -> None:
+    with FakeAnthropicServer(today=datetime.date(2026, 12, 1)) as twin:
+        listing = {m.id: m for m in client(twin).models.list()}
+    assert "claude-fable-5-2" in listing and "claude-sonnet-4-5" not in listing
+    assert "claude-sonnet-4-20250514" not in listing
+    fable = listing["claude-fable-5-2"]
+    assert (fable.max_input_tokens, fable.max_tokens) == (1_000_000, 128_000)  # type: ignore[attr-defined]
