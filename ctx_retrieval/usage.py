@@ -66,6 +66,7 @@ class RunReport:
     warnings: list[str] = field(default_factory=list)
     cache_reads_reported: bool = True  # False: the server did not say how many prompt tokens it reused
     shared_documents: int = 0  # documents another worker on the shared cache was writing; their contexts came from it
+    lease_rechecks: int = 0  # requests held back because this worker's lease was stale (a stall): re-read, re-claimed
 
     @property
     def failed(self) -> int:
@@ -121,6 +122,7 @@ class RunReport:
             "document_tokens_estimated": self.document_tokens,
             "windowed_documents": self.windowed_documents,
             "shared_documents": self.shared_documents,
+            "lease_rechecks": self.lease_rechecks,
             "uncacheable_documents": list(self.uncacheable_documents),
             "failures": [
                 {"document_id": f.document.id, "chunk_id": f.chunk.id, "error_type": f.error_type, "message": f.message}
@@ -157,6 +159,8 @@ class RunReport:
         if self.shared_documents:
             lines.append(f"documents another worker was writing (contexts read from the shared cache): "
                          f"{self.shared_documents}")
+        if self.lease_rechecks:
+            lines.append(f"requests held back to re-check a stale lease (this worker stalled): {self.lease_rechecks}")
         if self.windowed_documents:
             lines.append(f"windowed documents (too large for max_document_tokens): {self.windowed_documents}")
         if self.long_prompt_requests:

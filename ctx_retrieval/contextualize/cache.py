@@ -252,13 +252,15 @@ class ContextCache:
             return bool(self._conn.execute("UPDATE leases SET owner = ?, expires = ? WHERE key = ? AND owner = ?",
                                            (owner, time.time() + ttl_s, key, holder)).rowcount)
 
-    def renew(self, owner: str, ttl_s: float) -> int:
-        """Extend every claim ``owner`` holds by ``ttl_s`` from now; how many it holds."""
+    def renew(self, owner: str, ttl_s: float) -> list[str]:
+        """Extend every claim ``owner`` holds by ``ttl_s`` from now; the keys it still holds (a key taken over by
+        another worker is not among them)."""
         if not self._writable():
-            return 0
+            return []
         with self._lock, self._errors():
-            return int(self._conn.execute("UPDATE leases SET expires = ? WHERE owner = ?",
-                                          (time.time() + ttl_s, owner)).rowcount)
+            rows = self._conn.execute("UPDATE leases SET expires = ? WHERE owner = ? RETURNING key",
+                                      (time.time() + ttl_s, owner)).fetchall()
+        return [str(row[0]) for row in rows]
 
     def release(self, key: str, owner: str) -> None:
         if not self._writable():

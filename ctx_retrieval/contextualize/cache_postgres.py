@@ -172,9 +172,10 @@ class PostgresContextCache:
         return bool(self._run("UPDATE ctx_leases SET owner = %s, expires = now() + make_interval(secs => %s) "
                               "WHERE key = %s AND owner = %s", (owner, ttl_s, key, holder)))
 
-    def renew(self, owner: str, ttl_s: float) -> int:
-        return self._run("UPDATE ctx_leases SET expires = now() + make_interval(secs => %s) WHERE owner = %s",
-                         (ttl_s, owner))
+    def renew(self, owner: str, ttl_s: float) -> list[str]:
+        return [str(row[0]) for row in self._rows(
+            "UPDATE ctx_leases SET expires = now() + make_interval(secs => %s) WHERE owner = %s RETURNING key",
+            (ttl_s, owner))]
 
     def release(self, key: str, owner: str) -> None:
         self._run("DELETE FROM ctx_leases WHERE key = %s AND owner = %s", (key, owner))

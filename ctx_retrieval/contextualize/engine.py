@@ -105,6 +105,13 @@ class _Answered:
         self.response = response
 
 
+class _Lost:
+    """This run's hold on the document is stale (it stalled past its lease, or renewals failed): nothing was sent;
+    the cache is read again and the document claimed again first."""
+
+    __slots__ = ()
+
+
 class _Failed:
     """An attempt that raised, with what the provider's classification says to do about it."""
 
@@ -271,17 +278,18 @@ class Engine:
             self.set(plan, i, found[str(plan.keys[i])], "cached", TokenUsage())
         return [i for i in pending if plan.keys[i] not in found]
 
-    async def _wait_for_other_worker(self, leases: DocumentLeases, plan: Plan, pending: list[int]) -> list[int]:
+    async def _wait_for_other_worker(self, leases: DocumentLeases, plan: Plan, pending: list[int], *,
+                                     count: bool = True) -> list[int]:
         """Take the document's contexts from the cache as the other worker stores them; what is left when its
         lease ends (it finished, failed or died) is this run's to write, claimed."""
-        leases.waited += 1
+        leases.waited += count
         while not self.state.stop:
-            await asyncio.sleep(leases.poll_s)
             pending = self._still_missing(plan, pending)
             if not pending:
                 return []
             if leases.claim(plan):
                 return self._still_missing(plan, pending)
+            await asyncio.sleep(leases.poll_s)
         for i in pending:
             self.set(plan, i, None, "not_attempted", TokenUsage())
         return []
@@ -357,6 +365,12 @@ class Engine:
                     state.probe.set()
             if outcome is None:
                 continue  # the run stopped (budget, or another chunk's failure) while this one waited
+            if isinstance(outcome, _Lost):  # a stale hold: the context may be stored, or another worker writes it
+                assert state.leases is not None
+                if await self._wait_for_other_worker(state.leases, plan, [i], count=False):
+                    continue  # its lease ended without this chunk's context: ours again, claimed
+                result = state.results[plan.offset + i]
+                return result is not None and result.context is not None
             if isinstance(outcome, _Answered):
                 response = outcome.response
                 count_usage(state.report, response.usage, s)
@@ -430,7 +444,7 @@ class Engine:
         return False
 
     async def attempt(self, plan: Plan, request: ContextRequest, variable: int,
-                      priority: int) -> _Answered | _Failed | None:
+                      priority: int) -> _Answered | _Failed | _Lost | None:
         """One request: budget check, rate limit, a slot, the call. None when the run stopped first."""
         s, state = self.settings, self.state
         estimate = estimated_cost(s, plan, variable)
@@ -447,6 +461,8 @@ class Engine:
                 return None
             await state.slots.acquire(priority)
             try:
+                if state.leases is not None and not state.leases.trusted(plan):
+                    return _Lost()
                 state.report.requests += 1
                 sent_at, reserved = state.limiter.sent(tokens, request.max_tokens), False
                 response = await s.provider.agenerate(request)
@@ -587,6 +603,7 @@ def finish_run(settings: RunSettings, state: RunState, started: float) -> Contex
                        if info else None)
     report.wall_time_s = time.perf_counter() - started
     report.shared_documents = state.leases.waited if state.leases is not None else 0
+    report.lease_rechecks = state.leases.rechecked if state.leases is not None else 0
     if state.fatal is not None:
         state.fatal.report = report
         raise state.fatal from state.fatal_cause

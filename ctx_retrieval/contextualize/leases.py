@@ -4,9 +4,18 @@ contexts; the others wait for them to appear in the cache instead of paying agai
 The claim is per document, not per chunk: a document's chunks all read one prompt-cache entry, which the first
 request writes; split among workers, each would write it again. The lease key covers exactly the document's
 chunk keys (provider, model, prompt, window, document text, chunks), so the same document under other settings is
-other work. A lease lasts ``ttl_s`` and its holder renews it every third of that while it runs: a worker that
-dies stops renewing and its documents are taken over once the lease expires, or at once when the holder was a
-process on this machine that no longer exists.
+other work. A lease lasts ``ttl_s`` and its holder renews it every third of that while it runs.
+
+A holder checks it still holds a document before each request (``DocumentLeases.trusted``): a worker stalled past its
+lease (SIGSTOP, a long GC pause, a VM migration) may have lost it to another worker, which then wrote the contexts;
+on waking it learns from its clock that its hold is stale before it pays for one, re-reads the cache, and claims the
+document again (or waits for the other worker). Renewals that find a key taken over end its hold at once. Only the
+requests in flight when it stalled can be paid twice.
+
+A dead holder's documents are taken over once its lease expires, or at once when the holder was a process of this
+machine that no longer lives. "This machine" is the kernel's boot id and the process's PID namespace, never the host
+name (a container may share the host's name while its PIDs mean nothing here); a PID whose process started at another
+time was reused, and a zombie (exited, not yet reaped) is dead.
 """
 
 from __future__ import annotations
@@ -16,18 +25,23 @@ import contextlib
 import logging
 import os
 import socket
+import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Protocol, runtime_checkable
 
 from ctx_retrieval.contextualize.cache import text_digest
 from ctx_retrieval.contextualize.planning import Plan
 
-__all__ = ["DEFAULT_LEASE_TTL_S", "DocumentLeases", "LeaseStore", "leases_for"]
+__all__ = ["DEFAULT_LEASE_TTL_S", "DocumentLeases", "LeaseStore", "leases_for", "worker_id"]
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_LEASE_TTL_S = 60.0
+# A hold is trusted without asking the store while its last confirmation is younger than this share of the TTL;
+# older (the process stalled, or renewals failed), the store is asked before the next request.
+TRUST_SHARE = 0.5
+_SEP = "|"
 
 
 @runtime_checkable
@@ -38,47 +52,91 @@ class LeaseStore(Protocol):
 
     def take_over(self, key: str, owner: str, holder: str, ttl_s: float) -> bool: ...
 
-    def renew(self, owner: str, ttl_s: float) -> int: ...
+    def renew(self, owner: str, ttl_s: float) -> list[str]: ...
 
     def release(self, key: str, owner: str) -> None: ...
 
 
-def worker_id() -> str:
-    """``host:pid:nonce``: unique per run, and enough to tell whether a holder on this machine still lives."""
-    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-
-
-def _dead_here(holder: str) -> bool:
-    """True when ``holder`` ran on this machine and its process is gone (killed): no need to wait out its lease."""
-    host, _, rest = holder.partition(":")
-    pid = rest.partition(":")[0]
-    if host != socket.gethostname() or not pid.isdigit():
-        return False
+def _read(path: str) -> str | None:
     try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False  # alive, another user's
-    return False
+        with open(path, encoding="ascii", errors="replace") as handle:
+            return handle.read().strip()
+    except OSError:
+        return None
 
 
-def leases_for(cache: object, ttl_s: float | None) -> DocumentLeases | None:
+def _machine() -> str:
+    """Where a PID means the same process: the kernel's boot id and this process's PID namespace (Linux); the host
+    name elsewhere, where the PID check below cannot run anyway."""
+    boot = _read("/proc/sys/kernel/random/boot_id")
+    try:
+        namespace = os.readlink("/proc/self/ns/pid")
+    except OSError:
+        namespace = None
+    if boot and namespace:
+        return f"{boot}/{namespace.removeprefix('pid:').strip('[]')}"
+    return f"host/{socket.gethostname()}"
+
+
+def _stat(pid: int) -> tuple[str, str] | None:
+    """``(state, start time in clock ticks)`` of a process from ``/proc/<pid>/stat``, or None when there is none."""
+    text = _read(f"/proc/{pid}/stat")
+    if not text or ")" not in text:
+        return None
+    fields = text.rsplit(")", 1)[1].split()  # after "pid (comm)": state is field 3, starttime field 22
+    return (fields[0], fields[19]) if len(fields) > 19 else None
+
+
+def worker_id(pid: int | None = None) -> str:
+    """``host|machine|pid|start|nonce``: unique per run, and enough to tell whether a holder on this machine lives.
+    ``pid`` names another process of this machine (tests)."""
+    pid = os.getpid() if pid is None else pid
+    stat = _stat(pid)
+    return _SEP.join((socket.gethostname().replace(_SEP, "_"), _machine(), str(pid), stat[1] if stat else "-",
+                      uuid.uuid4().hex[:8]))
+
+
+def dead_here(holder: str) -> bool:
+    """True only when ``holder`` ran on this machine (same boot, same PID namespace) and its process is gone: no
+    such PID, a zombie, or the PID now belongs to a process that started at another time. Anything else (another
+    machine or container, a holder id this version did not write) is waited out for its lease's TTL."""
+    parts = holder.split(_SEP)
+    if len(parts) != 5 or parts[1] != _machine() or not parts[2].isdigit():
+        return False
+    pid, started = int(parts[2]), parts[3]
+    if parts[1].startswith("host/"):  # no /proc: only whether the PID exists
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return True
+        except PermissionError:
+            return False
+        return False
+    stat = _stat(pid)
+    return stat is None or stat[0] in ("Z", "X") or (started != "-" and stat[1] != started)
+
+
+def leases_for(cache: object, ttl_s: float | None, *, clock: Callable[[], float] = time.monotonic
+               ) -> DocumentLeases | None:
     """Leases on ``cache`` when it keeps them and they are on (``ttl_s``); None otherwise."""
     if cache is None or ttl_s is None or not isinstance(cache, LeaseStore):
         return None
-    return DocumentLeases(cache, ttl_s=ttl_s)
+    return DocumentLeases(cache, ttl_s=ttl_s, clock=clock)
 
 
 class DocumentLeases:
-    """This run's claims on documents in a shared cache."""
+    """This run's claims on documents in a shared cache, and when each was last confirmed (by ``clock``)."""
 
-    def __init__(self, store: LeaseStore, *, ttl_s: float = DEFAULT_LEASE_TTL_S, poll_s: float | None = None) -> None:
+    def __init__(self, store: LeaseStore, *, ttl_s: float = DEFAULT_LEASE_TTL_S, poll_s: float | None = None,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         self.store = store
         self.ttl_s = ttl_s
         self.poll_s = poll_s if poll_s is not None else min(1.0, ttl_s / 20)
+        self.clock = clock
         self.owner = worker_id()
         self.waited = 0  # documents another worker was writing when this run reached them
+        self.rechecked = 0  # requests held back because this run's hold was no longer fresh (a stall, lost renewals)
+        self._confirmed: dict[str, float] = {}  # lease key -> when this run last knew it held it
 
     @staticmethod
     def key(plan: Plan) -> str:
@@ -87,13 +145,40 @@ class DocumentLeases:
     def claim(self, plan: Plan) -> bool:
         """True when this run may write ``plan`` now (claimed, or taken over from a dead worker)."""
         key = self.key(plan)
+        now = self.clock()
         holder = self.store.claim(key, self.owner, self.ttl_s)
-        if holder is None:
+        if holder is None or (dead_here(holder) and self.store.take_over(key, self.owner, holder, self.ttl_s)):
+            self._confirmed[key] = now
             return True
-        return _dead_here(holder) and self.store.take_over(key, self.owner, holder, self.ttl_s)
+        return False
+
+    def trusted(self, plan: Plan) -> bool:
+        """Whether this run may send a request for ``plan`` without asking the store: its hold was confirmed (claimed
+        or renewed) less than ``TRUST_SHARE`` of the TTL ago by this run's clock. False after a stall or failed
+        renewals: the caller then re-reads the cache and claims again before paying (``claim``)."""
+        confirmed = self._confirmed.get(self.key(plan))
+        if confirmed is not None and self.clock() - confirmed < TRUST_SHARE * self.ttl_s:
+            return True
+        self.rechecked += 1
+        logger.info("document %s: this worker's lease was last confirmed %s ago; re-reading the shared cache and "
+                    "claiming it again before the next request", plan.document.id,
+                    "never" if confirmed is None else f"{self.clock() - confirmed:.1f} s")
+        return False
 
     def release(self, plan: Plan) -> None:
-        self.store.release(self.key(plan), self.owner)
+        key = self.key(plan)
+        self._confirmed.pop(key, None)
+        self.store.release(key, self.owner)
+
+    def renewed(self, keys: Iterable[str], at: float) -> None:
+        """Record a renewal made at ``at``: the keys it extended are confirmed; the others this run thought it held
+        were taken over (``holds`` will say so before their next request)."""
+        still = set(keys)
+        for key in list(self._confirmed):
+            if key in still:
+                self._confirmed[key] = at
+            else:
+                self._confirmed.pop(key)
 
     @contextlib.asynccontextmanager
     async def kept_alive(self) -> AsyncIterator[DocumentLeases]:
@@ -110,8 +195,9 @@ class DocumentLeases:
         """Keep this run's claims alive while it runs (cancelled at its end)."""
         while True:
             await asyncio.sleep(self.ttl_s / 3)
+            at = self.clock()
             try:
-                self.store.renew(self.owner, self.ttl_s)
+                self.renewed(self.store.renew(self.owner, self.ttl_s), at)
             except Exception as exc:  # the cache is unreachable for a moment: the next renewal may succeed
                 logger.warning("could not renew this run's document leases (%s): if they expire, another worker "
-                               "may write the same documents", exc)
+                               "may write the same documents; each is checked before its next request", exc)

@@ -36,8 +36,8 @@ WORKER = textwrap.dedent(
     from ctx_retrieval.testing.faults import synthetic_corpus
     base_url, cache, chunks = sys.argv[1], sys.argv[2], int(sys.argv[3])
     provider = AnthropicProvider(api_key={key!r}, base_url=base_url)
-    run = ContextGenerator(provider, cache=cache, max_concurrency=4, lease_ttl_s=float(sys.argv[4])).contextualize_many(
-        synthetic_corpus(chunks))
+    run = ContextGenerator(provider, cache=cache, max_concurrency=int(sys.argv[5]),
+                           lease_ttl_s=float(sys.argv[4])).contextualize_many(synthetic_corpus(chunks))
     r = run.report
     print(json.dumps({{"generated": r.generated, "cached": r.cached, "shared": r.shared_documents,
                       "requests": r.requests, "with_context": sum(1 for x in run if x.context)}}))
@@ -53,11 +53,12 @@ def cache_url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
 
 
 def _workers(tmp_path: Path, base_url: str, cache_url: str, chunks: int, n: int,
-             lease_ttl_s: float = 60.0) -> list[subprocess.Popen[str]]:
+             lease_ttl_s: float = 60.0, concurrency: int = 4) -> list[subprocess.Popen[str]]:
     script = tmp_path / "worker.py"
     script.write_text(WORKER.format(root=str(ROOT), key=TEST_KEY), encoding="utf-8")
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    return [subprocess.Popen([sys.executable, str(script), base_url, cache_url, str(chunks), str(lease_ttl_s)],
+    return [subprocess.Popen([sys.executable, str(script), base_url, cache_url, str(chunks), str(lease_ttl_s),
+                              str(concurrency)],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) for _ in range(n)]
 
 
@@ -84,7 +85,7 @@ def test_a_claim_stands_until_released_or_expired(cache_url: str) -> None:
     assert store.claim("doc:a", "host-1:1:x", 30) is None
     assert store.claim("doc:a", "host-2:2:y", 30) == "host-1:1:x"  # a live claim stands
     assert store.claim("doc:a", "host-1:1:x", 30) is None  # its holder may extend it
-    assert store.renew("host-1:1:x", 30) == 1
+    assert store.renew("host-1:1:x", 30) == ["doc:a"]  # the keys it still holds
     store.release("doc:a", "host-1:1:x")
     assert store.claim("doc:a", "host-2:2:y", 0.5) is None  # released: the next worker gets it
     assert store.claim("doc:a", "host-1:1:x", 30) == "host-2:2:y"
@@ -131,6 +132,32 @@ def test_a_killed_workers_documents_are_taken_over_and_nothing_is_paid_twice(cac
     assert run.report.generated + run.report.cached == chunks
 
 
+def test_a_worker_stalled_past_its_lease_does_not_pay_for_what_the_next_one_wrote(cache_url: str,
+                                                                                 tmp_path: Path) -> None:
+    chunks, concurrency = 40, 2
+    with FakeAnthropicServer(latency_s=0.1) as server:
+        (stalled,) = _workers(tmp_path, server.base_url, cache_url, chunks, 1, lease_ttl_s=3.0,
+                              concurrency=concurrency)
+        deadline = time.monotonic() + 60
+        while server.totals()["ok"] < 4 and time.monotonic() < deadline:
+            time.sleep(0.02)
+        os.kill(stalled.pid, signal.SIGSTOP)  # a GC pause, a VM migration: alive, holding its leases, silent
+        try:
+            run = ContextGenerator(AnthropicProvider(api_key=TEST_KEY, base_url=server.base_url), cache=cache_url,
+                                   max_concurrency=8, lease_ttl_s=3.0).contextualize_many(synthetic_corpus(chunks))
+            written_by_next = run.report.generated
+        finally:
+            os.kill(stalled.pid, signal.SIGCONT)
+        output = json.loads(stalled.communicate(timeout=120)[0])
+        paid = server.totals()["ok"]
+    assert stalled.returncode == 0 and output["with_context"] == chunks and run.report.failed == 0
+    assert written_by_next > chunks // 2 and run.report.shared_documents >= 1  # it waited out the leases, then wrote
+    # Paid twice at most: the requests the stalled worker had in flight when it stopped (its slots), never the
+    # chunks the next worker wrote meanwhile (it re-read the cache before its next request: 64 of 120 before).
+    assert paid - chunks <= concurrency, (paid, output)
+    assert output["generated"] + written_by_next <= chunks + concurrency
+
+
 def test_an_expired_claim_of_another_machine_is_taken_over(cache_url: str) -> None:
     items = synthetic_corpus(20)
     with FakeAnthropicServer() as server:
@@ -138,7 +165,7 @@ def test_an_expired_claim_of_another_machine_is_taken_over(cache_url: str) -> No
                                      lease_ttl_s=2.0)
         plan = generator._planner.plan(items)[0]
         store: Any = generator.cache
-        assert store.claim(DocumentLeases.key(plan), "another-machine:42:dead", 1.0) is None  # it then died there
+        assert store.claim(DocumentLeases.key(plan), "another-host|another-boot/1|42|1|dead", 1.0) is None  # it died
         started = time.monotonic()
         run = generator.contextualize_many(items)
         waited = time.monotonic() - started
