@@ -38,7 +38,7 @@ import datetime
 import logging
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from ctx_retrieval.errors import RetiredModelError, UnknownModelError

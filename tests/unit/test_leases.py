@@ -34,7 +34,7 @@ def test_this_process_lives_and_a_zombie_or_a_gone_process_is_dead() -> None:
     assert not dead_here(worker_id())
     child = subprocess.Popen([sys.executable, "-c", "pass"])
     deadline = time.monotonic() + 30
-    while open(f"/proc/{child.pid}/stat").read().rsplit(")", 1)[1].split()[0] != "Z":  # exited, not reaped
+    while Path(f"/proc/{child.pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z":  # exited, not reaped
         assert time.monotonic() < deadline
         time.sleep(0.01)
     zombie = worker_id(child.pid)

@@ -68,7 +68,7 @@ def test_documented_rules_of_current_models(model: str, setting: str, value: obj
 
 
 def test_lifecycle_sonnet_4_retired_sonnet_4_5_retired_at_its_date(caplog: pytest.LogCaptureFixture) -> None:
-    with pytest.raises(RetiredModelError, match="on 2026-06-15.*'claude-sonnet-5-5'") as caught:
+    with pytest.raises(RetiredModelError, match=r"on 2026-06-15.*'claude-sonnet-5-5'") as caught:
         check_not_retired("claude-sonnet-4-20250514")
     assert caught.value.retired_on == "2026-06-15"
     with pytest.raises(RetiredModelError):
