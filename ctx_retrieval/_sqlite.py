@@ -1,21 +1,27 @@
-"""Opening the package's SQLite caches: WAL mode, busy retries, and clear errors for a file that is not a cache.
+"""Opening and using the package's SQLite caches: WAL mode, busy retries, transactions that roll back, and clear
+errors for a file that is not a cache or cannot be written.
 
 Both caches (contexts, embeddings) open through here, so both get the same treatment: a new file switched to WAL
 even when another process does the same at the same moment; a truncated, garbage, foreign or unreadable file
-raised as ``CacheError`` with its path and the fix; a read-only file opened read-only, serving what it holds.
+raised as ``CacheError`` with its path and the fix; a read-only file, or a valid cache in a read-only folder
+(where SQLite cannot create the WAL index beside it), opened read-only, serving what it holds. Every statement
+runs under ``guarded`` (any SQLite error is a ``CacheError``: a full disk, a file damaged while in use) and
+multi-row writes under ``transaction`` (a failed batch rolls back, so it cannot leave the connection inside an
+open transaction whose later writes are never committed).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sqlite3
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 from ctx_retrieval.errors import CacheError
 
-__all__ = ["busy", "open_cache_database"]
+__all__ = ["busy", "guarded", "open_cache_database", "transaction"]
 
 
 def busy(exc: sqlite3.OperationalError) -> bool:
@@ -23,6 +29,31 @@ def busy(exc: sqlite3.OperationalError) -> bool:
     if isinstance(code, int):
         return (code & 0xFF) in (5, 6)  # SQLITE_BUSY, SQLITE_LOCKED
     return "locked" in str(exc) or "busy" in str(exc)
+
+
+@contextlib.contextmanager
+def guarded(path: Path, what: str) -> Iterator[None]:
+    """Any SQLite error inside is a ``CacheError`` naming the file and the fix (``disk full`` included)."""
+    try:
+        yield
+    except sqlite3.Error as exc:
+        full = isinstance(exc, sqlite3.OperationalError) and ("full" in str(exc) or getattr(
+            exc, "sqlite_errorcode", None) == 13)  # SQLITE_FULL
+        fix = (f"free disk space where {path} lives, or pass another cache path" if full else _fix(path, what))
+        raise CacheError(f"the {what} {path} cannot be used ({exc}): {fix}", path=str(path)) from exc
+
+
+@contextlib.contextmanager
+def transaction(conn: sqlite3.Connection) -> Iterator[None]:
+    """``BEGIN`` ... ``COMMIT`` on an autocommit connection, rolled back when the block fails."""
+    conn.execute("BEGIN")
+    try:
+        yield
+    except BaseException:
+        with contextlib.suppress(sqlite3.Error):
+            conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
 
 
 def _fix(path: Path, what: str) -> str:
@@ -39,8 +70,7 @@ def open_cache_database(path: Path, schema: Sequence[str], columns: Mapping[str,
         if writable:
             conn = sqlite3.connect(str(path), timeout=timeout_s, isolation_level=None, check_same_thread=False)
         else:
-            conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=timeout_s, isolation_level=None,
-                                   check_same_thread=False)
+            conn = _open_read_only(path, timeout_s)
         conn.execute(f"PRAGMA busy_timeout = {int(timeout_s * 1000)}")
         if writable:
             # Switching a new file to WAL takes an exclusive lock and SQLite answers SQLITE_BUSY at once, without
@@ -63,3 +93,19 @@ def open_cache_database(path: Path, schema: Sequence[str], columns: Mapping[str,
     except sqlite3.DatabaseError as exc:  # not a database, malformed, unreadable
         raise CacheError(f"cannot use {path} as the {what} ({exc}): {_fix(path, what)}", path=str(path)) from exc
     return conn, not writable
+
+
+def _open_read_only(path: Path, timeout_s: float) -> sqlite3.Connection:
+    """A read-only connection. A WAL database needs its ``-shm`` index beside it, which SQLite cannot create in a
+    read-only folder: then the file is opened ``immutable`` (no locks, no index; safe because nothing here can
+    write it)."""
+    uri = path.resolve().as_uri()
+    conn = sqlite3.connect(f"{uri}?mode=ro", uri=True, timeout=timeout_s, isolation_level=None,
+                           check_same_thread=False)
+    try:
+        conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()
+        return conn
+    except sqlite3.OperationalError:
+        conn.close()
+    return sqlite3.connect(f"{uri}?mode=ro&immutable=1", uri=True, timeout=timeout_s, isolation_level=None,
+                           check_same_thread=False)

@@ -35,7 +35,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from ctx_retrieval._optional import require
-from ctx_retrieval.contextualize.cache_postgres import CACHE_URL_ENV
+from ctx_retrieval.contextualize.cache_postgres import CACHE_URL_ENV, CacheURL, is_postgres_url, redact_url
 from ctx_retrieval.contextualize.scheduling import RateLimit, TokenBucket
 from ctx_retrieval.errors import ConfigurationError
 from ctx_retrieval.loaders import document_from_row
@@ -120,6 +120,21 @@ def _schema(pa: Any) -> Any:
                       for name in OUTPUT_COLUMNS])
 
 
+def _actor_cache(cache: str) -> str:
+    """The cache setting every actor receives: a PostgreSQL URL without its password (Ray keeps and logs actor
+    arguments). Each actor takes the password from ``$CTX_RETRIEVAL_CACHE_URL`` (a local cluster inherits this
+    process's environment) or libpq's ``$PGPASSWORD`` / ``~/.pgpass``; a password the actors could not learn that
+    way is refused here rather than sent."""
+    if not is_postgres_url(cache) or redact_url(cache) == cache:
+        return cache
+    if os.environ.get(CACHE_URL_ENV) != cache and not os.environ.get("PGPASSWORD"):
+        raise ConfigurationError(
+            f"the cache URL carries a password, which Ray would store and log with every actor's arguments: set "
+            f"${CACHE_URL_ENV} to the full URL (or $PGPASSWORD, or ~/.pgpass on each machine) and pass "
+            f"cache={redact_url(cache)!r}", setting="cache")
+    return CacheURL(cache)
+
+
 def contextualize_dataset(ds: Any, *, provider: Provider | None = None, cache: str | None = None, actors: int = 4,
                           documents_per_batch: int = 8, rate_limit: RateLimit | None = None,
                           rate_burst_s: float = 60.0, **generator_kwargs: Any) -> Any:
@@ -149,6 +164,6 @@ def contextualize_dataset(ds: Any, *, provider: Provider | None = None, cache: s
     return ds.map_batches(
         _ContextualizeBatch, batch_format="pyarrow", batch_size=documents_per_batch,
         compute=ray.data.ActorPoolStrategy(size=actors),
-        fn_constructor_kwargs={"provider": provider, "cache": cache, "budget": budget,
+        fn_constructor_kwargs={"provider": provider, "cache": _actor_cache(cache), "budget": budget,
                                "generator_kwargs": generator_kwargs},
         num_cpus=0.5)

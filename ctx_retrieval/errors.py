@@ -29,9 +29,10 @@ attempted, and ``ContextGenerator.retry_failed(error.report)`` retries exactly t
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from ctx_retrieval.contextualize.results import ContextRun
     from ctx_retrieval.usage import RunReport
 
 __all__ = [
@@ -61,10 +62,30 @@ __all__ = [
 class CtxRetrievalError(Exception):
     """Root of every error this package raises on purpose.
 
-    ``report`` is set when the error ends a run: what was done, failed or not attempted.
+    ``report`` is set when the error ends a run: what was done, failed or not attempted; ``run`` then holds every
+    result of that run, so contexts already paid for are never lost with the error (even those the cache could not
+    store).
     """
 
     report: RunReport | None = None
+    run: ContextRun | None = None
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Round-trips through ``pickle`` with every field: multiprocessing (LlamaIndex's ``num_workers``) and Ray
+        move errors between processes, and ``Exception``'s own pickling calls ``cls(*args)``, which fails for
+        keyword-only fields (and a failed unpickle kills multiprocessing's result thread: the pipeline hangs)."""
+        state = dict(self.__dict__)
+        if isinstance(self, ImportError):  # ImportError keeps name and path outside __dict__
+            state.update(name=self.name, path=self.path)
+        return _rebuild, (type(self), self.args, state)
+
+
+def _rebuild(cls: type[CtxRetrievalError], args: tuple[Any, ...], state: dict[str, Any]) -> CtxRetrievalError:
+    error = cls.__new__(cls)
+    Exception.__init__(error, *args)
+    for name, value in state.items():
+        setattr(error, name, value)
+    return error
 
 
 class ConfigurationError(CtxRetrievalError, ValueError):
@@ -135,11 +156,14 @@ class MissingDependencyError(CtxRetrievalError, ImportError):
 
 
 class CacheError(CtxRetrievalError, RuntimeError):
-    """A cache file is truncated, garbage, written by something else or unreadable; ``path`` names it."""
+    """A cache cannot be used: a file truncated, garbage, written by something else, unreadable or on a full disk;
+    a database server that does not answer. ``path`` names it (a URL without its password); ``transient`` is True
+    when trying again later may succeed (the server is restarting, the file is locked)."""
 
-    def __init__(self, message: str, *, path: str) -> None:
+    def __init__(self, message: str, *, path: str, transient: bool = False) -> None:
         super().__init__(message)
         self.path = path
+        self.transient = transient
 
 
 class ProviderError(CtxRetrievalError, RuntimeError):

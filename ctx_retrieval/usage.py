@@ -66,6 +66,7 @@ class RunReport:
     warnings: list[str] = field(default_factory=list)
     cache_reads_reported: bool = True  # False: the server did not say how many prompt tokens it reused
     shared_documents: int = 0  # documents another worker on the shared cache was writing; their contexts came from it
+    unstored: int = 0  # answers paid for and returned that the context cache could not store (a full disk, an outage)
     lease_rechecks: int = 0  # requests held back because this worker's lease was stale (a stall): re-read, re-claimed
 
     @property
@@ -123,6 +124,7 @@ class RunReport:
             "windowed_documents": self.windowed_documents,
             "shared_documents": self.shared_documents,
             "lease_rechecks": self.lease_rechecks,
+            "unstored": self.unstored,
             "uncacheable_documents": list(self.uncacheable_documents),
             "failures": [
                 {"document_id": f.document.id, "chunk_id": f.chunk.id, "error_type": f.error_type, "message": f.message}

@@ -13,16 +13,14 @@ import hashlib
 import json
 import logging
 import os
-import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ctx_retrieval._sqlite import busy, open_cache_database
-from ctx_retrieval.errors import CacheError
+from ctx_retrieval._sqlite import guarded, open_cache_database, transaction
 from ctx_retrieval.usage import TokenUsage
 
 __all__ = ["CachedContext", "ContextCache", "context_cache_key", "default_cache_path", "text_digest"]
@@ -158,16 +156,9 @@ class ContextCache:
                 rows += self._conn.execute(f"{select}{joiner}{column} IN ({marks})", [*params, *batch]).fetchall()
         return rows
 
-    @contextlib.contextmanager
-    def _errors(self) -> Iterator[None]:
-        """A file damaged while in use: CacheError with the path and the fix, never a raw sqlite3 error."""
-        try:
-            yield
-        except sqlite3.DatabaseError as exc:
-            if isinstance(exc, sqlite3.OperationalError) and busy(exc):
-                raise
-            raise CacheError(f"the context cache {self.path} cannot be used ({exc}): move it aside and run again, "
-                             "or pass cache=False", path=str(self.path)) from exc
+    def _errors(self) -> contextlib.AbstractContextManager[None]:
+        """Any SQLite error (a full disk, a file damaged while in use) is a ``CacheError`` with the path and fix."""
+        return guarded(self.path, "context cache")
 
     def get_many(self, keys: Iterable[str]) -> dict[str, CachedContext]:
         """The stored entries among ``keys`` (missing keys are absent from the result)."""
@@ -208,15 +199,13 @@ class ContextCache:
     # -- Message Batches in flight: recorded as soon as submitted, so a restart collects, never resubmits --
 
     def record_batch(self, batch_id: str, keys: Sequence[str]) -> None:
-        with self._lock:
-            self._conn.execute("BEGIN")
+        with self._lock, self._errors(), transaction(self._conn):
             self._conn.executemany("INSERT OR REPLACE INTO batch_items (key, batch_id, created_at) VALUES (?, ?, ?)",
                                    [(k, batch_id, time.time()) for k in keys])
-            self._conn.execute("COMMIT")
 
     def batches_in_flight(self) -> dict[str, list[str]]:
         """Submitted batches whose results were not collected yet: batch id -> keys."""
-        with self._lock:
+        with self._lock, self._errors():
             rows = self._conn.execute("SELECT batch_id, key FROM batch_items").fetchall()
         out: dict[str, list[str]] = {}
         for batch_id, key in rows:
@@ -224,7 +213,7 @@ class ContextCache:
         return out
 
     def forget_batch(self, batch_id: str) -> None:
-        with self._lock:
+        with self._lock, self._errors():
             self._conn.execute("DELETE FROM batch_items WHERE batch_id = ?", (batch_id,))
 
     # -- leases: one worker writes a document, the others wait for its contexts -------------------------------
@@ -269,11 +258,11 @@ class ContextCache:
             self._conn.execute("DELETE FROM leases WHERE key = ? AND owner = ?", (key, owner))
 
     def delete(self, keys: Sequence[str]) -> None:
-        with self._lock:
+        with self._lock, self._errors(), transaction(self._conn):
             self._conn.executemany("DELETE FROM contexts WHERE key = ?", [(k,) for k in keys])
 
     def __len__(self) -> int:
-        with self._lock:
+        with self._lock, self._errors():
             (n,) = self._conn.execute("SELECT COUNT(*) FROM contexts").fetchone()
         return int(n)
 

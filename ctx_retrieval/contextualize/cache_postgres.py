@@ -4,17 +4,22 @@ a connection pool. Select it with ``cache="postgresql://..."`` or ``$CTX_RETRIEV
 ``ctx-retrieval[postgres]`` (psycopg 3 and its pool).
 
 Leases expire by the database server's clock (``now()``), so workers on machines whose clocks disagree still agree
-on who holds a document. The URL's password never reaches a repr, a log line or a pickle: a pickled cache carries
+on who holds a document. Every statement runs through one place (``_connection``): a connection the server dropped
+(a restart, a failover) is replaced by the pool and the statement tried once more on a new one; a server that does
+not answer within ``timeout_s`` raises ``CacheError(transient=True)``, which a run waits out like a provider outage
+(``RetryPolicy.max_outage_s``) instead of failing; every other database error is a ``CacheError`` too, never a raw
+``psycopg`` one. The URL's password never reaches a repr, a log line or a pickle: a pickled cache carries
 the URL without it, and the worker that unpickles it takes the password from ``$CTX_RETRIEVAL_CACHE_URL`` (or
 libpq's ``$PGPASSWORD`` / ``~/.pgpass``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -23,7 +28,7 @@ from ctx_retrieval.contextualize.cache import CachedContext
 from ctx_retrieval.errors import CacheError
 from ctx_retrieval.types import TokenUsage
 
-__all__ = ["CACHE_URL_ENV", "PostgresContextCache", "is_postgres_url", "redact_url"]
+__all__ = ["CACHE_URL_ENV", "CacheURL", "PostgresContextCache", "is_postgres_url", "redact_url"]
 
 CACHE_URL_ENV = "CTX_RETRIEVAL_CACHE_URL"
 
@@ -54,6 +59,20 @@ def redact_url(url: str) -> str:
     return urlunsplit(parts._replace(netloc=f"{user}@{netloc}" if user else netloc))
 
 
+class CacheURL(str):
+    """A ``postgresql://`` URL held by a setting (``ContextGenerator(cache=...)``, a Ray actor's arguments): the
+    full text for connecting, but its repr and its pickles carry it without the password (the receiving worker
+    takes it from ``$CTX_RETRIEVAL_CACHE_URL`` or libpq's ``$PGPASSWORD`` / ``~/.pgpass``)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return repr(redact_url(str(self)))
+
+    def __reduce__(self) -> tuple[type[CacheURL], tuple[str]]:
+        return CacheURL, (redact_url(str(self)),)
+
+
 def _with_password(url: str) -> str:
     """A redacted ``url`` completed from ``$CTX_RETRIEVAL_CACHE_URL`` when that names the same database."""
     env = os.environ.get(CACHE_URL_ENV)
@@ -67,25 +86,61 @@ class PostgresContextCache:
 
     read_only = False
 
-    def __init__(self, url: str, *, min_connections: int = 1, max_connections: int = 4, timeout_s: float = 30.0):
+    def __init__(self, url: str, *, min_connections: int = 1, max_connections: int = 4, timeout_s: float = 5.0):
         if not is_postgres_url(url):
             raise CacheError("a PostgreSQL cache URL starts with postgresql://", path=redact_url(str(url)))
-        require("psycopg", "postgres")
+        self._psycopg = require("psycopg", "postgres")
         pool = require("psycopg_pool", "postgres")
         self.url = redact_url(url)
+        self.timeout_s = timeout_s
+        self._pool_errors: tuple[type[BaseException], ...] = (pool.PoolTimeout, pool.TooManyRequests)
         self._pool = pool.ConnectionPool(_with_password(url), min_size=min_connections, max_size=max_connections,
-                                         kwargs={"autocommit": True}, timeout=timeout_s, open=False,
-                                         name="ctx-retrieval-cache")
+                                         kwargs={"autocommit": True, "connect_timeout": max(1, round(timeout_s))},
+                                         timeout=timeout_s, open=False, name="ctx-retrieval-cache",
+                                         check=pool.ConnectionPool.check_connection)
         try:
             self._pool.open(wait=True, timeout=timeout_s)
-            with self._pool.connection() as conn, conn.transaction():
+            with self._connection() as conn, conn.transaction():
                 conn.execute("SELECT pg_advisory_xact_lock(%s)", (_SCHEMA_LOCK,))
                 for statement in _SCHEMA:
                     conn.execute(statement)
         except Exception as exc:
             self._pool.close()
+            if isinstance(exc, CacheError):
+                raise
             raise CacheError(f"the context cache at {self.url} cannot be used ({type(exc).__name__}: {exc}): check the "
                              "URL and that the server runs", path=self.url) from exc
+
+    @contextlib.contextmanager
+    def _connection(self) -> Iterator[Any]:
+        """A pooled connection for one unit of work; its errors as ``CacheError`` (``transient`` when the server
+        is unreachable or dropped the connection)."""
+        psycopg = self._psycopg
+        try:
+            with self._pool.connection(timeout=self.timeout_s) as conn:
+                yield conn
+        except self._pool_errors as exc:
+            raise CacheError(f"the context cache at {self.url} does not answer ({type(exc).__name__}): is the server "
+                             "running? the run waits for it, then stops with this error", path=self.url,
+                             transient=True) from exc
+        except psycopg.OperationalError as exc:
+            raise CacheError(f"the context cache at {self.url} dropped the connection ({exc}); trying again on a new "
+                             "one", path=self.url, transient=True) from exc
+        except psycopg.Error as exc:
+            raise CacheError(f"the context cache at {self.url} refused a statement ({type(exc).__name__}: {exc})",
+                             path=self.url) from exc
+
+    def _retried(self, work: Any) -> Any:
+        """``work(conn)`` on a pooled connection; once more on a new one when the first was dropped (a server
+        restart leaves every pooled connection broken). Idempotent statements only: every one here is."""
+        try:
+            with self._connection() as conn:
+                return work(conn)
+        except CacheError as exc:
+            if not isinstance(exc.__cause__, self._psycopg.OperationalError):
+                raise  # not a dropped connection (a refused statement, no server at all): a retry would not help
+        with self._connection() as conn:
+            return work(conn)
 
     def __repr__(self) -> str:
         return f"PostgresContextCache(url={self.url!r})"
@@ -94,12 +149,10 @@ class PostgresContextCache:
         return PostgresContextCache, (self.url,)  # never the password: the receiving worker supplies it
 
     def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        with self._pool.connection() as conn:
-            return list(conn.execute(sql, params).fetchall())
+        return list(self._retried(lambda conn: conn.execute(sql, params).fetchall()))
 
     def _run(self, sql: str, params: Sequence[Any] = ()) -> int:
-        with self._pool.connection() as conn:
-            return int(conn.execute(sql, params).rowcount)
+        return int(self._retried(lambda conn: conn.execute(sql, params).rowcount))
 
     # -- contexts ------------------------------------------------------------------------------------------
 
@@ -141,10 +194,13 @@ class PostgresContextCache:
     # -- the Message Batches ledger: a collector on any machine resumes a batch instead of resubmitting -------
 
     def record_batch(self, batch_id: str, keys: Sequence[str]) -> None:
-        with self._pool.connection() as conn, conn.transaction(), conn.cursor() as cursor:
-            cursor.executemany("INSERT INTO ctx_batch_items (key, batch_id, created_at) VALUES (%s, %s, %s) "
-                               "ON CONFLICT (key) DO UPDATE SET batch_id = excluded.batch_id, "
-                               "created_at = excluded.created_at", [(k, batch_id, time.time()) for k in keys])
+        def record(conn: Any) -> None:
+            with conn.transaction(), conn.cursor() as cursor:
+                cursor.executemany("INSERT INTO ctx_batch_items (key, batch_id, created_at) VALUES (%s, %s, %s) "
+                                   "ON CONFLICT (key) DO UPDATE SET batch_id = excluded.batch_id, "
+                                   "created_at = excluded.created_at", [(k, batch_id, time.time()) for k in keys])
+
+        self._retried(record)
 
     def batches_in_flight(self) -> dict[str, list[str]]:
         out: dict[str, list[str]] = {}

@@ -13,19 +13,18 @@ import asyncio
 import contextlib
 import dataclasses
 import logging
-import random
 import time
 from dataclasses import dataclass
-from typing import Any
 
-from ctx_retrieval.contextualize.cache import CachedContext
-from ctx_retrieval.contextualize.leases import DocumentLeases
 from ctx_retrieval.contextualize.planning import Partition, Plan, Planner, RunSettings
 from ctx_retrieval.contextualize.prompts import clean_context
 from ctx_retrieval.contextualize.results import ContextRun
-from ctx_retrieval.contextualize.scheduling import Limiter, PrioritySlots, pace_after, server_shape
+from ctx_retrieval.contextualize.runcache import RunCache
+from ctx_retrieval.contextualize.scheduling import pace_after
+from ctx_retrieval.contextualize.state import RunState
 from ctx_retrieval.errors import (
     BudgetExceededError,
+    CacheError,
     ContextGenerationError,
     CtxRetrievalError,
     ProviderUnavailableError,
@@ -41,59 +40,6 @@ logger = logging.getLogger(__name__)
 
 # An answer cut off at max_tokens is never stored; it is asked once more with this many times the budget.
 MAX_TOKENS_RETRY_FACTOR = 4
-
-
-@dataclass
-class RunState:
-    report: RunReport
-    results: list[ContextResult | None]
-    plans: list[Plan]
-    limiter: Limiter
-    slots: PrioritySlots
-    doc_slots: asyncio.Semaphore
-    rng: random.Random
-    progress: Any
-    stop: bool = False
-    fatal: CtxRetrievalError | None = None
-    fatal_cause: BaseException | None = None
-    budget_hit: bool = False
-    inflight_cost: float = 0.0
-    probe: asyncio.Event | None = None
-    overload_streak: int = 0  # 529s since the last answer: two or more in a row pause the run
-    outage_since: float | None = None  # when the server stopped answering (connections refused since then)
-    outage_streak: int = 0
-    per_slot: bool = False  # the server caches one prefix per slot: each document's chunks go one at a time
-    leases: DocumentLeases | None = None  # other workers share the cache: documents are claimed before writing
-
-    @classmethod
-    def start(cls, plans: list[Plan], settings: RunSettings, *, seed: int | None, progress: bool, notes: list[str],
-              fatal: CtxRetrievalError | None, leases: DocumentLeases | None = None) -> RunState:
-        """A run's state: its report, limiter, request and document slots (shaped by the server), progress bar;
-        the provider's ``notes`` are logged and reported."""
-        provider = settings.provider
-        report = RunReport(provider=provider.name, model=provider.model, prompt_version=settings.prompt.version,
-                           documents=len(plans), chunks=sum(len(p.chunks) for p in plans),
-                           document_tokens=sum(p.tokens for p in plans if p.chunks),
-                           windowed_documents=sum(p.windowed for p in plans))
-        for note in notes:
-            logger.warning("%s", note)
-            report.warnings.append(note)
-        concurrency, documents, per_slot = server_shape(settings.provider, settings.max_concurrency,
-                                                        settings.max_documents_in_flight)
-        state = cls(report=report, results=[None] * report.chunks, plans=plans,
-                    limiter=Limiter(settings.rate_limit, shared=settings.shared_rate_limit),
-                    slots=PrioritySlots(concurrency), doc_slots=asyncio.Semaphore(documents),
-                    rng=random.Random(seed), per_slot=per_slot, progress=progress_bar(progress, report.chunks),
-                    leases=leases)
-        if fatal is not None:
-            state.stop_with(fatal, fatal.__cause__)
-        return state
-
-    def stop_with(self, error: CtxRetrievalError, cause: BaseException | None = None) -> None:
-        """Stop the run; the first fatal error is the one raised at the end (``from`` its cause)."""
-        if self.fatal is None:
-            self.fatal, self.fatal_cause = error, cause
-        self.stop = True
 
 
 class _Answered:
@@ -154,22 +100,6 @@ def read_answer(response: ProviderResponse, max_context_tokens: int, count_token
     return Answer(context)
 
 
-class _NoBar:
-    def update(self, n: int = 1) -> None: ...
-    def close(self) -> None: ...
-
-
-def progress_bar(enabled: bool, total: int) -> Any:
-    if enabled:
-        try:
-            from tqdm.auto import tqdm
-
-            return tqdm(total=total, unit="chunk", desc="contextualizing")
-        except ImportError:
-            logger.info("progress bar needs tqdm: pip install tqdm")
-    return _NoBar()
-
-
 async def prepare_provider(provider: Provider) -> list[str]:
     """Let the provider ask its server about itself (slots, context size, the model name) before planning; the
     notes it returns go into the report."""
@@ -190,6 +120,8 @@ class Engine:
 
     def __init__(self, settings: RunSettings, planner: Planner, state: RunState, warned: set[str]) -> None:
         self.settings, self.planner, self.state, self.warned = settings, planner, state, warned
+        self.clock = state.limiter.clock  # every time decision of the run (tests inject one)
+        self.cache = RunCache(self)
 
     def set(self, plan: Plan, i: int, context: str | None, status: ResultStatus, usage: TokenUsage, *,
             error: str | None = None, error_kind: str | None = None) -> None:
@@ -222,14 +154,6 @@ class Engine:
         if self.settings.on_error == "raise":
             self.state.stop = True
 
-    def store(self, key: str, response: ProviderResponse) -> None:
-        """Commit an answer to the context cache at once: a killed run never pays for it again."""
-        s = self.settings
-        cache = s.cache
-        if cache is not None:
-            cache.put(key, CachedContext(response.text, s.provider.name, s.provider.model, s.prompt.version,
-                                         response.usage))
-
     async def run_documents(self, work: list[tuple[Plan, list[int]]]) -> None:
         leases = self.state.leases
         async with leases.kept_alive() if leases is not None else contextlib.nullcontext():
@@ -249,50 +173,36 @@ class Engine:
                 raise error
 
     async def run_document(self, plan: Plan, pending: list[int]) -> None:
-        leases = self.state.leases
+        """Write one document's missing contexts; a cache that stays unreachable stops the run (typed, reported)."""
+        try:
+            await self._run_document(plan, pending)
+        except CacheError as exc:
+            self.state.stop_with(exc, exc.__cause__)
+            for i in pending:
+                if self.state.results[plan.offset + i] is None:
+                    self.set(plan, i, None, "not_attempted", TokenUsage())
+
+    async def _run_document(self, plan: Plan, pending: list[int]) -> None:
+        leases, cache = self.state.leases, self.cache
         if leases is None:
             async with self.state.doc_slots:
                 await self._write_document(plan, pending)
             return
         async with self.state.doc_slots:  # claimed when about to write it, not when queued
-            if leases.claim(plan):
+            if await cache.claim(leases, plan):
                 try:
-                    await self._write_document(plan, self._still_missing(plan, pending))
+                    await self._write_document(plan, await cache.still_missing(plan, pending))
                 finally:
-                    leases.release(plan)
+                    await cache.release(leases, plan)
                 return
         # Another worker is writing it: wait for its contexts, holding no slot; write what its lease leaves.
-        pending = await self._wait_for_other_worker(leases, plan, pending)
+        pending = await cache.wait_for_other_worker(leases, plan, pending)
         if pending:
             try:
                 async with self.state.doc_slots:
                     await self._write_document(plan, pending)
             finally:
-                leases.release(plan)
-
-    def _still_missing(self, plan: Plan, pending: list[int]) -> list[int]:
-        """``pending`` less the chunks whose contexts reached the cache since the run began (another worker
-        wrote them): those are results now, never requests."""
-        found = self.planner.lookup([plan])
-        for i in [i for i in pending if plan.keys[i] in found]:
-            self.set(plan, i, found[str(plan.keys[i])], "cached", TokenUsage())
-        return [i for i in pending if plan.keys[i] not in found]
-
-    async def _wait_for_other_worker(self, leases: DocumentLeases, plan: Plan, pending: list[int], *,
-                                     count: bool = True) -> list[int]:
-        """Take the document's contexts from the cache as the other worker stores them; what is left when its
-        lease ends (it finished, failed or died) is this run's to write, claimed."""
-        leases.waited += count
-        while not self.state.stop:
-            pending = self._still_missing(plan, pending)
-            if not pending:
-                return []
-            if leases.claim(plan):
-                return self._still_missing(plan, pending)
-            await asyncio.sleep(leases.poll_s)
-        for i in pending:
-            self.set(plan, i, None, "not_attempted", TokenUsage())
-        return []
+                await cache.release(leases, plan)
 
     async def _write_document(self, plan: Plan, pending: list[int]) -> None:
         """Write a document's missing contexts (its caller holds a document slot)."""
@@ -367,7 +277,7 @@ class Engine:
                 continue  # the run stopped (budget, or another chunk's failure) while this one waited
             if isinstance(outcome, _Lost):  # a stale hold: the context may be stored, or another worker writes it
                 assert state.leases is not None
-                if await self._wait_for_other_worker(state.leases, plan, [i], count=False):
+                if await self.cache.wait_for_other_worker(state.leases, plan, [i], count=False):
                     continue  # its lease ended without this chunk's context: ours again, claimed
                 result = state.results[plan.offset + i]
                 return result is not None and result.context is not None
@@ -387,7 +297,7 @@ class Engine:
                 if answer.problem is not None:
                     self.fail(plan, i, *answer.problem, response.usage)
                     return False
-                self.store(key, response)
+                await self.cache.store(key, response)
                 state.report.generated += 1
                 self.set(plan, i, answer.context, "generated", response.usage)
                 return True
@@ -409,7 +319,8 @@ class Engine:
         if decision.action == "fail_run":
             state.stop_with(s.provider.run_error(decision, error), error)
         elif decision.action == "retry" and decision.kind == "unreachable":
-            down = time.monotonic() - (state.outage_since or time.monotonic())
+            now = self.clock.monotonic()
+            down = now - (state.outage_since or now)
             if down <= s.retry.max_outage_s and not state.stop:
                 report.retries += 1
                 return True  # the run is paused, one probe at a time: waiting uses no attempt
@@ -437,7 +348,7 @@ class Engine:
             if tries.failures < s.retry.max_attempts:
                 report.retries += 1
                 delay = max(s.retry.backoff(tries.failures, state.rng), decision.retry_after_s or 0.0)
-                await asyncio.sleep(delay)  # holding no slot: the rest of the run goes on
+                await self.clock.sleep(delay)  # holding no slot: the rest of the run goes on
                 return True
             detail += f", failed {tries.failures} attempts (RetryPolicy.max_attempts)"
         self.fail(plan, i, decision.kind, detail, TokenUsage())
@@ -525,7 +436,7 @@ def pause_for(settings: RunSettings, state: RunState, decision: ErrorDecision) -
     if decision.kind == "unreachable":
         state.outage_streak += 1
         if state.outage_since is None:
-            state.outage_since = time.monotonic()
+            state.outage_since = state.limiter.clock.monotonic()
         delay = settings.retry.backoff(state.outage_streak, state.rng)
         state.limiter.pause(delay)
         return True, dataclasses.replace(decision, retry_after_s=delay)
@@ -604,20 +515,25 @@ def finish_run(settings: RunSettings, state: RunState, started: float) -> Contex
     report.wall_time_s = time.perf_counter() - started
     report.shared_documents = state.leases.waited if state.leases is not None else 0
     report.lease_rechecks = state.leases.rechecked if state.leases is not None else 0
+    run = ContextRun(results, report)
     if state.fatal is not None:
-        state.fatal.report = report
+        state.fatal.report, state.fatal.run = report, run
         raise state.fatal from state.fatal_cause
+    error: ContextGenerationError | None = None
     if state.budget_hit:
         budget = settings.budget_usd or 0.0
-        raise BudgetExceededError(
+        error = BudgetExceededError(
             f"stopped before exceeding budget_usd=${budget:.4f} (spent ${report.cost_usd or 0:.4f}); "
             f"{len(report.to_retry)} chunks have no context: raise budget_usd and call retry_failed(error.report) "
             "(finished contexts are cached)", report=report, budget_usd=budget, spent_usd=report.cost_usd or 0.0)
-    if report.to_retry and settings.on_error == "raise":
+    elif report.to_retry and settings.on_error == "raise":
         first = report.failures[0] if report.failures else report.to_retry[0]
-        raise ContextGenerationError(
+        error = ContextGenerationError(
             f"{report.failed} chunks failed and {report.not_attempted} were not attempted (first: chunk "
             f"{first.chunk.id!r} of document {first.document.id!r}: {first.message}); finished contexts are "
             "cached: call retry_failed(error.report), or pass on_error='skip' to finish runs past failures",
             report=report)
-    return ContextRun(results, report)
+    if error is not None:
+        error.run = run
+        raise error
+    return run

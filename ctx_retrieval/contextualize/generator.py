@@ -18,7 +18,8 @@ from typing import Literal
 
 from ctx_retrieval._aio import run_sync
 from ctx_retrieval.contextualize.batches import MAX_BATCH_BYTES, BatchOptions, run_batched
-from ctx_retrieval.contextualize.engine import Engine, RunState, finish_run, prepare_provider
+from ctx_retrieval.contextualize.cache_postgres import CacheURL, is_postgres_url
+from ctx_retrieval.contextualize.engine import Engine, finish_run, prepare_provider
 from ctx_retrieval.contextualize.leases import DEFAULT_LEASE_TTL_S, leases_for
 from ctx_retrieval.contextualize.planning import (
     DocumentItems,
@@ -30,10 +31,11 @@ from ctx_retrieval.contextualize.planning import (
 )
 from ctx_retrieval.contextualize.prompts import DEFAULT_PROMPT, PromptTemplate
 from ctx_retrieval.contextualize.results import ContextRun, CostEstimate
-from ctx_retrieval.contextualize.scheduling import RateLimit, RetryPolicy, SharedBudget
+from ctx_retrieval.contextualize.scheduling import SYSTEM_CLOCK, Clock, RateLimit, RetryPolicy, SharedBudget
+from ctx_retrieval.contextualize.state import RunState
 from ctx_retrieval.contextualize.stores import ContextStore, open_context_cache
 from ctx_retrieval.contextualize.windowing import WindowConfig
-from ctx_retrieval.errors import ConfigurationError, CtxRetrievalError
+from ctx_retrieval.errors import ConfigurationError
 from ctx_retrieval.providers.base import Provider
 from ctx_retrieval.tokens import TokenCounter
 from ctx_retrieval.types import Chunk, SourceDocument
@@ -69,6 +71,8 @@ class ContextGenerator:
         lease_ttl_s: several workers on one cache (processes, machines, Ray actors) claim each document before
             writing it, for this long, renewed while they run (``contextualize.leases``); None turns claims off.
         shared_rate_limit: a rate limit the fleet shares (``ctx_retrieval.distributed``), on top of ``rate_limit``.
+        clock: the time every decision of a run reads (waits, backoff, outages, leases); the system's by default,
+            one that moves only when slept on in tests.
 
     Use:
         .. code-block:: python
@@ -98,6 +102,7 @@ class ContextGenerator:
         seed: int | None = None,
         lease_ttl_s: float | None = DEFAULT_LEASE_TTL_S,
         shared_rate_limit: SharedBudget | None = None,
+        clock: Clock | None = None,
     ) -> None:
         if provider is None:
             from ctx_retrieval.providers.anthropic import AnthropicProvider
@@ -128,7 +133,8 @@ class ContextGenerator:
         self._seed = seed
         self.lease_ttl_s = lease_ttl_s
         self.shared_rate_limit = shared_rate_limit
-        self._cache_setting = cache
+        self.clock = clock or SYSTEM_CLOCK
+        self._cache_setting = CacheURL(cache) if is_postgres_url(cache) else cache  # pickles without the password
         self._cache: ContextStore | None = None
         self._closed = False
         self._warned_uncacheable: set[str] = set()
@@ -266,20 +272,14 @@ class ContextGenerator:
             raise ConfigurationError(
                 f"budget_usd needs prices, and none are known for model {self.provider.model!r}: pass "
                 "model_info=ModelInfo(...) to the provider", setting="budget_usd")
-        items = list(items)
         planner = self._planner
-        plans = planner.plan(items)  # validates before any request
-        fatal: CtxRetrievalError | None = None
-        try:  # counts that may change a document's windowing (and so its cache keys) come first
-            if await planner.count_exact(items, near=planner.near_limit):
-                plans = planner.plan(items)
-        except CtxRetrievalError as exc:  # the count showed the run cannot succeed: stop it before it starts
-            fatal = exc
+        plans, fatal = await planner.plan_run(list(items))
         state = RunState.start(plans, self, seed=self._seed, notes=notes, fatal=fatal,
                                progress=self.progress if progress is None else progress,
-                               leases=leases_for(self.cache, self.lease_ttl_s) if batch is None else None)
+                               leases=leases_for(self.cache, self.lease_ttl_s, clock=self.clock.monotonic)
+                               if batch is None else None)
         engine = Engine(self, planner, state, self._warned_uncacheable)
-        parts = planner.partition(plans, planner.lookup(plans))
+        parts = planner.partition(plans, await engine.cache.call("the run", lambda: planner.lookup(plans)))
         engine.settle(parts)
         try:
             if batch is None:
@@ -290,6 +290,7 @@ class ContextGenerator:
             state.progress.close()
             await self.provider.aclose()
         engine.answer_followers(parts)
+        await engine.cache.finish()
         try:
             return finish_run(self, state, started)
         finally:

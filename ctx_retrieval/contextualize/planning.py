@@ -15,11 +15,11 @@ from typing import Literal, Protocol
 from ctx_retrieval.contextualize.cache import context_cache_key, text_digest
 from ctx_retrieval.contextualize.prompts import PromptTemplate, clean_context
 from ctx_retrieval.contextualize.results import CostEstimate
-from ctx_retrieval.contextualize.scheduling import Limiter, RateLimit, RetryPolicy, SharedBudget
+from ctx_retrieval.contextualize.scheduling import Clock, Limiter, RateLimit, RetryPolicy, SharedBudget
 from ctx_retrieval.contextualize.stores import ContextStore
 from ctx_retrieval.contextualize.validation import locate_chunks
 from ctx_retrieval.contextualize.windowing import DocumentView, WindowConfig, document_view
-from ctx_retrieval.errors import ChunkTooLargeError, ConfigurationError, InvalidInputError
+from ctx_retrieval.errors import ChunkTooLargeError, ConfigurationError, CtxRetrievalError, InvalidInputError
 from ctx_retrieval.models import ModelInfo, request_cost_usd
 from ctx_retrieval.protocols import TokenCountingProvider
 from ctx_retrieval.providers.base import ContextRequest, Provider
@@ -61,6 +61,7 @@ class RunSettings(Protocol):
     check_chunks_in_document: bool
     count_tokens: TokenCounter
     exact_token_counts: bool | None
+    clock: Clock
 
     @property
     def cache(self) -> ContextStore | None: ...
@@ -270,6 +271,18 @@ class Planner:
             plans.append(plan)
             offset += len(chunks)
         return plans
+
+    async def plan_run(self, items: list[tuple[SourceDocument, Sequence[Chunk]]]
+                       ) -> tuple[list[Plan], CtxRetrievalError | None]:
+        """A run's plans, validated before any request. Exact counts that may change a document's windowing (and
+        so its cache keys) come first; a count that shows the run cannot succeed is returned as its fatal error."""
+        plans = self.plan(items)
+        try:
+            if await self.count_exact(items, near=self.near_limit):
+                plans = self.plan(items)
+        except CtxRetrievalError as exc:
+            return plans, exc
+        return plans, None
 
     def lookup(self, plans: list[Plan]) -> dict[str, str]:
         """Contexts already in the context cache for these plans, cleaned: key -> context. A stored answer that

@@ -20,8 +20,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ctx_retrieval._optional import require
-from ctx_retrieval._sqlite import open_cache_database
+from ctx_retrieval._sqlite import guarded, open_cache_database, transaction
 from ctx_retrieval.contextualize.cache import default_cache_path
+from ctx_retrieval.errors import CacheError
 
 if TYPE_CHECKING:
     import numpy as np
@@ -57,7 +58,7 @@ class EmbeddingCache:
     def get_many(self, model: str, digests: Sequence[str]) -> dict[str, bytes]:
         found: dict[str, bytes] = {}
         unique = list(dict.fromkeys(digests))
-        with self._lock:
+        with self._lock, guarded(self.path, "embedding cache"):
             for i in range(0, len(unique), 500):
                 batch = unique[i : i + 500]
                 marks = ",".join("?" * len(batch))
@@ -70,11 +71,9 @@ class EmbeddingCache:
     def put_many(self, model: str, items: Sequence[tuple[str, bytes]]) -> None:
         if self.read_only:  # a read-only cache serves what it holds
             return
-        with self._lock:
-            self._conn.execute("BEGIN")
+        with self._lock, guarded(self.path, "embedding cache"), transaction(self._conn):
             self._conn.executemany("INSERT OR IGNORE INTO embeddings VALUES (?, ?, ?)",
                                    [(model, d, v) for d, v in items])
-            self._conn.execute("COMMIT")
 
     def close(self) -> None:
         with self._lock:
@@ -121,6 +120,7 @@ class MiniLMEmbedder:
             self._cache = cache
         else:
             self._cache = EmbeddingCache(cache)
+        self._cache_writes = True
         self._session: Any = None
         self._tokenizer: Any = None
         self._counter: Any = None
@@ -288,8 +288,7 @@ class MiniLMEmbedder:
                 vectors = self._embed_batch([texts[i] for i in batch])
                 result[batch] = vectors
                 if self._cache is not None:
-                    self._cache.put_many(
-                        self.model_id, [(digests[i], v.tobytes()) for i, v in zip(batch, vectors, strict=True)])
+                    self._store(self.model_id, [(digests[i], v.tobytes()) for i, v in zip(batch, vectors, strict=True)])
                 if bar is not None:
                     bar.update(len(batch))
                 if on_batch is not None:
@@ -298,6 +297,17 @@ class MiniLMEmbedder:
             if bar is not None:
                 bar.close()
         return result
+
+    def _store(self, model: str, items: list[tuple[str, bytes]]) -> None:
+        """Keep computed vectors in the cache; a cache that cannot store them (a full disk) costs the next run
+        the embedding time, never this run its vectors."""
+        if self._cache is None or not self._cache_writes:
+            return
+        try:
+            self._cache.put_many(model, items)
+        except CacheError as exc:
+            logger.warning("%s; these vectors are used but not cached, and no more are stored by this embedder", exc)
+            self._cache_writes = False
 
     def embed_query(self, text: str) -> np.ndarray:
         """One unit-length vector (queries are embedded like documents for this symmetric model)."""

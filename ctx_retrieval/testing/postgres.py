@@ -65,12 +65,24 @@ class LocalPostgres:
         subprocess.run(self._command(str(self.bin / "initdb"), "-D", str(data), "-A", "trust", "-U", _USER, "-E",
                                      "UTF8", "--no-sync"), check=True, capture_output=True, text=True)
         self.port = _free_port()
+        self.resume()
+        return self
+
+    def resume(self) -> None:
+        """Start the server (again, after ``halt``) on its port and data."""
+        assert self.folder is not None and self.bin is not None
         options = (f"-p {self.port} -k {self.folder} -c listen_addresses=127.0.0.1 -c fsync=off "
                    "-c synchronous_commit=off -c full_page_writes=off -c max_connections=200")
-        subprocess.run(self._command(str(self.bin / "pg_ctl"), "-D", str(data), "-o", options, "-l",
+        subprocess.run(self._command(str(self.bin / "pg_ctl"), "-D", str(self.folder / "data"), "-o", options, "-l",
                                      str(self.folder / "server.log"), "-w", "-t", "60", "start"),
                        check=True, capture_output=True, text=True)
-        return self
+
+    def halt(self) -> None:
+        """Stop the server, keeping its data: an administrator's restart (``-m fast``: every connection is dropped,
+        committed work kept; this test server runs with ``synchronous_commit=off``, so a crash could lose it)."""
+        assert self.folder is not None and self.bin is not None
+        subprocess.run(self._command(str(self.bin / "pg_ctl"), "-D", str(self.folder / "data"), "-m", "fast",
+                                     "-w", "stop"), check=True, capture_output=True, text=True)
 
     @property
     def url(self) -> str:

@@ -294,6 +294,22 @@ def test_pipeline_runs_with_two_worker_processes(tmp_path: Path) -> None:
     assert TEST_KEY not in done.stdout
 
 
+def test_a_provider_error_in_a_worker_process_fails_the_pipeline_instead_of_hanging(tmp_path: Path) -> None:
+    import os
+    import subprocess
+    import sys
+
+    script = tmp_path / "workers.py"
+    script.write_text(WORKERS_SCRIPT)
+    with FakeAnthropicServer(api_key="sk-ant-the-only-valid-key-000000") as server:  # every request: 401
+        done = subprocess.run([sys.executable, str(script), server.base_url, ACME, GLOBEX], capture_output=True,
+                              text=True, timeout=120, env={**os.environ, "ANTHROPIC_API_KEY": TEST_KEY})
+    # The worker's ProviderAuthenticationError came back through multiprocessing whole (it used to fail to
+    # unpickle, killing the pool's result thread: the pipeline waited forever).
+    assert done.returncode != 0 and "ProviderAuthenticationError" in done.stderr, done.stderr[-2000:]
+    assert TEST_KEY not in done.stderr
+
+
 def test_last_report_is_never_stale_nor_missing(tmp_path: Path) -> None:
     cache = IngestionCache()
     with FakeAnthropicServer(responder=filing_responder) as server:

@@ -188,3 +188,28 @@ def test_the_postgres_password_stays_out_of_reprs_and_pickles(postgres: Any, mon
     assert cache.get_many(["k"])["k"].raw_text == "x"
     cache.close()
     restored.close()
+    # A generator given the URL (LlamaIndex's num_workers and Ray pickle it) carries it without the password.
+    generator = ContextGenerator(AnthropicProvider(api_key=TEST_KEY), cache=url)
+    assert b"s3cret-canary" not in pickle.dumps(generator) and "s3cret-canary" not in repr(generator.__dict__)
+    clone = pickle.loads(pickle.dumps(generator))
+    assert clone.cache is not None and clone.cache.get_many(["k"])["k"].raw_text == "x"  # the password from the env
+    clone.close()
+    generator.close()
+
+
+def test_ray_actors_never_receive_the_password(monkeypatch: pytest.MonkeyPatch) -> None:
+    import pickle
+
+    from ctx_retrieval import ConfigurationError
+    from ctx_retrieval.contextualize.cache_postgres import CACHE_URL_ENV
+    from ctx_retrieval.distributed import _actor_cache
+
+    url = "postgresql://ctx:s3cret-canary@db-host:5432/contexts"
+    monkeypatch.delenv(CACHE_URL_ENV, raising=False)
+    monkeypatch.delenv("PGPASSWORD", raising=False)
+    with pytest.raises(ConfigurationError, match=CACHE_URL_ENV) as caught:
+        _actor_cache(url)
+    assert "s3cret-canary" not in str(caught.value)
+    monkeypatch.setenv(CACHE_URL_ENV, url)  # the actors can learn it from their environment
+    assert b"s3cret-canary" not in pickle.dumps(_actor_cache(url))
+    assert _actor_cache("postgresql://ctx@db-host/contexts") == "postgresql://ctx@db-host/contexts"

@@ -1,0 +1,179 @@
+"""The cache side of a run: reading what is stored, storing each answer, and the shared-cache leases, so that a
+cache outage is survived like a provider outage and a paid answer is never thrown away.
+
+- Storing an answer never ends a run. If the cache cannot take it (a full disk, a database server restarting), the
+  answer is still this run's result, kept in memory, stored as soon as the cache takes writes again, and counted
+  in ``RunReport.unstored`` if it never does (said once, as a warning).
+- A read or a lease call that fails because the cache is unreachable for a moment (``CacheError.transient``: a
+  PostgreSQL restart) pauses the document that needed it, holding no slot, and is tried again with backoff for up
+  to ``RetryPolicy.max_outage_s``; the pause and the recovery are logged. Past that, or on an error retrying cannot
+  fix, the run stops with the ``CacheError``, its report and every result so far (``error.run``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Protocol, TypeVar
+
+from ctx_retrieval.contextualize.cache import CachedContext
+from ctx_retrieval.errors import CacheError
+from ctx_retrieval.types import ResultStatus, TokenUsage
+
+if TYPE_CHECKING:
+    from ctx_retrieval.contextualize.leases import DocumentLeases
+    from ctx_retrieval.contextualize.planning import Plan, Planner, RunSettings
+    from ctx_retrieval.contextualize.scheduling import Clock
+    from ctx_retrieval.contextualize.state import RunState
+    from ctx_retrieval.providers.base import ProviderResponse
+
+__all__ = ["RunCache"]
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+class RunHost(Protocol):
+    """What the cache side reads of the run it serves (the ``Engine``)."""
+
+    settings: RunSettings
+    planner: Planner
+    state: RunState
+    clock: Clock
+
+    def set(self, plan: Plan, i: int, context: str | None, status: ResultStatus, usage: TokenUsage) -> None: ...
+
+
+class RunCache:
+    """One run's dealings with its context cache (``Engine.cache``)."""
+
+    def __init__(self, engine: RunHost) -> None:
+        self.engine = engine
+        self.unstored: dict[str, CachedContext] = {}  # answers paid for that the cache has not taken yet
+        self._warned_store = False
+        self._store_failures = 0
+        self._store_retry_at = -math.inf  # after a failed store, later ones wait (in memory) until then
+        self._flushing = asyncio.Lock()
+        self._outage_since: float | None = None
+
+    # -- storing ---------------------------------------------------------------------------------------
+
+    async def store(self, key: str, response: ProviderResponse) -> None:
+        """Commit an answer to the context cache at once (a killed run never pays for it again); when the cache
+        cannot take it, keep it for later. Never raises: the answer is the run's result either way."""
+        s = self.engine.settings
+        if s.cache is None:
+            return
+        self.unstored[key] = CachedContext(response.text, s.provider.name, s.provider.model, s.prompt.version,
+                                           response.usage)
+        await self.flush()
+
+    async def flush(self, *, force: bool = False) -> None:
+        """Store the answers the cache did not take yet, oldest first, off the event loop (a slow or unreachable
+        database never stalls the requests in flight); after a failure, wait with backoff before trying again."""
+        cache = self.engine.settings.cache
+        clock = self.engine.clock
+        if cache is None or not self.unstored or (not force and clock.monotonic() < self._store_retry_at):
+            return
+        async with self._flushing:
+            if not force and clock.monotonic() < self._store_retry_at:
+                return  # another store failed while this one waited for the lock
+            for key in list(self.unstored):
+                entry = self.unstored.get(key)
+                if entry is None:
+                    continue
+                try:
+                    await asyncio.to_thread(cache.put, key, entry)
+                except CacheError as exc:
+                    self._store_failures += 1
+                    self._store_retry_at = clock.monotonic() + self.engine.settings.retry.backoff(
+                        self._store_failures, self.engine.state.rng)
+                    if not self._warned_store:
+                        self._warned_store = True
+                        message = (f"the context cache cannot store answers ({exc}); they are kept in this run's "
+                                   "results and stored when it takes writes again")
+                        logger.warning("%s", message)
+                        self.engine.state.report.warnings.append(message)
+                    return
+                self.unstored.pop(key, None)
+                self._store_failures = 0
+
+    async def finish(self) -> None:
+        """Last attempt to store what is left; the report counts what could not be."""
+        await self.flush(force=True)
+        report = self.engine.state.report
+        report.unstored = len(self.unstored)
+        if self.unstored:
+            message = (f"{len(self.unstored)} contexts were paid for and are in this run's results, but the context "
+                       "cache could not store them: a rerun would pay for them again")
+            logger.warning("%s", message)
+            report.warnings.append(message)
+
+    # -- reads and leases, with outage pauses -----------------------------------------------------------
+
+    async def call(self, what: str, fn: Callable[[], T]) -> T:
+        """``fn()`` (a cache read or lease call) off the event loop, waiting out a transient outage for up to
+        ``max_outage_s``."""
+        engine = self.engine
+        retry, clock = engine.settings.retry, engine.clock
+        failures = 0
+        while True:
+            try:
+                result = await asyncio.to_thread(fn)
+            except CacheError as exc:
+                if not exc.transient:
+                    raise
+                now = clock.monotonic()
+                if self._outage_since is None:
+                    self._outage_since = now
+                    logger.warning("the context cache is unreachable (%s): %s waits, retrying for up to %.0f s "
+                                   "(RetryPolicy.max_outage_s)", exc, what, retry.max_outage_s)
+                if now - self._outage_since > retry.max_outage_s:
+                    raise
+                failures += 1
+                await clock.sleep(retry.backoff(failures, engine.state.rng))
+                continue
+            if self._outage_since is not None:
+                logger.warning("the context cache answers again after %.1f s", clock.monotonic() - self._outage_since)
+                self._outage_since = None
+                await self.flush(force=True)
+            return result
+
+    async def still_missing(self, plan: Plan, pending: list[int]) -> list[int]:
+        """``pending`` less the chunks whose contexts reached the cache since the run began (another worker
+        wrote them): those are results now, never requests."""
+        found = await self.call(f"document {plan.document.id!r}", lambda: self.engine.planner.lookup([plan]))
+        for i in [i for i in pending if plan.keys[i] in found]:
+            self.engine.set(plan, i, found[str(plan.keys[i])], "cached", TokenUsage())
+        return [i for i in pending if plan.keys[i] not in found]
+
+    async def claim(self, leases: DocumentLeases, plan: Plan) -> bool:
+        return await self.call(f"document {plan.document.id!r}", lambda: leases.claim(plan))
+
+    async def release(self, leases: DocumentLeases, plan: Plan) -> None:
+        """Give the document back; if the cache cannot be told, the lease simply expires (``ttl_s``)."""
+        try:
+            await asyncio.to_thread(leases.release, plan)
+        except CacheError as exc:
+            logger.warning("could not release the lease of document %s (%s): it expires in %.0f s",
+                           plan.document.id, exc, leases.ttl_s)
+
+    async def wait_for_other_worker(self, leases: DocumentLeases, plan: Plan, pending: list[int], *,
+                                    count: bool = True) -> list[int]:
+        """Take the document's contexts from the cache as the other worker stores them; what is left when its
+        lease ends (it finished, failed or died) is this run's to write, claimed."""
+        engine = self.engine
+        leases.waited += count
+        while not engine.state.stop:
+            pending = await self.still_missing(plan, pending)
+            if not pending:
+                return []
+            if await self.claim(leases, plan):
+                return await self.still_missing(plan, pending)
+            await asyncio.sleep(leases.poll_s)
+        for i in pending:
+            engine.set(plan, i, None, "not_attempted", TokenUsage())
+        return []

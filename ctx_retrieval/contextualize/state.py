@@ -1,0 +1,92 @@
+"""One run's state: its report, results, plans, limiter, request and document slots, progress bar and leases, and
+what stopped it. Made by ``RunState.start`` from the generator's settings; read and changed by the engine, the
+batches and the cache side of the run (``runcache``)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+from dataclasses import dataclass
+from typing import Any
+
+from ctx_retrieval.contextualize.leases import DocumentLeases
+from ctx_retrieval.contextualize.planning import Plan, RunSettings
+from ctx_retrieval.contextualize.scheduling import Limiter, PrioritySlots, server_shape
+from ctx_retrieval.errors import CtxRetrievalError
+from ctx_retrieval.types import ContextResult
+from ctx_retrieval.usage import RunReport
+
+__all__ = ["RunState", "progress_bar"]
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class RunState:
+    report: RunReport
+    results: list[ContextResult | None]
+    plans: list[Plan]
+    limiter: Limiter
+    slots: PrioritySlots
+    doc_slots: asyncio.Semaphore
+    rng: random.Random
+    progress: Any
+    stop: bool = False
+    fatal: CtxRetrievalError | None = None
+    fatal_cause: BaseException | None = None
+    budget_hit: bool = False
+    inflight_cost: float = 0.0
+    probe: asyncio.Event | None = None
+    overload_streak: int = 0  # 529s since the last answer: two or more in a row pause the run
+    outage_since: float | None = None  # when the server stopped answering (connections refused since then)
+    outage_streak: int = 0
+    per_slot: bool = False  # the server caches one prefix per slot: each document's chunks go one at a time
+    leases: DocumentLeases | None = None  # other workers share the cache: documents are claimed before writing
+
+    @classmethod
+    def start(cls, plans: list[Plan], settings: RunSettings, *, seed: int | None, progress: bool, notes: list[str],
+              fatal: CtxRetrievalError | None, leases: DocumentLeases | None = None) -> RunState:
+        """A run's state: its report, limiter, request and document slots (shaped by the server), progress bar;
+        the provider's ``notes`` are logged and reported."""
+        provider = settings.provider
+        report = RunReport(provider=provider.name, model=provider.model, prompt_version=settings.prompt.version,
+                           documents=len(plans), chunks=sum(len(p.chunks) for p in plans),
+                           document_tokens=sum(p.tokens for p in plans if p.chunks),
+                           windowed_documents=sum(p.windowed for p in plans))
+        for note in notes:
+            logger.warning("%s", note)
+            report.warnings.append(note)
+        concurrency, documents, per_slot = server_shape(settings.provider, settings.max_concurrency,
+                                                        settings.max_documents_in_flight)
+        state = cls(report=report, results=[None] * report.chunks, plans=plans,
+                    limiter=Limiter(settings.rate_limit, shared=settings.shared_rate_limit, clock=settings.clock),
+                    slots=PrioritySlots(concurrency), doc_slots=asyncio.Semaphore(documents),
+                    rng=random.Random(seed), per_slot=per_slot, progress=progress_bar(progress, report.chunks),
+                    leases=leases)
+        if fatal is not None:
+            state.stop_with(fatal, fatal.__cause__)
+        return state
+
+    def stop_with(self, error: CtxRetrievalError, cause: BaseException | None = None) -> None:
+        """Stop the run; the first fatal error is the one raised at the end (``from`` its cause)."""
+        if self.fatal is None:
+            self.fatal, self.fatal_cause = error, cause
+        self.stop = True
+
+
+
+class _NoBar:
+    def update(self, n: int = 1) -> None: ...
+    def close(self) -> None: ...
+
+
+def progress_bar(enabled: bool, total: int) -> Any:
+    if enabled:
+        try:
+            from tqdm.auto import tqdm
+
+            return tqdm(total=total, unit="chunk", desc="contextualizing")
+        except ImportError:
+            logger.info("progress bar needs tqdm: pip install tqdm")
+    return _NoBar()
