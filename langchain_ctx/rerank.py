@@ -37,11 +37,19 @@ class ClaudeRerankCompressor(BaseDocumentCompressor):
     top_n: int = 20
     _reranker: ClaudeReranker = PrivateAttr()
 
+    def __init__(self, provider: Provider | None = None, **data: Any) -> None:
+        """``provider``: who reranks (Claude, ``AnthropicProvider()``, when omitted); ``candidates`` / ``top_n`` as
+        fields. Built directly or with ``from_provider``, it is ready to use."""
+        super().__init__(**data)
+        if provider is None:
+            from ctx_retrieval.providers.anthropic import AnthropicProvider
+
+            provider = AnthropicProvider()
+        self._reranker = ClaudeReranker(provider, candidates=self.candidates, top_n=self.top_n)
+
     @classmethod
     def from_provider(cls, provider: Provider, **kwargs: Any) -> ClaudeRerankCompressor:
-        compressor = cls(**kwargs)
-        compressor._reranker = ClaudeReranker(provider, candidates=compressor.candidates, top_n=compressor.top_n)
-        return compressor
+        return cls(provider, **kwargs)
 
     def compress_documents(self, documents: Sequence[Document], query: str,
                            callbacks: Callbacks | None = None) -> Sequence[Document]:

@@ -27,12 +27,19 @@ class ClaudeRerankPostprocessor(BaseNodePostprocessor):
     top_n: int = 20
     _reranker: ClaudeReranker = PrivateAttr()
 
+    def __init__(self, provider: Provider | None = None, **data: Any) -> None:
+        """``provider``: who reranks (Claude, ``AnthropicProvider()``, when omitted); ``candidates`` / ``top_n`` as
+        fields. Built directly or with ``from_provider``, it is ready to use."""
+        super().__init__(**data)
+        if provider is None:
+            from ctx_retrieval.providers.anthropic import AnthropicProvider
+
+            provider = AnthropicProvider()
+        self._reranker = ClaudeReranker(provider, candidates=self.candidates, top_n=self.top_n)
+
     @classmethod
     def from_provider(cls, provider: Provider, **kwargs: Any) -> ClaudeRerankPostprocessor:
-        postprocessor = cls(**kwargs)
-        postprocessor._reranker = ClaudeReranker(provider, candidates=postprocessor.candidates,
-                                                 top_n=postprocessor.top_n)
-        return postprocessor
+        return cls(provider, **kwargs)
 
     @classmethod
     def class_name(cls) -> str:

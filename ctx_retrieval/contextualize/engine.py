@@ -150,7 +150,7 @@ class Engine:
     def fail(self, plan: Plan, i: int, kind: str, message: str, usage: TokenUsage) -> None:
         logger.warning("no context for chunk %s of document %s: %s: %s", plan.chunks[i].id, plan.document.id,
                        kind, message)
-        self.set(plan, i, None, "failed", usage, error=f"{kind}: {message}", error_kind=kind)
+        self.set(plan, i, None, "failed", usage, error=message, error_kind=kind)  # the kind is its own field
         if self.settings.on_error == "raise":
             self.state.stop = True
 
@@ -255,7 +255,7 @@ class Engine:
                     self.set(plan, i, None, "not_attempted", TokenUsage())
                 else:
                     kind, detail = tries.last_error
-                    self.set(plan, i, None, "failed", TokenUsage(), error=f"{kind}: {detail}", error_kind=kind)
+                    self.set(plan, i, None, "failed", TokenUsage(), error=detail, error_kind=kind)
                 return False
             probing = state.probe is None
             if probing:

@@ -19,6 +19,7 @@ from ctx_retrieval.types import ErrorDecision
 __all__ = [
     "MalformedAnswer",
     "classify_exception",
+    "quota_exhausted",
     "decision_for_status",
     "retry_after_s",
     "server_error_type",
@@ -72,6 +73,14 @@ def spend_limit_reached(body: Any) -> bool:
     return isinstance(details, dict) and details.get("error_code") == "enforced_spend_limit_reached"
 
 
+def quota_exhausted(body: Any) -> bool:
+    """Whether an error body is OpenAI's ``insufficient_quota`` (a 429 that means the account has no credit left:
+    https://platform.openai.com/docs/guides/error-codes), which no wait fixes; ``code`` or ``type`` says so, in
+    the body or its ``error`` object (SDKs hand over either)."""
+    error = body.get("error", body) if isinstance(body, dict) else None
+    return isinstance(error, dict) and "insufficient_quota" in (error.get("code"), error.get("type"))
+
+
 def decision_for_status(status: int, headers: Any = None, body: Any = None) -> ErrorDecision:
     """The decision for an HTTP error status, then the server's own ``x-should-retry: true|false`` header, which
     overrides it as in the official Anthropic and OpenAI SDKs (``_should_retry``), except that a rejected key,
@@ -95,6 +104,8 @@ def _decision_for_status(status: int, headers: Any = None, body: Any = None) -> 
     if status == 429:
         if spend_limit_reached(body):
             return ErrorDecision("fail_run", "spend_limit", status_code=status)
+        if quota_exhausted(body):
+            return ErrorDecision("fail_run", "billing", status_code=status)
         return ErrorDecision("retry", "rate_limited", retry_after_s(headers), status)
     if status == 401:
         return ErrorDecision("fail_run", "authentication", status_code=status)

@@ -23,6 +23,7 @@ from ctx_retrieval.errors import (
     ConfigurationError,
     CtxRetrievalError,
     ProviderAuthenticationError,
+    ProviderBillingError,
     UnknownModelError,
 )
 from ctx_retrieval.models import ModelInfo
@@ -201,7 +202,7 @@ class OpenAICompatibleProvider(SDKProvider["openai_sdk.AsyncOpenAI"]):
         import openai
 
         if isinstance(exc, openai.APIStatusError):
-            return decision_for_status(exc.status_code, exc.response.headers)
+            return decision_for_status(exc.status_code, exc.response.headers, getattr(exc, "body", None))
         if isinstance(exc, openai.APIResponseValidationError):
             return ErrorDecision("retry", "invalid_response")
         return classify_exception(exc)
@@ -211,6 +212,11 @@ class OpenAICompatibleProvider(SDKProvider["openai_sdk.AsyncOpenAI"]):
             return ProviderAuthenticationError(
                 f"the server at {self.base_url} rejected the API key (HTTP {decision.status_code}): check "
                 f"{_API_KEY_ENV} or api_key=", provider=self.name, status_code=decision.status_code)
+        if decision.kind == "billing":
+            return ProviderBillingError(
+                f"the server at {self.base_url} says the account has no quota left (HTTP {decision.status_code} "
+                "insufficient_quota): add credit or raise the plan's limit; finished contexts are cached",
+                provider=self.name, status_code=decision.status_code, error_type="insufficient_quota")
         if decision.kind == "not_found":
             return UnknownModelError(f"the server at {self.base_url} does not serve model {self._model!r} (HTTP 404): "
                                      "pass a model it lists at /v1/models", model=self._model)

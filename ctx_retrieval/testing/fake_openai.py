@@ -107,8 +107,8 @@ class FakeOpenAIServer(LoopbackServer):
         self._slots = [_Slot() for _ in range(count)] if profile in ("llama.cpp", "llama-cpp-python", "ollama") else []
 
     def script_faults(self, kinds: Iterable[str | None]) -> None:
-        """Answer the next requests with these faults: "rate_limit", "server_error", "drop", or "length" (an
-        answer cut at ``max_tokens``, ``finish_reason: "length"``); None = normally."""
+        """Answer the next requests with these faults: "rate_limit", "insufficient_quota", "server_error", "drop", or
+        "length" (an answer cut at ``max_tokens``, ``finish_reason: "length"``); None = normally."""
         self._faults.extend(kinds)
 
     def minimum_prompt_tokens(self) -> int:
@@ -304,6 +304,12 @@ class _Handler(LoopbackHandler):
             record["status"] = 429
             self._send(429, {"error": {"message": "slow down", "type": "rate_limit"}},
                        {"retry-after": f"{fake.retry_after_s:g}"})
+            return
+        if fault == "insufficient_quota":  # OpenAI's error-codes guide: a 429 that no wait fixes
+            record["status"] = 429
+            self._send(429, {"error": {"message": "You exceeded your current quota, please check your plan and "
+                                       "billing details.", "type": "insufficient_quota", "param": None,
+                                       "code": "insufficient_quota"}})
             return
         if fault == "server_error":
             record["status"] = 500

@@ -167,6 +167,17 @@ def test_claude_rerank_compressor_reorders(embeddings: MiniLMEmbeddings) -> None
     assert after == list(reversed(before)) == after_async
 
 
+def test_a_rerank_compressor_built_directly_is_ready(monkeypatch: pytest.MonkeyPatch) -> None:
+    documents = [Document(page_content=f"Revenue note number {i}.", id=f"r{i}") for i in range(4)]
+    with FakeAnthropicServer(responder=reverse_ranking) as server:
+        monkeypatch.setenv("ANTHROPIC_API_KEY", TEST_KEY)
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.base_url)
+        compressor = ClaudeRerankCompressor(candidates=10)  # Claude from the environment; no from_provider
+        order = [d.id for d in compressor.compress_documents(documents, "revenue note")]
+        assert len(server.successful()) == 1
+    assert order == ["r3", "r2", "r1", "r0"] and compressor.candidates == 10
+
+
 def test_langchain_community_bm25_can_be_the_keyword_side(embeddings: MiniLMEmbeddings) -> None:
     import warnings
 

@@ -197,6 +197,18 @@ def test_claude_rerank_postprocessor(tmp_path: Path, embed_model: MiniLMEmbeddin
     assert after == list(reversed(before))
 
 
+def test_a_rerank_postprocessor_built_directly_is_ready(monkeypatch: pytest.MonkeyPatch) -> None:
+    from llama_index.core.schema import NodeWithScore, QueryBundle
+
+    nodes = [NodeWithScore(node=TextNode(text=f"Revenue note number {i}.", id_=f"r{i}"), score=1.0) for i in range(4)]
+    with FakeAnthropicServer(responder=reverse_ranking) as server:
+        monkeypatch.setenv("ANTHROPIC_API_KEY", TEST_KEY)
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", server.base_url)
+        rerank = ClaudeRerankPostprocessor(candidates=10)
+        order = [n.node.node_id for n in rerank.postprocess_nodes(nodes, QueryBundle("revenue note"))]
+    assert order == ["r3", "r2", "r1", "r0"]
+
+
 def test_pipeline_progress_reaches_the_generator(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     with FakeAnthropicServer(responder=filing_responder) as server:
         transform = transform_for(server, tmp_path, show_progress=True)

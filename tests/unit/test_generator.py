@@ -253,8 +253,10 @@ def test_on_error_skip_records_failures_and_invents_nothing(fake_server: Any, ma
     assert run.report.failed == 1 and run.report.generated == len(run) - 1
     (bad,) = [r for r in run if r.status == "failed"]
     assert bad.chunk_id == documents[1][1][3].id
-    assert bad.context is None and bad.error and bad.error.startswith("server_error")
+    assert bad.context is None and bad.error and bad.error_kind == "server_error"
     assert run.report.failures[0].chunk.id == bad.chunk_id
+    line = next(line for line in run.report.format().splitlines() if "no context:" in line)
+    assert line.count("server_error") == 1 and "InternalServerError (HTTP 500)" in line  # the kind once, then why
 
 
 @pytest.mark.parametrize("fault", ["rate_limit", "overloaded", "server_error", "drop", "truncated"])

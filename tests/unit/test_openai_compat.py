@@ -47,6 +47,18 @@ def test_retries_order_and_resume(tmp_path: Path) -> None:
         assert len(server.requests) == before and again.report.cached == len(run)
 
 
+def test_insufficient_quota_stops_the_run_at_once_instead_of_waiting(tmp_path: Path) -> None:
+    from ctx_retrieval import ProviderBillingError
+
+    documents = [make_document(f"q{i}", paragraphs=4) for i in range(2)]
+    with FakeOpenAIServer() as server:
+        server.script_faults(["insufficient_quota"])
+        with pytest.raises(ProviderBillingError, match="insufficient_quota") as caught:
+            generator(server, tmp_path).contextualize_many(documents)
+        assert len(server.requests) == 1  # not waited on as a rate limit (it was, for 15 minutes)
+    assert caught.value.report is not None and caught.value.report.rate_limited == 0
+
+
 def test_unknown_model_stops_the_run(tmp_path: Path) -> None:
     document, chunks = make_document("nf", paragraphs=3)
     with FakeOpenAIServer(known_models=["other"]) as server:

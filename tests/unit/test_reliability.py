@@ -76,7 +76,7 @@ def test_a_200_that_is_not_a_message_is_retried_then_fails_invalid_response(kind
                                on_error="skip", exact_token_counts=False,
                                retry=RetryPolicy(max_attempts=2, initial_delay_s=0.01)).contextualize(document, chunks)
     assert [r.status for r in run] == ["generated", "failed", "generated"]
-    assert run[1].error is not None and run[1].error.startswith("invalid_response")
+    assert run[1].error is not None and run[1].error_kind == "invalid_response"
 
 
 def test_a_wait_the_run_will_not_make_does_not_pause_the_run() -> None:
