@@ -19,8 +19,8 @@ from ctx_retrieval.types import ErrorDecision
 __all__ = [
     "MalformedAnswer",
     "classify_exception",
-    "quota_exhausted",
     "decision_for_status",
+    "quota_exhausted",
     "retry_after_s",
     "server_error_type",
     "server_message",
