@@ -31,6 +31,15 @@ CONTEXTUALIZERS = ["auto", "anthropic", "openai", "openai-compatible", "heuristi
 
 DEMO_QUERIES = 3
 DEFAULT_MODEL = "claude-haiku-5-5"
+# Text input is cut into chunks of whole paragraphs up to this many characters, so that a chunk and its context fit
+# the embedder's 256 tokens: on the cookbook corpus 2% of 450-character chunks overflow with a median-length
+# context (50 tokens), 8% with a long one (91, the 90th percentile); 900 characters overflowed 59% / 80%.
+DEFAULT_CHUNK_CHARS = 450
+CHUNK_CHARS_HELP = ("paragraph chunk size for text input, in characters (default %(default)s: chunk and context fit "
+                    "the embedder's 256 tokens)")
+
+
+_FAKE_KEY = "sk-ant-fake-cli-key-0000000"
 
 
 def _say(message: str) -> None:
@@ -112,8 +121,11 @@ def _make_contextualizer(args: argparse.Namespace) -> _Contextualizer:
                 "'python -m ctx_retrieval.testing <command> ... --contextualizer fake' (./scripts/demo.sh does)",
                 setting="contextualizer")
         server = args.twin(latency_s=0.02).start()
-        provider = AnthropicProvider(args.model, api_key="sk-ant-fake-cli-key-0000000", base_url=server.base_url,
+        provider = AnthropicProvider(args.model, api_key=_FAKE_KEY, base_url=server.base_url,
                                      endpoint_id="ctx-retrieval-twin")  # its port changes; its answers do not
+        if not getattr(args, "cache", None):
+            _say("the fake API's canned contexts are not kept in the context cache (every run asks it again); pass "
+                 "--cache PATH to keep them")
         label = "the local FAKE Anthropic API (canned contexts, real request flow)"
     elif choice in ("anthropic", "openai"):
         provider = _llm_provider(args, choice)
@@ -183,12 +195,20 @@ def _check_out(out: str) -> None:
 def _dry_run(args: argparse.Namespace, items: list[tuple[SourceDocument, list[Chunk]]]) -> int:
     """An estimate for the chosen contextualizer and cache, writing no file."""
     choice = _resolved_choice(args)
-    if choice not in ("anthropic", "openai"):  # no LLM bill: the heuristic, recorded contexts, the fake API, none
+    if choice not in ("anthropic", "openai", "fake"):  # no LLM: the heuristic, recorded contexts, none
         chunks = sum(len(c) for _, c in items)
         print(f"estimate: {len(items)} documents, {chunks} chunks: 0 requests, cost $0.0000 ({choice} contexts)")
         return 0
     from ctx_retrieval.contextualize.generator import ContextGenerator
 
+    if choice == "fake":  # the twin makes the requests Claude would and bills nothing: estimate Claude's bill
+        from ctx_retrieval.providers.anthropic import AnthropicProvider
+
+        estimate = ContextGenerator(AnthropicProvider(args.model, api_key=_FAKE_KEY), cache=False,
+                                    exact_token_counts=False).estimate(items)
+        print(estimate.format() + f"\n(the fake API answers these requests for $0; the cost is {args.model}'s at "
+                                  "Anthropic's list prices)")
+        return 0
     path = Path(args.cache) if args.cache else default_cache_path()
     cache: ContextCache | bool = ContextCache(path) if path.exists() else False  # read what exists, create nothing
     print(ContextGenerator(_llm_provider(args, choice), cache=cache).estimate(items).format())
@@ -314,9 +334,6 @@ def _run_eval(args: argparse.Namespace, corpus: Any, contextualizer: _Contextual
         from ctx_retrieval.retrieval.rerank import ClaudeReranker
 
         reranker = ClaudeReranker(AnthropicProvider(args.model))
-    elif getattr(args, "rerank", "none") == "offline":
-        raise InvalidInputError("offline reranking is not available: no cross-encoder weights ship on PyPI; use "
-                                "--rerank claude (needs ANTHROPIC_API_KEY)")
     baseline = None
     if _resolved_choice(args) not in ("heuristic", "none"):  # LLM contexts: read them against the no-LLM baseline
         heuristic = HeuristicContextualizer()
@@ -413,12 +430,16 @@ def _demo_sample(args: argparse.Namespace) -> int:
 # -- parser ----------------------------------------------------------------------------------------------
 
 
-def _add_contextualizer_args(parser: argparse.ArgumentParser, *, default: str = "auto") -> None:
+def _add_contextualizer_args(parser: argparse.ArgumentParser, *, twin: bool, default: str = "auto") -> None:
+    # "fake" (the API twin, a test helper) is offered only by ``python -m ctx_retrieval.testing``; typed here, it
+    # gets a message saying where it runs instead of argparse's refusal.
+    shown = [c for c in CONTEXTUALIZERS if twin or c != "fake"]
     parser.add_argument("--contextualizer", "--provider", choices=CONTEXTUALIZERS, default=default,
+                        metavar="{" + ",".join(shown) + "}",
                         help="who writes contexts: auto = Claude if ANTHROPIC_API_KEY is set, else heuristic "
                              "(the demo: recorded) (default %(default)s); openai = an OpenAI-compatible server "
                              "(--base-url, --model); recorded = contexts recorded from a local LLM (cookbook "
-                             "corpus); fake = the local fake API; none = no contexts")
+                             "corpus); none = no contexts" + ("; fake = the local fake API" if twin else ""))
     parser.add_argument("--model", default=DEFAULT_MODEL,
                         help="Claude model (default %(default)s), or the served model with openai")
     parser.add_argument("--base-url", help="the API's address: an Anthropic-compatible gateway with anthropic, or an "
@@ -444,12 +465,12 @@ def _add_eval_output_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--work-dir", default=str(WORK_DIR), help="Chroma data and outputs (default %(default)s)")
     parser.add_argument("--json", help="write the results as JSON here (default WORK_DIR/eval/*.json)")
     parser.add_argument("--chart", help="write the Pass@k chart here (default WORK_DIR/eval/*.png)")
-    parser.add_argument("--rerank", choices=["none", "claude", "offline"], default="none",
-                        help="rerank the contextual hybrid candidates (claude needs ANTHROPIC_API_KEY; offline is "
-                             "not available: no cross-encoder weights ship on PyPI)")
+    parser.add_argument("--rerank", choices=["none", "claude"], default="none",
+                        help="rerank the contextual hybrid candidates with Claude (needs ANTHROPIC_API_KEY); there is "
+                             "no offline reranker: no cross-encoder weights ship on PyPI")
 
 
-def _build_parser() -> argparse.ArgumentParser:
+def _build_parser(*, twin: bool = False) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="ctx-retrieval",
         description="Contextual retrieval: an LLM writes a short context for each chunk, and the context is "
@@ -463,7 +484,7 @@ def _build_parser() -> argparse.ArgumentParser:
                           "a vector index + BM25 with and without contexts, show rankings side by side and print the "
                           "ablation table for its dev queries. Without a key it uses contexts recorded offline "
                           "from a local LLM, beside the no-LLM heuristic baseline.")
-    _add_contextualizer_args(demo)
+    _add_contextualizer_args(demo, twin=twin)
     _add_eval_output_args(demo)
     demo.add_argument("--sample-document", action="store_true",
                       help="instead, contextualize the small bundled sample document and print its contexts")
@@ -474,20 +495,21 @@ def _build_parser() -> argparse.ArgumentParser:
                          "codebase_chunks.json), write one JSON line per chunk with its context, and report usage.")
     ctx.add_argument("inputs", nargs="+", help="files or folders")
     ctx.add_argument("--out", default="-", help="output JSONL (default: standard output)")
-    ctx.add_argument("--chunk-chars", type=_positive_int, default=900, help="paragraph chunk size for text input")
+    ctx.add_argument("--chunk-chars", type=_positive_int, default=DEFAULT_CHUNK_CHARS,
+                     help=CHUNK_CHARS_HELP)
     ctx.add_argument("--dry-run", action="store_true", help="only estimate requests, tokens and dollars")
     ctx.add_argument("--on-error", choices=["raise", "skip"], default="raise")
-    _add_contextualizer_args(ctx)
+    _add_contextualizer_args(ctx, twin=twin)
     ctx.set_defaults(func=_cmd_contextualize)
 
     index = sub.add_parser("index", help="build a contextual hybrid index (Chroma + BM25) in a folder")
     index.add_argument("inputs", nargs="+", help="files or folders (as for contextualize)")
     index.add_argument("--store", required=True, help="index folder")
     index.add_argument("--contexts", help="use contexts from a 'contextualize' output instead of generating them")
-    index.add_argument("--chunk-chars", type=_positive_int, default=900)
+    index.add_argument("--chunk-chars", type=_positive_int, default=DEFAULT_CHUNK_CHARS, help=CHUNK_CHARS_HELP)
     index.add_argument("--embed-layout", choices=["whole", "windows"], default="whole",
                        help="windows: a chunk whose context + text overflow the embedder gets one vector per window")
-    _add_contextualizer_args(index)
+    _add_contextualizer_args(index, twin=twin)
     index.set_defaults(func=_cmd_index)
 
     query = sub.add_parser("query", help="search an index made by 'index'")
@@ -504,7 +526,7 @@ def _build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--queries", help="evaluation JSONL (cookbook format, or query + gold_chunk_ids)")
     ev.add_argument("--documents", help="generic documents JSONL (id, text, chunks with ids)")
     ev.add_argument("--contexts-file", help="with --contextualizer recorded: the JSONL of chunk_id, context")
-    _add_contextualizer_args(ev)
+    _add_contextualizer_args(ev, twin=twin)
     _add_eval_output_args(ev)
     ev.set_defaults(func=_cmd_eval)
     return parser
@@ -513,7 +535,7 @@ def _build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None, *, twin: Callable[..., Any] | None = None) -> int:
     """The command line. ``twin`` is the Anthropic API twin's class, for ``--contextualizer fake``: passed by
     ``python -m ctx_retrieval.testing`` (the package's code never imports its test helpers)."""
-    parser = _build_parser()
+    parser = _build_parser(twin=twin is not None)
     args = parser.parse_args(argv)
     args.twin = twin
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,

@@ -5,6 +5,8 @@ name that happens to exist.
   ``HeuristicContextualizer``, ``RecordedContextualizer``, or yours); what the framework adapters take.
 - ``TokenCountingProvider``: a provider whose API counts tokens exactly (Anthropic's ``count_tokens``).
 - ``BatchProvider``: a provider with a batch API at a discount (Anthropic's Message Batches).
+- ``ServerDescribingProvider``: a provider that asks its server about itself before a run (an OpenAI-compatible
+  server's context size, slots and model list); settings that depend on the answer wait for it.
 - ``Embedder``: turns texts into unit vectors (``MiniLMEmbedder``, or yours).
 """
 
@@ -17,7 +19,7 @@ if TYPE_CHECKING:
     from ctx_retrieval.types import Chunk, ContextRequest, ContextResult, ProviderResponse, SourceDocument
     from ctx_retrieval.usage import RunReport
 
-__all__ = ["BatchProvider", "Contextualizer", "Embedder", "TokenCountingProvider"]
+__all__ = ["BatchProvider", "Contextualizer", "Embedder", "ServerDescribingProvider", "TokenCountingProvider"]
 
 
 @runtime_checkable
@@ -70,6 +72,19 @@ class BatchProvider(Protocol):
 
     async def abatch_results(self, batch_id: str) -> list[tuple[str, ProviderResponse | None, str | None]]:
         """``(custom_id, response, None)`` for answered requests, ``(custom_id, None, why)`` for the others."""
+        ...
+
+
+@runtime_checkable
+class ServerDescribingProvider(Protocol):
+    """A provider that learns about its server before a run (``aprepare``); until then (``prepared`` False) the
+    window it can use, and so any cache key holding it, is not known."""
+
+    @property
+    def prepared(self) -> bool: ...
+
+    async def aprepare(self) -> list[str]:
+        """Ask the server once; notes for the run's report."""
         ...
 
 

@@ -20,6 +20,7 @@ from ctx_retrieval.keys import (
     CONTEXT_STATUS_KEY,
     PROVENANCE_KEYS,
 )
+from ctx_retrieval.protocols import ServerDescribingProvider
 from ctx_retrieval.reconstruct import Piece, source_document
 from ctx_retrieval.types import Chunk, SourceDocument
 from ctx_retrieval.usage import RunReport
@@ -113,9 +114,22 @@ class ContextualNodeTransform(TransformComponent):
 
     def to_dict(self, **kwargs: Any) -> dict[str, Any]:
         # IngestionPipeline hashes each step with to_dict() right before it either calls the step or serves the
-        # step's nodes from its IngestionCache: forgetting the last report here keeps it from going stale.
+        # step's nodes from its IngestionCache: forgetting the last report here keeps it from going stale, and
+        # the key is taken only once the server said what it is (its context size decides the window).
         self._last_report = None
+        self._learn_server()
         return super().to_dict(**kwargs)
+
+    def _learn_server(self) -> None:
+        """Ask a server-describing provider about its server before the key is taken: two local servers with
+        different context sizes window differently, so they must not share an ingestion-cache key."""
+        provider = getattr(self._contextualizer, "provider", None)
+        if not isinstance(provider, ServerDescribingProvider) or provider.prepared:
+            return
+        automatic = self.contextualizer_id == _identity(self._contextualizer)
+        run_sync(_prepared(provider))
+        if automatic:  # a contextualizer_id the user set stays as set
+            self.contextualizer_id = _identity(self._contextualizer)
 
     @classmethod
     def from_generator(cls, contextualizer: Any = None, *, docstore: Any = None,
@@ -249,6 +263,14 @@ def _contextualizer_for(given: Any) -> Any:
     if provider is not None and hasattr(provider, "check_ready"):
         provider.check_ready()
     return chosen
+
+
+async def _prepared(provider: Any) -> None:
+    """``provider.aprepare()`` on a loop of its own, its client closed after (the run reopens one)."""
+    try:
+        await provider.aprepare()
+    finally:
+        await provider.aclose()
 
 
 def _identity(contextualizer: Any) -> str:

@@ -30,6 +30,7 @@ from ctx_retrieval.errors import (
     ProviderUnavailableError,
 )
 from ctx_retrieval.models import cost_usd, request_cost_usd
+from ctx_retrieval.protocols import ServerDescribingProvider
 from ctx_retrieval.providers.base import ContextRequest, ErrorDecision, Provider, ProviderResponse
 from ctx_retrieval.providers.generic import server_message
 from ctx_retrieval.tokens import TokenCounter
@@ -103,11 +104,10 @@ def read_answer(response: ProviderResponse, max_context_tokens: int, count_token
 async def prepare_provider(provider: Provider) -> list[str]:
     """Let the provider ask its server about itself (slots, context size, the model name) before planning; the
     notes it returns go into the report."""
-    prepare = getattr(provider, "aprepare", None)
-    if prepare is None:
+    if not isinstance(provider, ServerDescribingProvider):
         return []
     try:
-        notes: list[str] = await prepare()
+        notes: list[str] = await provider.aprepare()
     except BaseException:
         await provider.aclose()
         raise

@@ -126,6 +126,11 @@ class OpenAICompatibleProvider(SDKProvider["openai_sdk.AsyncOpenAI"]):
         Ollama); ``shared``: any request reuses any cached prefix (vLLM, OpenAI); ``unknown``."""
         return self.server.prefix_cache if self.server else "unknown"
 
+    @property
+    def prepared(self) -> bool:
+        """Whether the server was asked about itself (``aprepare``): its context size, and so the window, is known."""
+        return self.server is not None
+
     async def aprepare(self) -> list[str]:
         """Ask the server about itself once (model list, slots, context size) and check the model name; returns
         notes for the run's report. ``UnknownModelError`` lists the served models."""

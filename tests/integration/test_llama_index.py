@@ -368,3 +368,25 @@ def test_documents_without_a_node_parser_are_reported_and_one_node_documents_cou
     nodes = splitter()([*documents(), short])
     transform(nodes)
     assert any("1 documents are a single node" in w for w in transform.last_report.warnings)
+
+
+def test_the_ingestion_cache_key_waits_for_the_servers_context_size(tmp_path: Path) -> None:
+    from ctx_retrieval.providers import OpenAICompatibleProvider
+    from ctx_retrieval.testing import FakeOpenAIServer
+
+    cache = IngestionCache()
+    keys, asked = [], []
+    with FakeOpenAIServer(profile="llama.cpp") as server:
+        for n_ctx in (2048, 32768):  # the same address, restarted with another --ctx-size
+            server.n_ctx = n_ctx
+            before = sum(r["path"].endswith("/chat/completions") for r in server.requests)
+            transform = ContextualNodeTransform(llm=OpenAICompatibleProvider("local-model", base_url=server.base_url))
+            assert "window:150000" in transform.contextualizer_id  # nothing asked yet: the size is unknown
+            nodes = IngestionPipeline(transformations=[splitter(), transform], cache=cache).run(documents=documents())
+            keys.append(transform.contextualizer_id)
+            asked.append(sum(r["path"].endswith("/chat/completions") for r in server.requests) - before)
+            assert all(n.metadata.get("context") for n in nodes)
+    # Each key names its server's window (it used to say window:150000 for both): the second run was not served
+    # the first one's contexts from the ingestion cache.
+    assert keys[0] != keys[1] and all("window:150000" not in k for k in keys)
+    assert asked[0] > 0 and asked[1] > 0

@@ -114,8 +114,6 @@ def test_eval_on_a_small_corpus_writes_table_json_and_chart(tmp_path: Path, caps
         (["contextualize", "/no/such/path"], "no such file"),
         (["eval", "--chunks", "/no/such.json"], "no such file"),
         (["eval", "--documents", "x.jsonl"], "--documents needs --queries"),
-        (["eval", "--rerank", "offline", "--vector-store", "numpy", "--contextualizer", "none"],
-         "offline reranking is not available"),
         (["query", "/no/such/store", "q"], "not an index"),
     ],
 )
@@ -130,6 +128,39 @@ def test_help_lists_the_commands(capsys: pytest.CaptureFixture[str]) -> None:
     out = capsys.readouterr().out
     for command in ("demo", "contextualize", "index", "query", "eval"):
         assert command in out
+
+
+def test_help_offers_only_what_runs(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["eval", "--help"])
+    plain = capsys.readouterr().out
+    assert "fake" not in plain and "offline" not in plain.split("--rerank", 1)[1].split("--", 1)[0].split(")")[0]
+    with pytest.raises(SystemExit):
+        main(["eval", "--help"], twin=FakeAnthropicServer)
+    assert "fake = the local fake API" in capsys.readouterr().out  # python -m ctx_retrieval.testing offers it
+    with pytest.raises(SystemExit) as refused:
+        main(["eval", "--rerank", "offline"])
+    assert refused.value.code == 2
+
+
+def test_a_dry_run_for_the_fake_api_estimates_claudes_requests_and_bill(tmp_path: Path,
+                                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    doc = tmp_path / "report.md"
+    doc.write_text("\n\n".join(f"Paragraph {i} about the Tucson foundry and its revenue." * 3 for i in range(8)))
+    assert main(["contextualize", str(doc), "--dry-run", "--contextualizer", "fake"], twin=FakeAnthropicServer) == 0
+    out = capsys.readouterr().out
+    assert "0 requests" not in out and "for $0" in out
+    requests = int(out.split(" requests")[0].rsplit(" ", 1)[1].replace(",", ""))
+    chunks = int(out.split(" chunks")[0].rsplit(" ", 1)[1])
+    assert requests == chunks > 1 and "cost ~$0.0000" not in out  # one request per chunk, at Claude's prices
+
+
+def test_a_fake_run_says_its_contexts_are_not_cached(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    doc = tmp_path / "report.md"
+    doc.write_text("First paragraph about ACME.\n\nSecond paragraph about revenue.\n")
+    assert main(["contextualize", str(doc), "--out", str(tmp_path / "o.jsonl"), "--contextualizer", "fake"],
+                twin=FakeAnthropicServer) == 0
+    assert "not kept in the context cache" in capsys.readouterr().err
 
 
 def test_long_paragraphs_and_notebooks_are_split_within_the_limit(tmp_path: Path) -> None:
