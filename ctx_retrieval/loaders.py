@@ -197,7 +197,7 @@ def document_from_row(row: Any, where: str, *, chunks_required: bool,
         chunk_text = c.get("text") if isinstance(c, dict) else c
         if not isinstance(chunk_text, str):
             raise InvalidInputError(f"{where}: chunk {k} needs a string 'text' (a string, or an object with "
-                                    "'text'), got {type(chunk_text).__name__}")
+                                    f"'text'), got {type(chunk_text).__name__}")
         if isinstance(c, dict) and "id" in c and (not isinstance(c["id"], str) or not c["id"]):
             raise InvalidInputError(f"{where}: chunk {k}'s 'id' must be a non-empty string, got {c['id']!r}")
         texts.append(chunk_text)

@@ -16,6 +16,7 @@ from typing import Literal
 from ctx_retrieval.contextualize.engine import Engine, count_usage, note_cache_use, read_answer
 from ctx_retrieval.contextualize.planning import Plan, RunSettings
 from ctx_retrieval.errors import ConfigurationError
+from ctx_retrieval.naming import printable
 from ctx_retrieval.protocols import BatchProvider
 from ctx_retrieval.providers.base import ContextRequest
 from ctx_retrieval.types import TokenUsage
@@ -136,7 +137,7 @@ async def _batch_phase(engine: Engine, provider: BatchProvider, items: list[tupl
                     engine.fail(*item, "bad_request", f"the batch answered {why}", TokenUsage())
                 elif item is not None:
                     logger.info("batch request for chunk %s ended %s: retrying it as an ordinary request",
-                                item[0].chunks[item[1]].id, why)
+                                printable(item[0].chunks[item[1]].id), printable(why))
                     retry.append(item)
             cache.forget_batch(batch_id)
             del pending_batches[batch_id]

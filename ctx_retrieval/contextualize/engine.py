@@ -30,6 +30,7 @@ from ctx_retrieval.errors import (
     ProviderUnavailableError,
 )
 from ctx_retrieval.models import cost_usd, request_cost_usd
+from ctx_retrieval.naming import document_name, printable
 from ctx_retrieval.protocols import ServerDescribingProvider
 from ctx_retrieval.providers.base import ContextRequest, ErrorDecision, Provider, ProviderResponse
 from ctx_retrieval.providers.generic import server_message
@@ -41,6 +42,8 @@ logger = logging.getLogger(__name__)
 
 # An answer cut off at max_tokens is never stored; it is asked once more with this many times the budget.
 MAX_TOKENS_RETRY_FACTOR = 4
+# Failed chunks logged as warnings per run (the rest at DEBUG; the report lists every one).
+LOGGED_FAILURES = 5
 
 
 class _Answered:
@@ -148,8 +151,13 @@ class Engine:
                      TokenUsage(), error=owner.error, error_kind=owner.error_kind)
 
     def fail(self, plan: Plan, i: int, kind: str, message: str, usage: TokenUsage) -> None:
-        logger.warning("no context for chunk %s of document %s: %s: %s", plan.chunks[i].id, plan.document.id,
-                       kind, message)
+        # The first few failures are logged as warnings; the report lists them all (a thousand failed chunks
+        # would otherwise bury the terminal and the progress bar).
+        self.state.failures_logged += 1
+        level = logging.WARNING if self.state.failures_logged <= LOGGED_FAILURES else logging.DEBUG
+        logger.log(level, "no context for chunk %s of document %s: %s: %s%s", printable(plan.chunks[i].id),
+                   document_name(plan.document), kind, printable(message, 400),
+                   " (later failures: see the run's report)" if self.state.failures_logged == LOGGED_FAILURES else "")
         self.set(plan, i, None, "failed", usage, error=message, error_kind=kind)  # the kind is its own field
         if self.settings.on_error == "raise":
             self.state.stop = True
@@ -314,7 +322,8 @@ class Engine:
         detail = (f"{type(error).__name__}" + (f" (HTTP {decision.status_code})" if decision.status_code else "")
                   + (f": {said}" if said else ""))
         tries.last_error = (decision.kind, detail)
-        logger.debug("chunk %s of document %s: %s -> %s%s", plan.chunks[i].id, plan.document.id, detail,
+        logger.debug("chunk %s of document %s: %s -> %s%s", printable(plan.chunks[i].id), document_name(plan.document),
+                     printable(detail, 400),
                      decision.action, f" after {decision.retry_after_s:.2f} s" if decision.retry_after_s else "")
         if decision.action == "fail_run":
             state.stop_with(s.provider.run_error(decision, error), error)
@@ -418,11 +427,14 @@ def note_cache_use(engine: Engine, plan: Plan, usage: TokenUsage) -> None:
         engine.warned.add(provider.model)
         minimum = engine.planner.min_cacheable()
         stated = f"{minimum:,} tokens" if minimum is not None else "not documented"
+        part = (f"its window's fixed part (the first {engine.settings.window.num_start_chunks} chunks, "
+                f"~{plan.prefix_tokens:,} tokens) is" if plan.windowed else "it is")
         message = (
-            f"prompt caching did nothing for document {plan.document.id!r}: its cacheable part is below "
-            f"{provider.model}'s minimum cacheable length ({stated}), so each of its chunks "
-            "pays the whole document (report.uncacheable_documents lists all such documents)")
-        logger.warning(message)
+            f"prompt caching did nothing for document {document_name(plan.document)}: {part} below "
+            f"{provider.model}'s minimum cacheable length ({stated}), so each of its chunks pays "
+            f"{'its whole window' if plan.windowed else 'the whole document'} (report.uncacheable_documents lists "
+            "all such documents)")
+        logger.warning("%s", message)
         report.warnings.append(message)
 
 

@@ -32,6 +32,7 @@ from typing import Protocol, runtime_checkable
 
 from ctx_retrieval.contextualize.cache import text_digest
 from ctx_retrieval.contextualize.planning import Plan
+from ctx_retrieval.naming import document_name
 
 __all__ = ["DEFAULT_LEASE_TTL_S", "DocumentLeases", "LeaseStore", "leases_for", "worker_id"]
 
@@ -161,7 +162,7 @@ class DocumentLeases:
             return True
         self.rechecked += 1
         logger.info("document %s: this worker's lease was last confirmed %s ago; re-reading the shared cache and "
-                    "claiming it again before the next request", plan.document.id,
+                    "claiming it again before the next request", document_name(plan.document),
                     "never" if confirmed is None else f"{self.clock() - confirmed:.1f} s")
         return False
 

@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Protocol, TypeVar
 
 from ctx_retrieval.contextualize.cache import CachedContext
 from ctx_retrieval.errors import CacheError
+from ctx_retrieval.naming import document_name
 from ctx_retrieval.types import ResultStatus, TokenUsage
 
 if TYPE_CHECKING:
@@ -145,13 +146,13 @@ class RunCache:
     async def still_missing(self, plan: Plan, pending: list[int]) -> list[int]:
         """``pending`` less the chunks whose contexts reached the cache since the run began (another worker
         wrote them): those are results now, never requests."""
-        found = await self.call(f"document {plan.document.id!r}", lambda: self.engine.planner.lookup([plan]))
+        found = await self.call(f"document {document_name(plan.document)}", lambda: self.engine.planner.lookup([plan]))
         for i in [i for i in pending if plan.keys[i] in found]:
             self.engine.set(plan, i, found[str(plan.keys[i])], "cached", TokenUsage())
         return [i for i in pending if plan.keys[i] not in found]
 
     async def claim(self, leases: DocumentLeases, plan: Plan) -> bool:
-        return await self.call(f"document {plan.document.id!r}", lambda: leases.claim(plan))
+        return await self.call(f"document {document_name(plan.document)}", lambda: leases.claim(plan))
 
     async def release(self, leases: DocumentLeases, plan: Plan) -> None:
         """Give the document back; if the cache cannot be told, the lease simply expires (``ttl_s``)."""
@@ -159,7 +160,7 @@ class RunCache:
             await asyncio.to_thread(leases.release, plan)
         except CacheError as exc:
             logger.warning("could not release the lease of document %s (%s): it expires in %.0f s",
-                           plan.document.id, exc, leases.ttl_s)
+                           document_name(plan.document), exc, leases.ttl_s)
 
     async def wait_for_other_worker(self, leases: DocumentLeases, plan: Plan, pending: list[int], *,
                                     count: bool = True) -> list[int]:

@@ -43,6 +43,7 @@ class RunState:
     outage_streak: int = 0
     per_slot: bool = False  # the server caches one prefix per slot: each document's chunks go one at a time
     leases: DocumentLeases | None = None  # other workers share the cache: documents are claimed before writing
+    failures_logged: int = 0
 
     @classmethod
     def start(cls, plans: list[Plan], settings: RunSettings, *, seed: int | None, progress: bool, notes: list[str],

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import email.utils
+import math
 import sys
 import time
 from typing import Any
@@ -41,26 +42,38 @@ _TRANSPORT_ERRORS = (
 )
 
 
+# A server may ask for any wait; past a day it is a broken header or clock, not a plan (and a 300-digit number
+# would be printed whole in the give-up message).
+MAX_RETRY_AFTER_S = 86_400.0
+
+
+def _seconds(value: float) -> float | None:
+    return None if not math.isfinite(value) else min(MAX_RETRY_AFTER_S, max(0.0, value))
+
+
 def retry_after_s(headers: Any) -> float | None:
-    """Seconds from ``retry-after-ms`` / ``retry-after`` (seconds or an HTTP date), or None."""
+    """Seconds from ``retry-after-ms`` / ``retry-after`` (seconds or an HTTP date), at most a day, or None."""
     if headers is None:
         return None
     value = headers.get("retry-after-ms")
     if value:
         try:
-            return max(0.0, float(value) / 1000.0)
-        except ValueError:
+            return _seconds(float(value) / 1000.0)
+        except (ValueError, OverflowError):
             pass
     value = headers.get("retry-after")
     if not value:
         return None
     try:
-        return max(0.0, float(value))
-    except ValueError:
+        return _seconds(float(value))
+    except (ValueError, OverflowError):
         parsed = email.utils.parsedate_tz(value)
         if parsed is None:
             return None
-        return max(0.0, email.utils.mktime_tz(parsed) - time.time())
+        try:
+            return _seconds(email.utils.mktime_tz(parsed) - time.time())
+        except (OverflowError, ValueError):
+            return None
 
 
 def spend_limit_reached(body: Any) -> bool:

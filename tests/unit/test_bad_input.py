@@ -172,3 +172,41 @@ def test_metadata_that_is_not_json_serializable(fake_server: Any, make_generator
     assert all("tags" not in json.dumps(r.body) for r in fake_server.successful())  # metadata is never sent
     rows = sqlite3.connect(tmp_path / "c.sqlite").execute("SELECT * FROM contexts").fetchall()
     assert rows and not any("Opaque" in str(row) for row in rows)
+
+
+def test_ids_with_control_characters_never_reach_a_log_line_raw(fake_server: Any, make_generator: Any,
+                                                                 caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    text = "Forged entries must not appear.\n\nA second paragraph that fails."
+    document = SourceDocument("doc\r\nERROR forged", text, {"source": "reports/q2.md"})
+    chunks = [Chunk("c1", "Forged entries must not appear.", 0, 0),
+              Chunk("evil\nERROR root: forged\x00\x1b[2J", "A second paragraph that fails.", 1, 33)]
+    fake_server.fail_chunk(chunks[1].text, "too_large")
+    with caplog.at_level(logging.DEBUG, logger="ctx_retrieval"):
+        run = make_generator(on_error="skip").contextualize(document, chunks)
+    assert run[1].status == "failed"
+    lines = [r.getMessage() for r in caplog.records if "no context for chunk" in r.getMessage()]
+    assert lines and all("\n" not in line and "\r" not in line and "\x00" not in line and "\x1b" not in line
+                         for line in lines)
+    assert "evil\\nERROR root: forged\\x00\\x1b[2J" in lines[0] and "reports/q2.md (id doc\\r\\nERROR forged)" in lines[0]
+
+
+def test_a_loader_row_with_a_chunk_that_is_not_text_names_its_type() -> None:
+    from ctx_retrieval import InvalidInputError
+    from ctx_retrieval.loaders import document_from_row
+
+    with pytest.raises(InvalidInputError, match=r"chunk 1 needs a string 'text'.*got int"):
+        document_from_row({"id": "d", "text": "x y", "chunks": ["x", 5]}, "in.jsonl:3", chunks_required=True)
+
+
+def test_an_absurd_retry_after_is_bounded_in_the_give_up_message(make_generator: Any) -> None:
+    from ctx_retrieval import RetryPolicy
+
+    document, chunks = make_document("ra", paragraphs=2)
+    with FakeAnthropicServer(retry_after_s=float("9" * 300)) as server:
+        server.script_faults(["rate_limit"] * 3)
+        run = make_generator(server=server, on_error="skip",
+                             retry=RetryPolicy(max_rate_limit_wait_s=10)).contextualize(document, chunks[:1])
+    (failed,) = run.report.failures
+    assert failed.error_type == "rate_limited" and "86400 s" in failed.message and len(failed.message) < 400
