@@ -142,7 +142,7 @@ def _make_contextualizer(args: argparse.Namespace) -> _Contextualizer:
     def run(items: list[tuple[SourceDocument, list[Chunk]]]) -> dict[str, str | None]:
         _say(generator.estimate(items).format())
         result = generator.contextualize_many(items)
-        _say("context generation report:\n" + textwrap.indent(result.report.format(), "  "))
+        _say("context generation report:\n" + textwrap.indent(result.report.format(warnings=False), "  "))
         made.records.update((r.chunk_id, _record(r)) for r in result)
         return {r.chunk_id: r.context for r in result}
 

@@ -46,7 +46,7 @@ class RunReport:
     generated: int = 0
     cached: int = 0
     empty: int = 0
-    requests: int = 0
+    requests: int = 0  # requests that reached the server (answered, or refused with an HTTP error)
     retries: int = 0
     rate_limited: int = 0
     errors_by_type: dict[str, int] = field(default_factory=dict)
@@ -58,6 +58,7 @@ class RunReport:
     long_prompt_requests: int = 0  # requests (ordinary and batch) whose prompt fell into the dearer price tier
     cost_usd: float | None = None
     document_tokens: int = 0
+    paid_document_tokens: float = 0.0  # document tokens in proportion to the chunks requests were paid for
     windowed_documents: int = 0
     uncacheable_documents: list[str] = field(default_factory=list)
     failures: list[FailedChunk] = field(default_factory=list)
@@ -84,10 +85,12 @@ class RunReport:
 
     @property
     def cost_per_million_document_tokens(self) -> float | None:
-        """Dollars per million (estimated) document tokens contextualized by this run."""
-        if self.cost_usd is None or not self.document_tokens:
+        """Dollars per million (estimated) document tokens this run paid requests for: each document counts for
+        the share of its chunks that were requested (a partial run, or one served mostly from the cache, is not
+        divided by documents it did not pay for)."""
+        if self.cost_usd is None or not self.paid_document_tokens:
             return None
-        return self.cost_usd / self.document_tokens * 1_000_000
+        return self.cost_usd / self.paid_document_tokens * 1_000_000
 
     @property
     def cache_read_share(self) -> float:
@@ -121,6 +124,7 @@ class RunReport:
             "cache_read_share": self.cache_read_share if self.cache_reads_reported else None,
             "cache_reads_reported": self.cache_reads_reported,
             "document_tokens_estimated": self.document_tokens,
+            "paid_document_tokens_estimated": round(self.paid_document_tokens),
             "windowed_documents": self.windowed_documents,
             "shared_documents": self.shared_documents,
             "lease_rechecks": self.lease_rechecks,
@@ -134,8 +138,9 @@ class RunReport:
             "warnings": list(self.warnings),
         }
 
-    def format(self) -> str:
-        """A short human-readable summary for terminals and logs."""
+    def format(self, *, warnings: bool = True) -> str:
+        """A short human-readable summary for terminals and logs; ``warnings=False`` leaves out the warnings
+        (a terminal that shows the package's log lines has shown them already)."""
         u = self.usage
         dollars = "unknown (no price for this model)" if self.cost_usd is None else f"${self.cost_usd:.4f}"
         per_m = self.cost_per_million_document_tokens
@@ -155,7 +160,8 @@ class RunReport:
                f"{self.batch_usage.cache_creation_input_tokens:,}, cache read "
                f"{self.batch_usage.cache_read_input_tokens:,}"] if self.batch_requests else []),
             f"cost {dollars}"
-            + (f", ${per_m:.2f} per million document tokens (estimated tokens)" if per_m is not None else ""),
+            + (f", ${per_m:.2f} per million document tokens paid for ({self.paid_document_tokens:,.0f} estimated)"
+               if per_m is not None else ""),
             f"wall time {self.wall_time_s:.2f} s",
         ]
         if self.shared_documents:
@@ -172,8 +178,10 @@ class RunReport:
                 f"documents below the model's minimum cacheable length (no prompt caching): "
                 f"{len(self.uncacheable_documents)}"
             )
-        for warning in self.warnings:
-            lines.append(f"warning: {warning}")
+        if warnings:
+            lines.extend(f"warning: {warning}" for warning in self.warnings)
+        elif self.warnings:
+            lines.append(f"warnings: {len(self.warnings)} (shown above)")
         for failure in self.to_retry[:10]:
             lines.append(
                 f"  no context: {failure.document.id}/{failure.chunk.id}: {failure.error_type}: {failure.message}")

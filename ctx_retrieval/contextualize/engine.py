@@ -395,6 +395,8 @@ class Engine:
                 decision = s.provider.classify_error(exc)
                 if decision is None:
                     raise
+                if decision.kind == "unreachable":
+                    state.report.requests -= 1  # the connection was never made: nothing reached the server
                 rate_limited, decision = pause_for(s, state, decision)
                 return _Failed(exc, decision)
             finally:
@@ -504,10 +506,13 @@ def finish_run(settings: RunSettings, state: RunState, started: float) -> Contex
     report = state.report
     results: list[ContextResult] = []
     for plan in state.plans:
+        nonempty = sum(key is not None for key in plan.keys)
         for i, chunk in enumerate(plan.chunks):
             result = state.results[plan.offset + i]
             assert result is not None, "every chunk gets a result"
             results.append(result)
+            if nonempty and (result.usage.prompt_tokens or result.usage.output_tokens):
+                report.paid_document_tokens += plan.tokens / nonempty
             if result.status == "cached":
                 report.cached += 1
             elif result.status == "empty":

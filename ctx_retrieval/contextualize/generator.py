@@ -32,7 +32,7 @@ from ctx_retrieval.contextualize.planning import (
 from ctx_retrieval.contextualize.prompts import DEFAULT_PROMPT, PromptTemplate
 from ctx_retrieval.contextualize.results import ContextRun, CostEstimate
 from ctx_retrieval.contextualize.scheduling import SYSTEM_CLOCK, Clock, RateLimit, RetryPolicy, SharedBudget
-from ctx_retrieval.contextualize.state import RunState
+from ctx_retrieval.contextualize.state import RunState, logs_above
 from ctx_retrieval.contextualize.stores import ContextStore, open_context_cache
 from ctx_retrieval.contextualize.windowing import WindowConfig
 from ctx_retrieval.errors import ConfigurationError
@@ -282,10 +282,8 @@ class ContextGenerator:
         parts = planner.partition(plans, await engine.cache.call("the run", lambda: planner.lookup(plans)))
         engine.settle(parts)
         try:
-            if batch is None:
-                await engine.run_documents(parts.work)
-            else:
-                await run_batched(engine, parts.work, batch)
+            with logs_above(state.progress):
+                await (engine.run_documents(parts.work) if batch is None else run_batched(engine, parts.work, batch))
         finally:
             state.progress.close()
             await self.provider.aclose()

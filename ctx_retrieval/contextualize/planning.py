@@ -173,9 +173,17 @@ class Planner:
         return info.min_cacheable_tokens if info is not None else FALLBACK_MIN_CACHEABLE_TOKENS
 
     def cacheable(self, plan: Plan) -> bool:
+        """Whether the document gets a warm-up request (its prefix may reach the minimum: the estimate can be
+        ~20% off)."""
         minimum = self.min_cacheable()
         return self.settings.provider.supports_prompt_caching and (
             minimum is None or plan.prefix_tokens >= WARM_UP_THRESHOLD * minimum)
+
+    def caches(self, plan: Plan) -> bool:
+        """Whether the document's cached block is expected to be cached, for pricing: at least the model's
+        minimum by the estimate (a windowed document's block is its first chunks only, often less)."""
+        minimum = self.min_cacheable()
+        return self.settings.provider.supports_prompt_caching and (minimum is None or plan.prefix_tokens >= minimum)
 
     def view(self, plan: Plan, index: int, limit: int | None = None) -> DocumentView:
         s = self.settings
@@ -330,7 +338,7 @@ class Planner:
         long_prompts = 0
         output_guess = (s.max_context_tokens * 3) // 5
         for plan, pending in parts.work:
-            cacheable = self.cacheable(plan)
+            cacheable = self.caches(plan)
             for n, i in enumerate(pending):
                 view = self.view(plan, i, limit)
                 variable = s.count_tokens(view.rest) + s.count_tokens(
@@ -352,7 +360,7 @@ class Planner:
             cached_chunks=len(parts.cached) + len(parts.followers), empty_chunks=len(parts.empty),
             requests=sum(len(pending) for _, pending in parts.work), usage=usage,
             cost_usd=dollars if info else None, document_tokens=sum(p.tokens for p in plans),
-            uncacheable_documents=[p.document.id for p in plans if p.chunks and not self.cacheable(p)],
+            uncacheable_documents=[p.document.id for p in plans if p.chunks and not self.caches(p)],
             windowed_documents=sum(p.windowed for p in plans), long_prompt_requests=long_prompts)
 
     # -- exact token counts ----------------------------------------------------------------------------

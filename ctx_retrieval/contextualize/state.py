@@ -5,6 +5,7 @@ batches and the cache side of the run (``runcache``)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
 from dataclasses import dataclass
@@ -17,7 +18,7 @@ from ctx_retrieval.errors import CtxRetrievalError
 from ctx_retrieval.types import ContextResult
 from ctx_retrieval.usage import RunReport
 
-__all__ = ["RunState", "progress_bar"]
+__all__ = ["RunState", "logs_above", "progress_bar"]
 
 logger = logging.getLogger(__name__)
 
@@ -91,3 +92,13 @@ def progress_bar(enabled: bool, total: int) -> Any:
         except ImportError:
             logger.info("progress bar needs tqdm: pip install tqdm")
     return _NoBar()
+
+
+def logs_above(bar: Any) -> contextlib.AbstractContextManager[Any]:
+    """While a progress bar runs, log lines go above it (through ``tqdm.write``) instead of breaking it."""
+    if isinstance(bar, _NoBar):
+        return contextlib.nullcontext()
+    from tqdm.contrib.logging import logging_redirect_tqdm
+
+    redirect: contextlib.AbstractContextManager[Any] = logging_redirect_tqdm()
+    return redirect

@@ -252,3 +252,14 @@ def test_the_fake_contextualizer_runs_from_the_testing_package_only(capsys: pyte
                            "--contextualizer", "fake"], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "FAKE" in done.stdout
+
+
+def test_a_warning_is_shown_once_with_the_documents_file_name(tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    doc = tmp_path / "tiny-note.md"  # far below the model's minimum cacheable length: caching does nothing
+    doc.write_text("A short note about ACME.\n\nIts second paragraph.\n")
+    assert main(["contextualize", str(doc), "--out", str(tmp_path / "o.jsonl"), "--contextualizer", "fake",
+                 "--chunk-chars", "30"], twin=FakeAnthropicServer) == 0
+    err = capsys.readouterr().err
+    assert err.count("prompt caching did nothing") == 1 and "tiny-note.md" in err
+    assert "warnings: 1 (shown above)" in err

@@ -250,3 +250,51 @@ def test_exact_counts_are_kept_in_the_context_cache_for_the_next_run(tmp_path: P
         server.reset()
         ContextGenerator(provider(server), cache=tmp_path / "c.sqlite").contextualize_many(items)
         assert server.requests == []  # contexts and the count both come from the cache
+
+
+def test_the_estimate_of_a_windowed_document_prices_what_the_run_caches() -> None:
+    # 30 paragraphs of ~120 tokens, windowed at 1,500: the cached block is the first two chunks (~250 tokens),
+    # below Claude Haiku 5.5's 512-token minimum, so nothing is cached; the estimate must not promise reads.
+    document, chunks = make_document("w", paragraphs=30, words=80)
+    window = WindowConfig(max_document_tokens=1500)
+    with FakeAnthropicServer() as server:
+        generator = ContextGenerator(provider(server), cache=False, window=window, exact_token_counts=False)
+        estimate = generator.estimate([(document, chunks)])
+        run = generator.contextualize(document, chunks)
+    assert all(r.windowed for r in run)
+    assert run.report.usage.cache_read_input_tokens == 0 and estimate.usage.cache_read_input_tokens == 0
+    assert estimate.uncacheable_documents == ["w"] == run.report.uncacheable_documents
+    assert any("window's fixed part (the first 2 chunks" in w for w in run.report.warnings)
+    # A document whose whole text goes in each prompt is cached, by the estimate and by the run.
+    whole, whole_chunks = make_document("whole", paragraphs=12)
+    with FakeAnthropicServer() as server:
+        generator = ContextGenerator(provider(server), cache=False, exact_token_counts=False)
+        estimate = generator.estimate([(whole, whole_chunks)])
+        run = generator.contextualize(whole, whole_chunks)
+    assert estimate.usage.cache_read_input_tokens > 0 and run.report.usage.cache_read_input_tokens > 0
+
+
+def test_dollars_per_million_document_tokens_count_only_what_was_paid(tmp_path: Path) -> None:
+    first, second = make_document("a", paragraphs=12), make_document("b", paragraphs=12)
+    cache = tmp_path / "c.sqlite"
+    with FakeAnthropicServer() as server:
+        ContextGenerator(provider(server), cache=cache).contextualize_many([first])
+        run = ContextGenerator(provider(server), cache=cache).contextualize_many([first, second])
+    report = run.report
+    assert report.cached == len(first[1]) and report.generated == len(second[1])
+    assert report.paid_document_tokens == pytest.approx(report.document_tokens / 2, rel=0.05)  # only "b" was paid
+    assert report.cost_per_million_document_tokens == pytest.approx(
+        report.cost_usd / report.paid_document_tokens * 1e6)  # type: ignore[operator]
+
+
+def test_requests_that_never_reached_the_server_are_not_counted() -> None:
+    from ctx_retrieval import ProviderUnavailableError, RetryPolicy
+
+    document, chunks = make_document("down", paragraphs=3)
+    closed = AnthropicProvider(api_key=TEST_KEY, base_url="http://127.0.0.1:9", timeout_s=2.0)  # nothing listens
+    generator = ContextGenerator(closed, cache=False, exact_token_counts=False,
+                                 retry=RetryPolicy(initial_delay_s=0.01, max_delay_s=0.02, max_outage_s=0.2))
+    with pytest.raises(ProviderUnavailableError) as caught:
+        generator.contextualize(document, chunks)
+    report = caught.value.report
+    assert report is not None and report.requests == 0 and report.retries > 0  # probes were made, none reached it
