@@ -8,20 +8,23 @@ corpus only), or the local fake Anthropic API (``fake``: canned contexts, real r
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import logging
 import os
+import signal
 import sys
 import textwrap
-from collections.abc import Callable, Sequence
+import threading
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from ctx_retrieval.contextualize.cache import ContextCache, default_cache_path
 from ctx_retrieval.contextualize.heuristic import HeuristicContextualizer
-from ctx_retrieval.errors import ConfigurationError, CtxRetrievalError, InvalidInputError
-from ctx_retrieval.loaders import SAMPLE_DOCUMENT, load_documents, load_sample
+from ctx_retrieval.errors import ConfigurationError, ContextGenerationError, CtxRetrievalError, InvalidInputError
+from ctx_retrieval.loaders import DEFAULT_MAX_INPUT_BYTES, SAMPLE_DOCUMENT, load_documents, load_sample
 from ctx_retrieval.types import Chunk, SourceDocument
 
 __all__ = ["main"]
@@ -56,6 +59,7 @@ class _Contextualizer:
     close: Callable[[], None]
     # per chunk id: status and provenance of its context, filled by run (written to the contextualize output)
     records: dict[str, dict[str, Any]] = field(default_factory=dict)
+    interrupted: bool = False  # Ctrl-C stopped the run: the command exits 130 after writing what was done
 
 
 def _resolved_choice(args: argparse.Namespace) -> str:
@@ -120,7 +124,7 @@ def _make_contextualizer(args: argparse.Namespace) -> _Contextualizer:
                 "--contextualizer fake needs the Anthropic API twin, which the command line does not import: run "
                 "'python -m ctx_retrieval.testing <command> ... --contextualizer fake' (./scripts/demo.sh does)",
                 setting="contextualizer")
-        server = args.twin(latency_s=0.02).start()
+        server = args.twin().start()
         provider = AnthropicProvider(args.model, api_key=_FAKE_KEY, base_url=server.base_url,
                                      endpoint_id="ctx-retrieval-twin")  # its port changes; its answers do not
         if not getattr(args, "cache", None):
@@ -141,13 +145,44 @@ def _make_contextualizer(args: argparse.Namespace) -> _Contextualizer:
 
     def run(items: list[tuple[SourceDocument, list[Chunk]]]) -> dict[str, str | None]:
         _say(generator.estimate(items).format())
-        result = generator.contextualize_many(items)
+        with _interruptible(generator, made):
+            try:
+                result = generator.contextualize_many(items)
+            except ContextGenerationError as exc:
+                if not made.interrupted or exc.run is None:
+                    raise
+                result = exc.run  # stopped by Ctrl-C: what was done is kept, reported and written
         _say("context generation report:\n" + textwrap.indent(result.report.format(warnings=False), "  "))
+        if made.interrupted:
+            _say(f"interrupted: {result.report.not_attempted} chunks were not attempted; run the same command again "
+                 "to do them (finished contexts are cached)")
         made.records.update((r.chunk_id, _record(r)) for r in result)
         return {r.chunk_id: r.context for r in result}
 
     made = _Contextualizer(label, run, server.stop if server else (lambda: None))
     return made
+
+
+@contextlib.contextmanager
+def _interruptible(generator: Any, made: _Contextualizer) -> Iterator[None]:
+    """Ctrl-C stops the run cleanly (requests in flight finish and are stored, the report is printed); a second
+    Ctrl-C stops at once."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def on_interrupt(signum: int, frame: Any) -> None:
+        if made.interrupted:
+            raise KeyboardInterrupt
+        made.interrupted = True
+        _say("stopping: requests in flight finish and are stored (press Ctrl-C again to quit at once)")
+        generator.stop()
+
+    previous = signal.signal(signal.SIGINT, on_interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def _llm_provider(args: argparse.Namespace, choice: str) -> Any:
@@ -216,7 +251,7 @@ def _dry_run(args: argparse.Namespace, items: list[tuple[SourceDocument, list[Ch
 
 
 def _cmd_contextualize(args: argparse.Namespace) -> int:
-    items = load_documents(args.inputs, args.chunk_chars)
+    items = load_documents(args.inputs, args.chunk_chars, max_bytes=int(args.max_input_mb * 2**20))
     if args.dry_run:
         return _dry_run(args, items)
     _check_out(args.out)
@@ -239,7 +274,7 @@ def _cmd_contextualize(args: argparse.Namespace) -> int:
             out.close()
     if args.out != "-":
         _say(f"wrote {sum(len(c) for _, c in items)} contextualized chunks to {args.out}")
-    return 0
+    return 130 if contextualizer.interrupted else 0
 
 
 def _embedder(progress: bool = True) -> Any:
@@ -251,7 +286,7 @@ def _embedder(progress: bool = True) -> Any:
 def _cmd_index(args: argparse.Namespace) -> int:
     from ctx_retrieval.retrieval.store import IndexedChunk, build_store
 
-    items = load_documents(args.inputs, args.chunk_chars)
+    items = load_documents(args.inputs, args.chunk_chars, max_bytes=int(args.max_input_mb * 2**20))
     if args.contexts:
         from ctx_retrieval.loaders import numbered_jsonl
 
@@ -280,6 +315,9 @@ def _cmd_index(args: argparse.Namespace) -> int:
             contexts = contextualizer.run(items)
         finally:
             contextualizer.close()
+        if contextualizer.interrupted:
+            _say(f"interrupted: the index at {args.store} was not built")
+            return 130
     _say(f"contextualizer: {label}")
     chunks = [IndexedChunk(c.id, d.id, c.text, contexts.get(c.id)) for d, cs in items for c in cs]
     build_store(args.store, chunks, embedder=_embedder(), embed_layout=args.embed_layout)
@@ -450,6 +488,22 @@ def _add_contextualizer_args(parser: argparse.ArgumentParser, *, twin: bool, def
     parser.add_argument("--budget", type=float, help="stop before spending more than this many dollars")
 
 
+def _positive_mb(value: str) -> float:
+    try:
+        number = float(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{value!r} is not a number of megabytes") from None
+    if not number > 0:
+        raise argparse.ArgumentTypeError(f"{number} must be more than 0")
+    return number
+
+
+def _add_input_limit(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--max-input-mb", type=_positive_mb, default=DEFAULT_MAX_INPUT_BYTES / 2**20,
+                        help="the most input read in one run, all files together (default %(default).0f MB); "
+                             "devices and pipes are refused")
+
+
 def _add_eval_output_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--vector-store", choices=["numpy", "chroma"], default="numpy",
                         help="exact in-memory search (default: the same figures on every run) or embedded Chroma "
@@ -498,6 +552,7 @@ def _build_parser(*, twin: bool = False) -> argparse.ArgumentParser:
     ctx.add_argument("--chunk-chars", type=_positive_int, default=DEFAULT_CHUNK_CHARS,
                      help=CHUNK_CHARS_HELP)
     ctx.add_argument("--dry-run", action="store_true", help="only estimate requests, tokens and dollars")
+    _add_input_limit(ctx)
     ctx.add_argument("--on-error", choices=["raise", "skip"], default="raise")
     _add_contextualizer_args(ctx, twin=twin)
     ctx.set_defaults(func=_cmd_contextualize)
@@ -506,6 +561,7 @@ def _build_parser(*, twin: bool = False) -> argparse.ArgumentParser:
     index.add_argument("inputs", nargs="+", help="files or folders (as for contextualize)")
     index.add_argument("--store", required=True, help="index folder")
     index.add_argument("--contexts", help="use contexts from a 'contextualize' output instead of generating them")
+    _add_input_limit(index)
     index.add_argument("--chunk-chars", type=_positive_int, default=DEFAULT_CHUNK_CHARS, help=CHUNK_CHARS_HELP)
     index.add_argument("--embed-layout", choices=["whole", "windows"], default="whole",
                        help="windows: a chunk whose context + text overflow the embedder gets one vector per window")
@@ -533,8 +589,8 @@ def _build_parser(*, twin: bool = False) -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None, *, twin: Callable[..., Any] | None = None) -> int:
-    """The command line. ``twin`` is the Anthropic API twin's class, for ``--contextualizer fake``: passed by
-    ``python -m ctx_retrieval.testing`` (the package's code never imports its test helpers)."""
+    """The command line. ``twin`` makes the Anthropic API twin (its class, or a factory), for ``--contextualizer
+    fake``: passed by ``python -m ctx_retrieval.testing`` (the package's code never imports its test helpers)."""
     parser = _build_parser(twin=twin is not None)
     args = parser.parse_args(argv)
     args.twin = twin
@@ -544,6 +600,10 @@ def main(argv: Sequence[str] | None = None, *, twin: Callable[..., Any] | None =
         return int(args.func(args))
     except (CtxRetrievalError, ImportError) as exc:
         print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except MemoryError:
+        print("error: out of memory: the input is too large for this machine; split it, or lower --max-input-mb",
+              file=sys.stderr)
         return 2
 
 

@@ -5,7 +5,8 @@ the document."""
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Sequence
+import stat
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -13,9 +14,13 @@ from typing import Any
 from ctx_retrieval.errors import InvalidInputError
 from ctx_retrieval.types import Chunk, SourceDocument, make_chunk_id
 
-__all__ = ["SAMPLE_DOCUMENT", "TEXT_SUFFIXES", "cookbook_chunk_id", "document_from_row", "load_cookbook_documents",
-           "load_documents", "load_sample", "notebook_text", "numbered_jsonl", "read_jsonl", "split_into_chunks",
-           "split_paragraphs"]
+__all__ = ["DEFAULT_MAX_INPUT_BYTES", "SAMPLE_DOCUMENT", "TEXT_SUFFIXES", "InputBudget", "cookbook_chunk_id",
+           "document_from_row", "load_cookbook_documents", "load_documents", "load_sample", "notebook_text",
+           "numbered_jsonl", "read_jsonl", "split_into_chunks", "split_paragraphs"]
+
+# The most input the loaders read in one call, all files together (the CLI's --max-input-mb): a device, a runaway
+# file or a sparse 2 GB file ends in a clear error, not in MemoryError after gigabytes.
+DEFAULT_MAX_INPUT_BYTES = 512 * 1024 * 1024
 
 SAMPLE_DOCUMENT = "sample_acme_q2_2023.md"
 TEXT_SUFFIXES = {".txt", ".md", ".rst", ".py", ".rs", ".go", ".js", ".ts", ".java", ".c", ".h", ".cpp", ".html",
@@ -87,10 +92,61 @@ def _pieces(paragraph: str, max_chars: int) -> list[str]:
     return pieces
 
 
-def notebook_text(path: Path) -> str:
+class InputBudget:
+    """What the loaders may still read: regular files only, ``max_bytes`` in all (checked from the file's size
+    before reading, and counted while reading, so a file that grows cannot get past it)."""
+
+    def __init__(self, max_bytes: int = DEFAULT_MAX_INPUT_BYTES) -> None:
+        self.max_bytes = max_bytes
+        self.left = max_bytes
+
+    def check(self, path: Path) -> None:
+        try:
+            info = path.stat()
+        except FileNotFoundError:
+            raise InvalidInputError(f"no such file: {path}") from None
+        if not stat.S_ISREG(info.st_mode):
+            raise InvalidInputError(f"{path} is not a regular file (a device, a pipe or a socket): pass text files or "
+                                    "folders")
+        if info.st_size > self.left:
+            self._over(path)
+
+    def take(self, path: Path, size: int) -> None:
+        self.left -= size
+        if self.left < 0:
+            self._over(path)
+
+    def _over(self, path: Path) -> None:
+        raise InvalidInputError(f"{path}: the input is over the limit of {self.max_bytes / 2**20:,.0f} MB read in one "
+                                "run: split it, or raise --max-input-mb (InputBudget(max_bytes=...))")
+
+    def read_text(self, path: Path) -> str:
+        """The whole file as UTF-8 text, at most what the budget leaves."""
+        self.check(path)
+        with path.open("rb") as handle:
+            data = handle.read(self.left + 1)
+        self.take(path, len(data))
+        try:
+            return data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise InvalidInputError(f"{path} is not UTF-8 text; convert it or leave it out") from None
+
+    def lines(self, path: Path) -> Iterator[str]:
+        """The file's lines, read one at a time (a large JSONL is never held whole), within the budget."""
+        self.check(path)
+        with path.open("rb") as handle:
+            for raw in handle:
+                self.take(path, len(raw))
+                try:
+                    yield raw.decode("utf-8")
+                except UnicodeDecodeError:
+                    raise InvalidInputError(f"{path} is not UTF-8 text; convert it or leave it out") from None
+
+
+def notebook_text(path: Path, budget: InputBudget | None = None) -> str:
     """The cells of a Jupyter notebook as one text: each cell's source, blank-line separated (outputs left out)."""
     try:
-        cells = json.loads(path.read_text(encoding="utf-8")).get("cells", [])
+        cells = json.loads((budget or InputBudget()).read_text(path)).get("cells", [])
     except (json.JSONDecodeError, AttributeError) as exc:
         raise InvalidInputError(f"{path} is not a readable notebook ({exc}); leave it out") from None
     texts = []
@@ -108,9 +164,11 @@ def load_sample() -> tuple[SourceDocument, list[Chunk]]:
     return document, split_into_chunks(document, split_paragraphs(text))
 
 
-def load_documents(paths: Sequence[str], chunk_chars: int) -> list[tuple[SourceDocument, list[Chunk]]]:
+def load_documents(paths: Sequence[str], chunk_chars: int, *, max_bytes: int = DEFAULT_MAX_INPUT_BYTES
+                   ) -> list[tuple[SourceDocument, list[Chunk]]]:
     """Documents from the cookbook's JSON, a documents JSONL (``id``, ``text``, optional ``chunks``), or text
-    files and folders (one document per file, split at blank lines)."""
+    files and folders (one document per file, split at blank lines); regular files only, ``max_bytes`` in all."""
+    budget = InputBudget(max_bytes)
     items: list[tuple[SourceDocument, list[Chunk]]] = []
     for raw in paths:
         path = Path(raw)
@@ -121,24 +179,21 @@ def load_documents(paths: Sequence[str], chunk_chars: int) -> list[tuple[SourceD
             if not files:
                 raise InvalidInputError(f"{path} holds no text files ({', '.join(sorted(TEXT_SUFFIXES))})")
             for file in files:
-                items.append(_text_file(file, chunk_chars, doc_id=str(file.relative_to(path))))
+                items.append(_text_file(file, chunk_chars, budget, doc_id=str(file.relative_to(path))))
         elif path.suffix == ".json":
-            items.extend(load_cookbook_documents(path))
+            items.extend(load_cookbook_documents(path, budget))
         elif path.suffix == ".jsonl":
             items.extend(document_from_row(row, f"{path}:{n}", chunks_required=False,
                                            split=lambda text: split_paragraphs(text, chunk_chars))
-                         for n, row in numbered_jsonl(path))
+                         for n, row in numbered_jsonl(path, budget))
         else:
-            items.append(_text_file(path, chunk_chars, doc_id=path.name))
+            items.append(_text_file(path, chunk_chars, budget, doc_id=path.name))
     return items
 
 
-
-def _text_file(path: Path, chunk_chars: int, *, doc_id: str) -> tuple[SourceDocument, list[Chunk]]:
-    try:
-        text = notebook_text(path) if path.suffix.lower() == ".ipynb" else path.read_text(encoding="utf-8")
-    except UnicodeDecodeError:
-        raise InvalidInputError(f"{path} is not UTF-8 text; convert it or leave it out") from None
+def _text_file(path: Path, chunk_chars: int, budget: InputBudget, *, doc_id: str
+               ) -> tuple[SourceDocument, list[Chunk]]:
+    text = notebook_text(path, budget) if path.suffix.lower() == ".ipynb" else budget.read_text(path)
     document = SourceDocument(doc_id, text, {"source": str(path)})
     return document, split_into_chunks(document, split_paragraphs(text, chunk_chars))
 
@@ -147,13 +202,12 @@ def cookbook_chunk_id(doc_uuid: str, index: int) -> str:
     return f"{doc_uuid}_{index}"
 
 
-def load_cookbook_documents(chunks_path: str | Path) -> list[tuple[SourceDocument, list[Chunk]]]:
+def load_cookbook_documents(chunks_path: str | Path, budget: InputBudget | None = None
+                            ) -> list[tuple[SourceDocument, list[Chunk]]]:
     """The documents and chunks of the cookbook's ``codebase_chunks.json`` (chunk ids ``<uuid>_<index>``)."""
     chunks_path = Path(chunks_path)
     try:
-        raw = json.loads(chunks_path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise InvalidInputError(f"no such file: {chunks_path}") from None
+        raw = json.loads((budget or InputBudget()).read_text(chunks_path))
     except json.JSONDecodeError as exc:
         raise InvalidInputError(
             f"{chunks_path} is not JSON ({exc}); expected the cookbook's codebase_chunks.json") from None
@@ -206,15 +260,11 @@ def document_from_row(row: Any, where: str, *, chunks_required: bool,
                       else chunk for c, chunk in zip(raw_chunks, chunks, strict=True)]
 
 
-def numbered_jsonl(path: str | Path) -> list[tuple[int, Any]]:
-    """The rows of a JSONL file with their line numbers (blank lines skipped), read once."""
+def numbered_jsonl(path: str | Path, budget: InputBudget | None = None) -> list[tuple[int, Any]]:
+    """The rows of a JSONL file with their line numbers (blank lines skipped), read a line at a time."""
     path = Path(path)
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except FileNotFoundError:
-        raise InvalidInputError(f"no such file: {path}") from None
     rows = []
-    for n, line in enumerate(lines, start=1):
+    for n, line in enumerate((budget or InputBudget()).lines(path), start=1):
         if line.strip():
             try:
                 rows.append((n, json.loads(line)))

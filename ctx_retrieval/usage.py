@@ -83,6 +83,13 @@ class RunReport:
         """Failed and not-attempted chunks: what ``ContextGenerator.retry_failed`` runs again."""
         return [*self.failures, *self.skipped]
 
+    def documents_to_retry(self) -> list[tuple[SourceDocument, tuple[Chunk, ...]]]:
+        """The documents with chunks in ``to_retry``, each once with its whole chunk list (what a rerun needs)."""
+        items: dict[str, tuple[SourceDocument, tuple[Chunk, ...]]] = {}
+        for failure in self.to_retry:
+            items.setdefault(failure.document.id, (failure.document, failure.chunks))
+        return list(items.values())
+
     @property
     def cost_per_million_document_tokens(self) -> float | None:
         """Dollars per million (estimated) document tokens this run paid requests for: each document counts for

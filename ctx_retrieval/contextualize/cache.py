@@ -257,6 +257,13 @@ class ContextCache:
         with self._lock, self._errors():
             self._conn.execute("DELETE FROM leases WHERE key = ? AND owner = ?", (key, owner))
 
+    def release_owner(self, owner: str) -> None:
+        """Give back every claim ``owner`` holds (its run ended)."""
+        if not self._writable():
+            return
+        with self._lock, self._errors():
+            self._conn.execute("DELETE FROM leases WHERE owner = ?", (owner,))
+
     def delete(self, keys: Sequence[str]) -> None:
         with self._lock, self._errors(), transaction(self._conn):
             self._conn.executemany("DELETE FROM contexts WHERE key = ?", [(k,) for k in keys])

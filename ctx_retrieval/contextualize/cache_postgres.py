@@ -236,6 +236,9 @@ class PostgresContextCache:
     def release(self, key: str, owner: str) -> None:
         self._run("DELETE FROM ctx_leases WHERE key = %s AND owner = %s", (key, owner))
 
+    def release_owner(self, owner: str) -> None:
+        self._run("DELETE FROM ctx_leases WHERE owner = %s", (owner,))
+
     def close(self) -> None:
         self._pool.close()
 

@@ -171,7 +171,14 @@ class Engine:
         tasks = [asyncio.ensure_future(self.run_document(plan, pending)) for plan, pending in work]
         if not tasks:
             return
-        done, pending_tasks = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+        try:
+            done, pending_tasks = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
+        except asyncio.CancelledError:  # the run was cancelled: its documents end with it, none is left running
+            self.state.stop = True
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            raise
         for task in done:
             error = None if task.cancelled() else task.exception()
             if error is not None:  # a bug, not a provider error: stop everything and surface it
@@ -201,7 +208,7 @@ class Engine:
                 try:
                     await self._write_document(plan, await cache.still_missing(plan, pending))
                 finally:
-                    await cache.release(leases, plan)
+                    cache.release(leases, plan)
                 return
         # Another worker is writing it: wait for its contexts, holding no slot; write what its lease leaves.
         pending = await cache.wait_for_other_worker(leases, plan, pending)
@@ -210,7 +217,7 @@ class Engine:
                 async with self.state.doc_slots:
                     await self._write_document(plan, pending)
             finally:
-                await cache.release(leases, plan)
+                cache.release(leases, plan)
 
     async def _write_document(self, plan: Plan, pending: list[int]) -> None:
         """Write a document's missing contexts (its caller holds a document slot)."""
@@ -381,6 +388,8 @@ class Engine:
                 return None
             await state.slots.acquire(priority)
             try:
+                if state.stop:  # stopped while this request waited for a slot (stop(), a failure, the budget)
+                    return None
                 if state.leases is not None and not state.leases.trusted(plan):
                     return _Lost()
                 state.report.requests += 1
@@ -543,6 +552,11 @@ def finish_run(settings: RunSettings, state: RunState, started: float) -> Contex
             f"stopped before exceeding budget_usd=${budget:.4f} (spent ${report.cost_usd or 0:.4f}); "
             f"{len(report.to_retry)} chunks have no context: raise budget_usd and call retry_failed(error.report) "
             "(finished contexts are cached)", report=report, budget_usd=budget, spent_usd=report.cost_usd or 0.0)
+    elif state.interrupted and report.to_retry:
+        error = ContextGenerationError(
+            f"the run was stopped (ContextGenerator.stop(), Ctrl-C) with {report.not_attempted} chunks not attempted "
+            f"and {report.failed} failed; what it finished is cached: run it again, or call "
+            "retry_failed(error.report), to do the rest", report=report)
     elif report.to_retry and settings.on_error == "raise":
         first = report.failures[0] if report.failures else report.to_retry[0]
         error = ContextGenerationError(

@@ -140,6 +140,7 @@ class ContextGenerator:
         self._warned_uncacheable: set[str] = set()
         self.last_report: RunReport | None = None
         self._planner = Planner(self)
+        self._active: list[RunState] = []  # runs in progress (stop() ends them)
 
     def __repr__(self) -> str:
         return (f"ContextGenerator(provider={self.provider!r}, prompt_version={self.prompt.version!r}, "
@@ -184,8 +185,7 @@ class ContextGenerator:
         return await self._arun(items, progress=progress)
 
     def contextualize_many_batched(self, items: DocumentItems, *, poll_interval_s: float = 30.0,
-                                   max_batch_requests: int = 10_000,
-                                   max_batch_bytes: int = MAX_BATCH_BYTES,
+                                   max_batch_requests: int = 10_000, max_batch_bytes: int = MAX_BATCH_BYTES,
                                    warm_up: Literal["batch", "ordinary"] = "batch") -> ContextRun:
         """Like ``contextualize_many``, at the Message Batches API's half price (``contextualize.batches``).
 
@@ -195,13 +195,12 @@ class ContextGenerator:
         once, so a run that crashes while waiting collects them on restart instead of paying again. Use
         ``cache_ttl="1h"`` on the provider so the cache lasts while the batches wait. Batches are split at
         ``max_batch_requests`` requests or ``max_batch_bytes`` bytes (the API's limits: 100,000, 256 MB)."""
-        return run_sync(self.acontextualize_many_batched(items, poll_interval_s=poll_interval_s,
-                                                         max_batch_requests=max_batch_requests,
-                                                         max_batch_bytes=max_batch_bytes, warm_up=warm_up))
+        return run_sync(self.acontextualize_many_batched(
+            items, poll_interval_s=poll_interval_s, max_batch_requests=max_batch_requests,
+            max_batch_bytes=max_batch_bytes, warm_up=warm_up))
 
     async def acontextualize_many_batched(self, items: DocumentItems, *, poll_interval_s: float = 30.0,
-                                          max_batch_requests: int = 10_000,
-                                          max_batch_bytes: int = MAX_BATCH_BYTES,
+                                          max_batch_requests: int = 10_000, max_batch_bytes: int = MAX_BATCH_BYTES,
                                           warm_up: Literal["batch", "ordinary"] = "batch") -> ContextRun:
         options = BatchOptions(poll_interval_s, max_batch_requests, max_batch_bytes, warm_up)
         options.check(self)
@@ -220,16 +219,19 @@ class ContextGenerator:
         for wave in waves(items, documents_per_wave):
             yield await self._arun(wave)
 
+    def stop(self) -> None:
+        """Stop the runs in progress cleanly (safe from a signal handler): requests in flight finish and are stored,
+        no new one starts; each run ends with its report (``ContextGenerationError``, the rest not attempted)."""
+        for state in self._active:
+            state.interrupted = state.stop = True
+
     def retry_failed(self, report: RunReport) -> ContextRun:
         """Run again the documents that have chunks without a context; finished chunks come from the cache,
         so only the failed and not-attempted chunks are requested."""
         return run_sync(self.aretry_failed(report))
 
     async def aretry_failed(self, report: RunReport) -> ContextRun:
-        items: dict[str, tuple[SourceDocument, Sequence[Chunk]]] = {}
-        for failure in report.to_retry:
-            items.setdefault(failure.document.id, (failure.document, failure.chunks))
-        return await self._arun(list(items.values()))
+        return await self._arun(report.documents_to_retry())
 
     def estimate(self, items: DocumentItems) -> CostEstimate:
         """What a run over ``items`` would request and cost, without any context request (a dry run). Documents
@@ -279,12 +281,14 @@ class ContextGenerator:
                                leases=leases_for(self.cache, self.lease_ttl_s, clock=self.clock.monotonic)
                                if batch is None else None)
         engine = Engine(self, planner, state, self._warned_uncacheable)
+        self._active.append(state)
         parts = planner.partition(plans, await engine.cache.call("the run", lambda: planner.lookup(plans)))
         engine.settle(parts)
         try:
             with logs_above(state.progress):
                 await (engine.run_documents(parts.work) if batch is None else run_batched(engine, parts.work, batch))
         finally:
+            self._active.remove(state)
             state.progress.close()
             await self.provider.aclose()
         engine.answer_followers(parts)

@@ -57,6 +57,8 @@ class LeaseStore(Protocol):
 
     def release(self, key: str, owner: str) -> None: ...
 
+    def release_owner(self, owner: str) -> None: ...
+
 
 def _read(path: str) -> str | None:
     try:
@@ -183,7 +185,8 @@ class DocumentLeases:
 
     @contextlib.asynccontextmanager
     async def kept_alive(self) -> AsyncIterator[DocumentLeases]:
-        """Renew this run's claims in the background while the block runs."""
+        """Renew this run's claims in the background while the block runs; when it ends, however (finished,
+        stopped, cancelled), give back every claim left, so no worker waits out a lease this run abandoned."""
         renewer = asyncio.ensure_future(self.renew_forever())
         try:
             yield self
@@ -191,6 +194,12 @@ class DocumentLeases:
             renewer.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await renewer
+            self._confirmed.clear()
+            try:
+                self.store.release_owner(self.owner)
+            except Exception as exc:  # the cache is unreachable: the claims expire in ttl_s
+                logger.warning("could not give back this run's document leases (%s): they expire in %.0f s",
+                               exc, self.ttl_s)
 
     async def renew_forever(self) -> None:
         """Keep this run's claims alive while it runs (cancelled at its end)."""

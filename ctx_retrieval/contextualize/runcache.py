@@ -13,6 +13,8 @@ cache outage is survived like a provider outage and a paid answer is never throw
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import functools
 import logging
 import math
 from collections.abc import Callable
@@ -59,6 +61,7 @@ class RunCache:
         self._store_retry_at = -math.inf  # after a failed store, later ones wait (in memory) until then
         self._flushing = asyncio.Lock()
         self._outage_since: float | None = None
+        self._threads = concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="ctx-cache")
 
     # -- storing ---------------------------------------------------------------------------------------
 
@@ -87,7 +90,7 @@ class RunCache:
                 if entry is None:
                     continue
                 try:
-                    await asyncio.to_thread(cache.put, key, entry)
+                    await self.in_thread(functools.partial(cache.put, key, entry))
                 except CacheError as exc:
                     self._store_failures += 1
                     self._store_retry_at = clock.monotonic() + self.engine.settings.retry.backoff(
@@ -105,6 +108,7 @@ class RunCache:
     async def finish(self) -> None:
         """Last attempt to store what is left; the report counts what could not be."""
         await self.flush(force=True)
+        self._threads.shutdown(wait=False)
         report = self.engine.state.report
         report.unstored = len(self.unstored)
         if self.unstored:
@@ -115,7 +119,24 @@ class RunCache:
 
     # -- reads and leases, with outage pauses -----------------------------------------------------------
 
-    async def call(self, what: str, fn: Callable[[], T]) -> T:
+    async def in_thread(self, fn: Callable[[], T], *, if_abandoned: Callable[[T], None] | None = None) -> T:
+        """``fn()`` on a worker thread, so a slow or unreachable database never stalls the event loop. The
+        thread finishes its statement even if the caller is cancelled meanwhile; ``if_abandoned`` then receives
+        its result there (a lease claimed for a run that is gone is released at once)."""
+        job = self._threads.submit(fn)
+        try:
+            return await asyncio.wrap_future(job)
+        except asyncio.CancelledError:
+            if if_abandoned is not None:
+                def undo(done: concurrent.futures.Future[T]) -> None:
+                    if not done.cancelled() and done.exception() is None:
+                        if_abandoned(done.result())
+
+                job.add_done_callback(undo)
+            raise
+
+    async def call(self, what: str, fn: Callable[[], T], *,
+                   if_abandoned: Callable[[T], None] | None = None) -> T:
         """``fn()`` (a cache read or lease call) off the event loop, waiting out a transient outage for up to
         ``max_outage_s``."""
         engine = self.engine
@@ -123,7 +144,7 @@ class RunCache:
         failures = 0
         while True:
             try:
-                result = await asyncio.to_thread(fn)
+                result = await self.in_thread(fn, if_abandoned=if_abandoned)
             except CacheError as exc:
                 if not exc.transient:
                     raise
@@ -152,12 +173,19 @@ class RunCache:
         return [i for i in pending if plan.keys[i] not in found]
 
     async def claim(self, leases: DocumentLeases, plan: Plan) -> bool:
-        return await self.call(f"document {document_name(plan.document)}", lambda: leases.claim(plan))
+        def abandoned(claimed: bool) -> None:
+            if claimed:
+                self.release(leases, plan)
 
-    async def release(self, leases: DocumentLeases, plan: Plan) -> None:
-        """Give the document back; if the cache cannot be told, the lease simply expires (``ttl_s``)."""
+        return await self.call(f"document {document_name(plan.document)}", lambda: leases.claim(plan),
+                               if_abandoned=abandoned)
+
+    def release(self, leases: DocumentLeases, plan: Plan) -> None:
+        """Give the document back, at once, also when the run is being cancelled (one short statement, so it is
+        not sent to a thread a cancelled task may no longer wait for); if the cache cannot be told, the lease
+        simply expires (``ttl_s``)."""
         try:
-            await asyncio.to_thread(leases.release, plan)
+            leases.release(plan)
         except CacheError as exc:
             logger.warning("could not release the lease of document %s (%s): it expires in %.0f s",
                            document_name(plan.document), exc, leases.ttl_s)

@@ -37,6 +37,7 @@ class RunState:
     fatal: CtxRetrievalError | None = None
     fatal_cause: BaseException | None = None
     budget_hit: bool = False
+    interrupted: bool = False  # stop() (Ctrl-C in the CLI): requests in flight finish, the rest are not attempted
     inflight_cost: float = 0.0
     probe: asyncio.Event | None = None
     overload_streak: int = 0  # 529s since the last answer: two or more in a row pause the run

@@ -30,7 +30,6 @@ message text.
 from __future__ import annotations
 
 import datetime
-import inspect
 import json
 import logging
 import os
@@ -47,6 +46,7 @@ from ctx_retrieval.errors import (
 )
 from ctx_retrieval.models import ModelInfo, check_not_retired, lookup_model_info
 from ctx_retrieval.providers.base import (
+    AnswerTooLarge,
     ContextRequest,
     ErrorDecision,
     ProviderResponse,
@@ -54,13 +54,15 @@ from ctx_retrieval.providers.base import (
     ServerLimit,
     ServerLimits,
     endpoint_identity,
+    parse_json_answer,
+    read_capped,
 )
 from ctx_retrieval.providers.generic import (
     MalformedAnswer,
     classify_exception,
     decision_for_status,
 )
-from ctx_retrieval.providers.messages import anthropic_blocks
+from ctx_retrieval.providers.messages import anthropic_blocks, field
 from ctx_retrieval.usage import TokenUsage
 
 if TYPE_CHECKING:
@@ -216,9 +218,9 @@ class AnthropicProvider(SDKProvider["anthropic_sdk.AsyncAnthropic"]):
 
     @staticmethod
     def _usage(u: Any) -> TokenUsage:
-        return TokenUsage(input_tokens=u.input_tokens or 0, output_tokens=u.output_tokens or 0,
-                          cache_creation_input_tokens=u.cache_creation_input_tokens or 0,
-                          cache_read_input_tokens=u.cache_read_input_tokens or 0)
+        return TokenUsage(input_tokens=field(u, "input_tokens") or 0, output_tokens=field(u, "output_tokens") or 0,
+                          cache_creation_input_tokens=field(u, "cache_creation_input_tokens") or 0,
+                          cache_read_input_tokens=field(u, "cache_read_input_tokens") or 0)
 
     # -- Message Batches (half price; results within 24 hours) -------------------------------------------
 
@@ -259,40 +261,44 @@ class AnthropicProvider(SDKProvider["anthropic_sdk.AsyncAnthropic"]):
     def _response(self, message: Any, limits: ServerLimits | None = None) -> ProviderResponse:
         """The answer's text blocks (selected by type: thinking blocks are not the answer), usage and stop
         reason; ``MalformedAnswer`` when the body is not a usable message (the SDK builds it without checking)."""
-        content = getattr(message, "content", None)
-        usage = getattr(message, "usage", None)
+        if not isinstance(message, dict) and field(message, "type") is None and not hasattr(message, "content"):
+            raise MalformedAnswer(f"an answer that is not a message ({type(message).__name__})")
+        content = field(message, "content")
+        usage = field(message, "usage")
         if not isinstance(content, list) or usage is None:
             raise MalformedAnswer(f"an answer without {'content' if not isinstance(content, list) else 'usage'}")
         texts: list[str] = []
         for block in content:
-            if getattr(block, "type", None) == "text":
-                text = getattr(block, "text", None)
+            if field(block, "type") == "text":
+                text = field(block, "text")
                 if not isinstance(text, str):
                     raise MalformedAnswer("a text block without text")
                 texts.append(text)
-        counts = [getattr(usage, name, None) for name in ("input_tokens", "output_tokens")]
-        cached = [getattr(usage, name, None) for name in ("cache_creation_input_tokens", "cache_read_input_tokens")]
-        if any(not isinstance(n, int) or n < 0 for n in counts) or any(
+        counts = [field(usage, name) for name in ("input_tokens", "output_tokens")]
+        cached = [field(usage, name) for name in ("cache_creation_input_tokens", "cache_read_input_tokens")]
+        if any(not isinstance(n, int) or isinstance(n, bool) or n < 0 for n in counts) or any(
                 n is not None and (not isinstance(n, int) or n < 0) for n in cached):
             raise MalformedAnswer("usage without sound token counts (missing or negative)")
+        reason = field(message, "stop_reason")
         return ProviderResponse(text="".join(texts), usage=self._usage(usage), limits=limits,
-                                stop_reason=getattr(message, "stop_reason", None))
+                                stop_reason=reason if isinstance(reason, str) else None)
 
     async def agenerate(self, request: ContextRequest) -> ProviderResponse:
         client = self._get_client()
         fields = self._model_fields(request)
         max_tokens = fields.pop("max_tokens")
         messages: Any = [{"role": "user", "content": self.build_message_content(request)}]
-        # The raw response carries the anthropic-ratelimit-* headers the generator paces the run by.
-        raw = await client.messages.with_raw_response.create(
-            model=self._model, max_tokens=max_tokens, messages=messages, extra_body=fields or None,
-        )
-        try:
-            parsed: Any = raw.parse()
-            message = await parsed if inspect.isawaitable(parsed) else parsed  # SDKs < 1 parse synchronously
-        except (TypeError, ValueError, AttributeError) as exc:  # a body the SDK cannot even build (a JSON array)
-            raise MalformedAnswer(f"an answer the SDK could not read ({type(exc).__name__})") from exc
-        return self._response(message, server_limits(raw.headers))
+
+        async def send(deadline: float) -> tuple[bytes, Any]:
+            # Streamed, so the body is read with a cap; the headers carry the anthropic-ratelimit-* values the
+            # generator paces the run by.
+            async with client.messages.with_streaming_response.create(
+                    model=self._model, max_tokens=max_tokens, messages=messages, extra_body=fields or None,
+                    timeout=deadline) as raw:
+                return await read_capped(raw.iter_bytes()), raw.headers
+
+        body, headers = await self.bounded(send)
+        return self._response(parse_json_answer(body), server_limits(headers))
 
     @property
     def can_count_tokens(self) -> bool:
@@ -309,7 +315,7 @@ class AnthropicProvider(SDKProvider["anthropic_sdk.AsyncAnthropic"]):
 
         if isinstance(exc, anthropic.APIStatusError):
             return decision_for_status(exc.status_code, exc.response.headers, getattr(exc, "body", None))
-        if isinstance(exc, (anthropic.APIResponseValidationError, json.JSONDecodeError)):
+        if isinstance(exc, (anthropic.APIResponseValidationError, json.JSONDecodeError, AnswerTooLarge)):
             return ErrorDecision("retry", "invalid_response")  # e.g. a truncated body that still said 200
         return classify_exception(exc)  # timeouts and dropped connections, by the SDK's transport error types
 

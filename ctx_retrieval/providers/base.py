@@ -2,13 +2,20 @@
 
 A provider does no retrying and no scheduling (the generator owns both); it turns a ``ContextRequest`` into
 an API call and classifies the exceptions its SDK raises by type, so the generator can decide what to do.
+
+What one answer may take is bounded (``SDKProvider.bounded``): in time, ``timeout_s`` for the whole request, not
+only for each read (a server dripping a byte a second reset the SDK's read timeout for ~41 s at ``timeout_s=3``);
+in bytes, ``MAX_ANSWER_BYTES`` of body, counted after decompression, so an endless body or a gzip bomb is cut off,
+not read into memory.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
-from typing import Generic, Protocol, TypeVar, runtime_checkable
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 from urllib.parse import urlsplit
 
 from ctx_retrieval.errors import CtxRetrievalError
@@ -22,8 +29,39 @@ from ctx_retrieval.types import (
     ServerLimits,
 )
 
-__all__ = ["ContextRequest", "ErrorAction", "ErrorDecision", "Provider", "ProviderBase", "ProviderResponse",
-           "SDKProvider", "ServerLimit", "ServerLimits", "endpoint_identity"]
+__all__ = ["MAX_ANSWER_BYTES", "AnswerTooLarge", "ContextRequest", "ErrorAction",
+           "ErrorDecision", "Provider", "ProviderBase", "ProviderResponse", "SDKProvider", "ServerLimit",
+           "ServerLimits", "endpoint_identity", "parse_json_answer", "read_capped"]
+
+# A context answer is a few hundred bytes of JSON; thinking blocks and usage keep it well under this.
+MAX_ANSWER_BYTES = 4 * 1024 * 1024
+# A server that ran past a deadline gets twice the time on the next request, up to this factor (a slow local
+# machine): a retry sent too soon would only queue behind the abandoned answer on a one-slot server.
+MAX_DEADLINE_FACTOR = 16
+
+
+class AnswerTooLarge(ValueError):  # noqa: N818 - a condition of an answer, classified, never raised to users
+    """An answer body over ``MAX_ANSWER_BYTES`` (after decompression): a broken proxy or a hostile server."""
+
+
+async def read_capped(chunks: AsyncIterator[bytes], limit: int = MAX_ANSWER_BYTES) -> bytes:
+    """The body from ``chunks`` (decoded bytes), or ``AnswerTooLarge`` as soon as it passes ``limit``."""
+    body = bytearray()
+    async for chunk in chunks:
+        body += chunk
+        if len(body) > limit:
+            raise AnswerTooLarge(f"the answer is over {limit:,} bytes: cut off")
+    return bytes(body)
+
+
+def parse_json_answer(body: bytes) -> Any:
+    """A JSON answer body, or ``MalformedAnswer`` (retried, then the chunk fails) when it is not JSON."""
+    from ctx_retrieval.providers.generic import MalformedAnswer
+
+    try:
+        return json.loads(body)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise MalformedAnswer(f"an answer that is not JSON ({type(exc).__name__})") from exc
 
 
 def endpoint_identity(url: str) -> str:
@@ -151,6 +189,28 @@ class SDKProvider(ProviderBase, Generic[ClientT]):
         client, self._client, self._client_loop = self._client, None, None
         if client is not None:
             await client.close()  # type: ignore[attr-defined]
+
+    timeout_s: float
+    _deadline_factor: float = 1.0
+
+    def deadline_s(self) -> float:
+        """The most one request may take, sending to last byte: ``timeout_s``, times the factor a slow server
+        earned by running past it."""
+        return self.timeout_s * self._deadline_factor
+
+    async def bounded(self, send: Callable[[float], Awaitable[tuple[bytes, Any]]]) -> tuple[bytes, Any]:
+        """``send(deadline)`` (which reads the body with ``read_capped``) within the request's deadline;
+        ``TimeoutError`` past it (retried). A server that ran past it gets twice the time on the next request (up
+        to ``MAX_DEADLINE_FACTOR``), so a slow machine is not asked again before it can answer; a one-slot server
+        keeps generating an abandoned answer (llama.cpp has no cancel for a non-streamed request), and the retry
+        waits behind it."""
+        deadline = self.deadline_s()
+        try:
+            return await asyncio.wait_for(send(deadline), deadline)
+        except asyncio.TimeoutError:
+            self._deadline_factor = min(MAX_DEADLINE_FACTOR, self._deadline_factor * 2)
+            raise TimeoutError(f"no whole answer within the request's deadline ({deadline:.1f} s; the next request "
+                               f"gets {self.deadline_s():.1f} s)") from None
 
     def _request_failed(self, decision: ErrorDecision, exc: BaseException, what: str) -> CtxRetrievalError:
         """The run's error for a fatal decision no specific error covers: the server's reason kept once."""

@@ -28,13 +28,16 @@ from ctx_retrieval.errors import (
 )
 from ctx_retrieval.models import ModelInfo
 from ctx_retrieval.providers.base import (
+    AnswerTooLarge,
     ContextRequest,
     ErrorDecision,
     ProviderResponse,
     SDKProvider,
     endpoint_identity,
+    parse_json_answer,
+    read_capped,
 )
-from ctx_retrieval.providers.generic import classify_exception, decision_for_status
+from ctx_retrieval.providers.generic import MalformedAnswer, classify_exception, decision_for_status
 from ctx_retrieval.providers.messages import field, plain_prompt, usage_from_fields
 from ctx_retrieval.providers.servers import PrefixCache, ServerInfo, describe_server
 
@@ -179,15 +182,29 @@ class OpenAICompatibleProvider(SDKProvider["openai_sdk.AsyncOpenAI"]):
 
     async def agenerate(self, request: ContextRequest) -> ProviderResponse:
         messages: Any = [{"role": "user", "content": plain_prompt(request)}]
-        response = await self._get_client().chat.completions.create(
-            model=self._model, messages=messages, max_tokens=request.max_tokens, extra_body=self.extra_body)
-        choice = response.choices[0] if response.choices else None
-        text = (choice.message.content or "") if choice is not None else ""
+        client = self._get_client()
+
+        async def send(deadline: float) -> tuple[bytes, Any]:
+            async with client.chat.completions.with_streaming_response.create(
+                    model=self._model, messages=messages, max_tokens=request.max_tokens, extra_body=self.extra_body,
+                    timeout=deadline) as raw:
+                return await read_capped(raw.iter_bytes()), raw.headers
+
+        body, _ = await self.bounded(send)
+        response = parse_json_answer(body)
+        choices = field(response, "choices")
+        if not isinstance(choices, list) or not isinstance(field(response, "usage"), dict):
+            raise MalformedAnswer("an answer without choices or usage")
+        choice = choices[0] if choices else None
+        content = field(field(choice, "message"), "content")
+        if content is not None and not isinstance(content, str):
+            raise MalformedAnswer("a message whose content is not text")
+        text = content or ""
         cached = self._cached_tokens(response) if self.reports_cache_usage else None
-        usage = {"prompt_tokens": field(response.usage, "prompt_tokens") or 0,
-                 "completion_tokens": field(response.usage, "completion_tokens") or 0,
+        usage = {"prompt_tokens": field(response["usage"], "prompt_tokens") or 0,
+                 "completion_tokens": field(response["usage"], "completion_tokens") or 0,
                  "prompt_tokens_details": {"cached_tokens": cached or 0}}
-        finish = getattr(choice, "finish_reason", None)
+        finish = field(choice, "finish_reason")
         return ProviderResponse(text=text, usage=usage_from_fields(usage), cache_reported=cached is not None,
                                 stop_reason="max_tokens" if finish == "length" else finish)
 
@@ -195,12 +212,10 @@ class OpenAICompatibleProvider(SDKProvider["openai_sdk.AsyncOpenAI"]):
     def _cached_tokens(response: Any) -> int | None:
         """Prompt tokens the server reused: ``usage.prompt_tokens_details.cached_tokens`` (OpenAI, vLLM,
         llama.cpp), else llama.cpp's ``timings.cache_n``; None when the server reports neither."""
-        details = getattr(response.usage, "prompt_tokens_details", None)
-        cached = getattr(details, "cached_tokens", None) if details is not None else None
+        cached = field(field(field(response, "usage"), "prompt_tokens_details"), "cached_tokens")
         if isinstance(cached, int):
             return cached
-        timings = (getattr(response, "model_extra", None) or {}).get("timings")
-        cache_n = timings.get("cache_n") if isinstance(timings, dict) else None
+        cache_n = field(field(response, "timings"), "cache_n")
         return cache_n if isinstance(cache_n, int) else None
 
     def classify_error(self, exc: BaseException) -> ErrorDecision | None:
@@ -208,7 +223,7 @@ class OpenAICompatibleProvider(SDKProvider["openai_sdk.AsyncOpenAI"]):
 
         if isinstance(exc, openai.APIStatusError):
             return decision_for_status(exc.status_code, exc.response.headers, getattr(exc, "body", None))
-        if isinstance(exc, openai.APIResponseValidationError):
+        if isinstance(exc, (openai.APIResponseValidationError, AnswerTooLarge)):
             return ErrorDecision("retry", "invalid_response")
         return classify_exception(exc)
 

@@ -10,9 +10,10 @@ model's own tokenizer, readable once the writing response has begun, TTL counted
 start, usage with the ``cache_creation`` 5m/1h split). It counts tokens (``/v1/messages/count_tokens``), runs
 Message Batches (``twin_batches``), optionally enforces rate limits on requests, input and output tokens with
 the ``anthropic-ratelimit-*`` headers (``twin_limits``), injects scripted or random faults (429 with
-retry-after, the spend-limit 429, 402, 403, 413, 500, 504, 529, refusals, answers cut at ``max_tokens``, slow
-answers, dropped connections, truncated bodies; every error body carries a ``request_id``), adds latency, and
-records every request.
+retry-after, the spend-limit 429, 402, 403, 413, 500, 504, 529, refusals, answers cut at ``max_tokens`` or the
+context window, slow answers, dropped connections, truncated bodies, hostile bodies: one byte a tenth of a second,
+endless, a gzip bomb; every error body carries a ``request_id``), adds latency, serves the Models API, and records
+every request.
 
     with FakeAnthropicServer(latency_s=0.05) as server:
         provider = AnthropicProvider(api_key="sk-ant-test-0000000000", base_url=server.base_url)
@@ -20,7 +21,9 @@ records every request.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
+import gzip
 import itertools
 import json
 import threading
@@ -386,6 +389,38 @@ class _Handler(LoopbackHandler):
         request_id = _request_id()
         self._send(status, _error_body(kind, message, request_id, details), headers, request_id)
 
+    def _hostile_body(self, fault: str, payload: bytes) -> None:
+        """A 200 whose body never ends in time or in size: one byte a tenth of a second (``drip``), zeros without
+        end (``endless``), or a small gzip body that decodes to 64 MB (``gzip_bomb``)."""
+        self.send_response(200)
+        self.send_header("content-type", "application/json")
+        if fault == "gzip_bomb":
+            bomb = gzip.compress(payload[:-1] + b" " * (64 * 1024 * 1024) + payload[-1:], compresslevel=9)
+            self.send_header("content-encoding", "gzip")
+            self.send_header("content-length", str(len(bomb)))
+            self.end_headers()
+            with contextlib.suppress(OSError):
+                self.wfile.write(bomb)
+            return
+        if fault == "drip":
+            self.send_header("content-length", str(len(payload)))
+        self.end_headers()
+        self.close_connection = True
+        deadline = time.monotonic() + 60  # a client that never hangs up still frees this thread in time
+        with contextlib.suppress(OSError):
+            if fault == "drip":
+                for byte in payload:
+                    if time.monotonic() > deadline:
+                        return
+                    self.wfile.write(bytes([byte]))
+                    self.wfile.flush()
+                    time.sleep(0.1)
+                return
+            self.wfile.write(payload[:-1])
+            block = b" " * 65536
+            while time.monotonic() < deadline:  # until the client gives up
+                self.wfile.write(block)
+
     def do_GET(self) -> None:  # noqa: N802 - the standard library's name; Message Batches: retrieve and results
         fake = self.fake
         parts = self.path.split("?")[0].strip("/").split("/")  # v1 messages batches <id> [results]
@@ -521,6 +556,11 @@ class _Handler(LoopbackHandler):
             "id": fake.next_id(), "type": "message", "role": "assistant", "model": model, "content": content,
             "stop_reason": stop_reason, "stop_sequence": None, "usage": usage,
         }).encode()
+        if fault in ("drip", "endless", "gzip_bomb"):
+            record.status = 200
+            fake.record(record)
+            self._hostile_body(fault, payload)
+            return
         if fault == "truncated":
             record.status = 200
             fake.record(record)

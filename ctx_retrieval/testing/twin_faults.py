@@ -11,7 +11,8 @@ __all__ = ["ERROR_FAULTS", "FAULT_KINDS", "MALFORMED_BODIES", "FaultPlan"]
 
 FAULT_KINDS = ("rate_limit", "overloaded", "server_error", "slow", "drop", "truncated", "refusal", "max_tokens",
                "billing", "permission", "too_large", "gateway_timeout", "spend_limit", "malformed_no_usage",
-               "malformed_null_text", "malformed_error_200", "malformed_array", "context_window")
+               "malformed_null_text", "malformed_error_200", "malformed_array", "context_window", "drip",
+               "endless", "gzip_bomb")
 # Answers with status 200 whose body is not a normal message (a broken proxy or gateway): the body each sends.
 MALFORMED_BODIES: dict[str, object] = {
     "malformed_no_usage": {"id": "msg_bad", "type": "message", "role": "assistant", "model": "m",

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from ctx_retrieval.cli import main
+from ctx_retrieval.contextualize.cache import ContextCache
 from ctx_retrieval.loaders import load_sample, split_paragraphs
 from ctx_retrieval.testing import FakeAnthropicServer
 
@@ -263,3 +264,59 @@ def test_a_warning_is_shown_once_with_the_documents_file_name(tmp_path: Path,
     err = capsys.readouterr().err
     assert err.count("prompt caching did nothing") == 1 and "tiny-note.md" in err
     assert "warnings: 1 (shown above)" in err
+
+
+def test_ctrl_c_stops_a_run_cleanly_with_its_report_and_a_rerun_finishes_it(tmp_path: Path) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    doc = tmp_path / "long.md"
+    doc.write_text("\n\n".join(f"Paragraph {i} of the ACME quarterly report, about revenue." for i in range(60)))
+    out, cache = tmp_path / "out.jsonl", tmp_path / "c.sqlite"
+    command = [sys.executable, "-m", "ctx_retrieval.testing", "contextualize", str(doc), "--out", str(out),
+               "--contextualizer", "fake", "--cache", str(cache), "--chunk-chars", "80", "--max-concurrency", "2"]
+    slow = {**os.environ, "CTX_RETRIEVAL_TWIN_LATENCY_S": "0.25"}  # 60 chunks, 2 at a time: ~8 s in all
+    run = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=slow)
+    deadline = time.monotonic() + 60
+    while not (cache.exists() and len(ContextCache(cache)) >= 4) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    run.send_signal(signal.SIGINT)
+    _, err = run.communicate(timeout=60)
+    assert run.returncode == 130 and "Traceback" not in err, err[-2000:]
+    assert "stopping: requests in flight finish" in err and "interrupted:" in err and "not attempted" in err
+    lines = [json.loads(line) for line in out.read_text().splitlines()]
+    done = sum(1 for line in lines if line["context"])
+    assert len(lines) == 60 and 4 <= done < 60  # every chunk written, what was done with its context
+    stored = len(ContextCache(cache))
+    assert stored == done  # the cache holds exactly what was paid: consistent
+    again = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert f"from context cache {stored}" in again.stderr
+
+
+@pytest.mark.parametrize("make", ["device", "fifo", "sparse", "limit"])
+def test_hostile_input_is_refused_before_it_is_read(make: str, tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    import os
+
+    extra: list[str] = []
+    if make == "device":
+        target = "/dev/zero"  # endless: it used to be read until MemoryError after 5 GB
+    elif make == "fifo":
+        target = str(tmp_path / "pipe.txt")
+        os.mkfifo(target)
+    elif make == "sparse":
+        target = str(tmp_path / "huge.txt")
+        with open(target, "wb") as handle:
+            handle.truncate(2 * 1024**3)  # 2 GB that takes no disk
+    else:
+        target = str(tmp_path / "notes.jsonl")
+        Path(target).write_text("\n".join(json.dumps({"id": f"d{i}", "text": "x" * 100}) for i in range(2000)))
+        extra = ["--max-input-mb", "0.05"]
+    assert main(["contextualize", target, "--contextualizer", "heuristic", *extra]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "Traceback" not in err
+    assert ("not a regular file" in err) if make in ("device", "fifo") else ("--max-input-mb" in err)

@@ -378,3 +378,31 @@ def test_provider_errors_keep_the_servers_type_and_message() -> None:
     error = OpenAICompatibleProvider("m", base_url="http://127.0.0.1:9/v1").run_error(
         ErrorDecision("fail_run", "bad_request", status_code=400), RefusedError())
     assert error.error_type == "invalid_request_error" and "prompt is too long" in str(error)  # type: ignore[attr-defined]
+
+
+def test_a_server_dripping_a_byte_at_a_time_is_cut_at_the_requests_deadline() -> None:
+    from ctx_retrieval import AnthropicProvider, ContextGenerator, RetryPolicy
+
+    document, chunks = make_document("drip", paragraphs=1)
+    with FakeAnthropicServer() as server:
+        server.script_faults(["drip"])  # the whole answer would take ~40 s; each byte resets a read timeout
+        provider = AnthropicProvider(api_key=TEST_KEY, base_url=server.base_url, timeout_s=0.5)
+        run = ContextGenerator(provider, cache=False, retry=RetryPolicy(initial_delay_s=0.0)).contextualize(
+            document, chunks)
+        first, second = sorted(server.messages, key=lambda r: r.started)[:2]
+    assert all(r.context for r in run) and run.report.errors_by_type == {"timeout": 1}
+    assert second.started - first.started < 5  # given up at the deadline, not when the drip ended
+    assert provider.deadline_s() == 1.0  # a server that ran past it gets twice the time next
+
+
+@pytest.mark.parametrize("fault", ["endless", "gzip_bomb"])
+def test_an_endless_body_or_a_gzip_bomb_is_cut_off_by_size(fault: str) -> None:
+    from ctx_retrieval import AnthropicProvider, ContextGenerator, RetryPolicy
+
+    document, chunks = make_document(fault, paragraphs=1)
+    with FakeAnthropicServer() as server:
+        server.script_faults([fault])
+        provider = AnthropicProvider(api_key=TEST_KEY, base_url=server.base_url, timeout_s=30.0)
+        run = ContextGenerator(provider, cache=False, retry=RetryPolicy(initial_delay_s=0.0)).contextualize(
+            document, chunks)
+    assert all(r.context for r in run) and run.report.errors_by_type == {"invalid_response": 1}
