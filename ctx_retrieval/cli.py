@@ -188,16 +188,20 @@ def _interruptible(generator: Any, made: _Contextualizer) -> Iterator[None]:
 def _llm_provider(args: argparse.Namespace, choice: str) -> Any:
     """The provider for ``--contextualizer anthropic`` or ``openai`` (``--base-url``, ``--model``)."""
     base_url = getattr(args, "base_url", None)
+    timeout_s = getattr(args, "timeout", None) or 60.0
     if choice == "anthropic":
         from ctx_retrieval.providers.anthropic import AnthropicProvider
 
-        return AnthropicProvider(args.model, base_url=base_url)
+        return AnthropicProvider(args.model, base_url=base_url, timeout_s=timeout_s)
     if args.model == DEFAULT_MODEL or not base_url:
         raise InvalidInputError("--contextualizer openai needs --base-url and --model: the server's address and the "
                                 "model it serves (e.g. --base-url http://127.0.0.1:8080/v1 --model qwen2.5-coder-1.5b)")
     from ctx_retrieval.providers.openai_compat import OpenAICompatibleProvider
 
-    return OpenAICompatibleProvider(args.model, base_url=base_url)
+    return OpenAICompatibleProvider(args.model, base_url=base_url, timeout_s=timeout_s,
+                                    context_tokens=getattr(args, "context_tokens", None),
+                                    slots=getattr(args, "slots", None),
+                                    check_model=not getattr(args, "no_model_check", False))
 
 
 def _record(result: Any) -> dict[str, Any]:
@@ -486,6 +490,16 @@ def _add_contextualizer_args(parser: argparse.ArgumentParser, *, twin: bool, def
     parser.add_argument("--max-concurrency", type=_positive_int, default=8,
                         help="requests in flight (default %(default)s)")
     parser.add_argument("--budget", type=float, help="stop before spending more than this many dollars")
+    parser.add_argument("--timeout", type=_positive_mb, metavar="SECONDS",
+                        help="the most one request may take, sending to its last byte (default 60); a server that "
+                             "runs past it gets twice the time on the next request")
+    parser.add_argument("--context-tokens", type=_positive_int, metavar="N",
+                        help="with openai: the server's context size per request, for windowing (llama-cpp-python "
+                             "does not report it; its default is 2048)")
+    parser.add_argument("--slots", type=_positive_int, metavar="N",
+                        help="with openai: requests the server runs at once, when it does not say")
+    parser.add_argument("--no-model-check", action="store_true",
+                        help="with openai: do not check --model against the server's /v1/models")
 
 
 def _positive_mb(value: str) -> float:

@@ -44,6 +44,8 @@ logger = logging.getLogger(__name__)
 MAX_TOKENS_RETRY_FACTOR = 4
 # Failed chunks logged as warnings per run (the rest at DEBUG; the report lists every one).
 LOGGED_FAILURES = 5
+# A run-wide pause at least this long is logged as a warning (the progress bar stands still meanwhile).
+PAUSE_LOGGED_S = 5.0
 
 
 class _Answered:
@@ -344,8 +346,8 @@ class Engine:
                 where = getattr(s.provider, "base_url", None) or s.provider.name
                 unavailable = ProviderUnavailableError(
                     f"the server at {where} has refused connections for {down:.0f} s (RetryPolicy.max_outage_s="
-                    f"{s.retry.max_outage_s:.0f}): start it and call retry_failed(error.report); finished contexts "
-                    "are cached", provider=s.provider.name)
+                    f"{s.retry.max_outage_s:.0f}): start it and run again (the same command, or "
+                    "retry_failed(error.report)); finished contexts are cached", provider=s.provider.name)
                 logger.warning("%s", unavailable)
                 state.stop_with(unavailable, error)
             state.stop = True
@@ -395,6 +397,9 @@ class Engine:
                 state.report.requests += 1
                 sent_at, reserved = state.limiter.sent(tokens, request.max_tokens), False
                 response = await s.provider.agenerate(request)
+                if state.outage_since is not None:
+                    logger.warning("the server answers again after %.0f s; the run goes on",
+                                   state.limiter.clock.monotonic() - state.outage_since)
                 state.overload_streak = state.outage_streak = 0
                 state.outage_since = None
                 if response.limits is not None:
@@ -455,12 +460,22 @@ def pause_for(settings: RunSettings, state: RunState, decision: ErrorDecision) -
     529 is retried by its chunk alone); refused connections (the server is down: one probe at a time finds
     out when it is back, instead of every chunk burning its attempts). True when the run was paused."""
     if decision.kind == "rate_limited":
-        return True, pace_after(decision, state.limiter, settings.retry, state.report.rate_limited, state.rng)
+        paced = pace_after(decision, state.limiter, settings.retry, state.report.rate_limited, state.rng)
+        if (paced.retry_after_s or 0.0) >= PAUSE_LOGGED_S:  # a pause a person would notice: say why the bar stops
+            logger.warning("rate limited (HTTP 429): the run waits %.0f s before its next request",
+                           paced.retry_after_s)
+        return True, paced
     if decision.kind == "unreachable":
         state.outage_streak += 1
+        now = state.limiter.clock.monotonic()
         if state.outage_since is None:
-            state.outage_since = state.limiter.clock.monotonic()
+            state.outage_since = now
         delay = settings.retry.backoff(state.outage_streak, state.rng)
+        where = getattr(settings.provider, "base_url", None) or settings.provider.name
+        logger.log(logging.WARNING if state.outage_streak == 1 else logging.INFO,
+                   "the server at %s refuses connections (down %.0f s): the run waits %.1f s and tries one request; "
+                   "it gives up after %.0f s (RetryPolicy.max_outage_s)", where, now - state.outage_since, delay,
+                   settings.retry.max_outage_s)
         state.limiter.pause(delay)
         return True, dataclasses.replace(decision, retry_after_s=delay)
     if decision.kind == "overloaded":
@@ -550,8 +565,9 @@ def finish_run(settings: RunSettings, state: RunState, started: float) -> Contex
         budget = settings.budget_usd or 0.0
         error = BudgetExceededError(
             f"stopped before exceeding budget_usd=${budget:.4f} (spent ${report.cost_usd or 0:.4f}); "
-            f"{len(report.to_retry)} chunks have no context: raise budget_usd and call retry_failed(error.report) "
-            "(finished contexts are cached)", report=report, budget_usd=budget, spent_usd=report.cost_usd or 0.0)
+            f"{len(report.to_retry)} chunks have no context: raise the budget and run again (the same command, or "
+            "retry_failed(error.report)); finished contexts are cached", report=report, budget_usd=budget,
+            spent_usd=report.cost_usd or 0.0)
     elif state.interrupted and report.to_retry:
         error = ContextGenerationError(
             f"the run was stopped (ContextGenerator.stop(), Ctrl-C) with {report.not_attempted} chunks not attempted "
@@ -562,7 +578,8 @@ def finish_run(settings: RunSettings, state: RunState, started: float) -> Contex
         error = ContextGenerationError(
             f"{report.failed} chunks failed and {report.not_attempted} were not attempted (first: chunk "
             f"{first.chunk.id!r} of document {first.document.id!r}: {first.message}); finished contexts are "
-            "cached: call retry_failed(error.report), or pass on_error='skip' to finish runs past failures",
+            "cached: run again (the same command, or retry_failed(error.report)), or finish runs past failures "
+            "(on_error='skip', --on-error skip)",
             report=report)
     if error is not None:
         error.run = run

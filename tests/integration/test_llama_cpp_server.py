@@ -30,7 +30,6 @@ import pytest
 from ctx_retrieval import ContextGenerator, RetryPolicy, UnknownModelError
 from ctx_retrieval.evaluation import load_cookbook
 from ctx_retrieval.providers import OpenAICompatibleProvider
-from ctx_retrieval.testing.fake_openai import minimum_to_compute
 
 GGUF = os.environ.get("CTX_RETRIEVAL_GGUF", "")
 PYTHON = os.environ.get("CTX_RETRIEVAL_LLAMA_PYTHON", sys.executable)
@@ -121,9 +120,29 @@ def _generator(server: LlamaServer, model: str | None = None, **kwargs: Any) -> 
     return ContextGenerator(provider, cache=kwargs.pop("cache", False), max_concurrency=8, **kwargs)
 
 
-def _minimum_bytes(prompts: list[str]) -> int:
-    """What the server must compute if each document is read once, in bytes (the toy vocabulary is byte-level)."""
-    return minimum_to_compute(prompts, lambda text: len(text.encode()))
+def _tokens(server: LlamaServer, text: str) -> int:
+    """``text`` in the served model's own tokens (llama-cpp-python's ``POST /extras/tokenize``)."""
+    request = urllib.request.Request(server.base_url.removesuffix("/v1") + "/extras/tokenize",
+                                     data=json.dumps({"input": text}).encode(),
+                                     headers={"content-type": "application/json"})
+    with urllib.request.urlopen(request, timeout=60) as answer:
+        return len(json.loads(answer.read())["tokens"])
+
+
+def _minimum_tokens(server: LlamaServer, prompts: list[str], prompt_tokens: list[int]) -> int:
+    """What the server must compute if each document is read once, in its model's tokens: each request's prompt
+    as the server counted it (``usage.prompt_tokens``: the chat template included), less the tokens it shares
+    with the previous prompt of the same document (the template's own shared opening is not subtracted: at most
+    a few tokens per request in the server's favour)."""
+    last: dict[str, str] = {}
+    total = 0
+    for prompt, counted in zip(prompts, prompt_tokens, strict=True):
+        document = prompt.split("</document>", 1)[0]
+        previous = last.get(document, "")
+        shared = len(os.path.commonprefix([previous, prompt]))  # noqa: RUF071 - strings, character by character, on purpose
+        total += counted - (_tokens(server, prompt[:shared]) if shared else 0)
+        last[document] = prompt
+    return total
 
 
 def test_a_wrong_model_name_is_refused_before_any_chunk_request(server: LlamaServer) -> None:
@@ -137,11 +156,14 @@ def test_each_document_is_read_once_and_no_false_caching_warning(server: LlamaSe
     documents = _documents(3)
     generator = _generator(server)
     sent: list[str] = []
+    counted: list[int] = []
     agenerate = generator.provider.agenerate
 
     async def recording(request: Any) -> Any:
         sent.append(request.document_prefix + request.document_rest + "\n\n" + request.chunk_block)
-        return await agenerate(request)
+        response = await agenerate(request)
+        counted.append(response.usage.prompt_tokens)
+        return response
 
     generator.provider.agenerate = recording  # type: ignore[method-assign]
     with caplog.at_level(logging.WARNING):
@@ -150,7 +172,7 @@ def test_each_document_is_read_once_and_no_false_caching_warning(server: LlamaSe
     assert generator.provider.slots == 1 and generator.provider.prefix_cache == "per_slot"  # type: ignore[attr-defined]
     assert not run.report.cache_reads_reported and "not reported" in run.report.format()
     assert "minimum cacheable" not in caplog.text
-    processed, minimum = server.processed_prompt_tokens(), _minimum_bytes(sent)
+    processed, minimum = server.processed_prompt_tokens(), _minimum_tokens(server, sent, counted)
     print(f"\nreal llama-cpp-python: {len(sent)} requests, prompt tokens processed {processed:,}, minimum "
           f"{minimum:,} ({processed / minimum:.2f}x), prompt tokens sent {run.report.usage.input_tokens:,}")
     assert processed <= 1.15 * minimum + 40 * len(sent)  # chat-template tokens around each prompt

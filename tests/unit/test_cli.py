@@ -320,3 +320,21 @@ def test_hostile_input_is_refused_before_it_is_read(make: str, tmp_path: Path,
     err = capsys.readouterr().err
     assert err.startswith("error: ") and "Traceback" not in err
     assert ("not a regular file" in err) if make in ("device", "fifo") else ("--max-input-mb" in err)
+
+
+def test_the_cli_sets_a_local_servers_context_size_slots_timeout_and_model_check(tmp_path: Path) -> None:
+    pytest.importorskip("openai")
+    from ctx_retrieval.testing import FakeOpenAIServer
+
+    doc = tmp_path / "long.md"  # ~9 kB: over llama-cpp-python's default 2,048-token context in one prompt
+    doc.write_text("\n\n".join(f"Section {i}: the payment workers retry failed jobs twice and the nightly flush "
+                               f"runs at 02:00 in region {i}." * 2 for i in range(40)), encoding="utf-8")
+    out = tmp_path / "out.jsonl"
+    with FakeOpenAIServer(profile="llama-cpp-python", n_ctx=2048) as server:
+        base = ["contextualize", str(doc), "--out", str(out), "--contextualizer", "openai", "--base-url",
+                server.base_url, "--model", "local-model", "--on-error", "skip"]
+        assert main([*base, "--context-tokens", "2048", "--slots", "1", "--timeout", "30", "--no-model-check"]) == 0
+        models_asked = [r for r in server.requests if r["path"].endswith("/models")]
+    rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert rows and all(r["context"] for r in rows)  # windowed to fit 2,048 tokens: every chunk has its context
+    assert models_asked == []  # --no-model-check

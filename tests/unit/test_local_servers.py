@@ -129,7 +129,7 @@ def test_finish_reason_length_is_never_accepted_as_a_context() -> None:
         assert cut[0].error_kind == "max_tokens" and cut.report.failures[0].error_type == "max_tokens"
 
 
-def test_a_stopped_server_pauses_the_run_and_a_restarted_one_finishes_it() -> None:
+def test_a_stopped_server_pauses_the_run_and_a_restarted_one_finishes_it(caplog: pytest.LogCaptureFixture) -> None:
     documents = [make_document(f"out{i}", paragraphs=5) for i in range(3)]
     server = FakeOpenAIServer(profile="llama.cpp", slots=1, seconds_per_prompt_token=0.0002).start()
     port = server.port
@@ -137,7 +137,8 @@ def test_a_stopped_server_pauses_the_run_and_a_restarted_one_finishes_it() -> No
     restarted: list[FakeOpenAIServer] = []
 
     def outage() -> None:
-        while len(server.requests) < 4:
+        deadline = time.monotonic() + 60
+        while len(server.requests) < 4 and time.monotonic() < deadline:
             time.sleep(0.01)
         server.stop()
         time.sleep(1.0)
@@ -146,7 +147,8 @@ def test_a_stopped_server_pauses_the_run_and_a_restarted_one_finishes_it() -> No
     thread = threading.Thread(target=outage)
     thread.start()
     try:
-        run = gen.contextualize_many(documents)
+        with caplog.at_level(logging.INFO, logger="ctx_retrieval"):
+            run = gen.contextualize_many(documents)
     finally:
         thread.join()
         for s in restarted:
@@ -155,6 +157,11 @@ def test_a_stopped_server_pauses_the_run_and_a_restarted_one_finishes_it() -> No
     assert all(r.context for r in run)
     refused = run.report.errors_by_type.get("unreachable", 0)
     assert 1 <= refused <= 12  # the outage happened mid-run; paused and probed, not 5 tries per chunk
+    # The pause is said when it starts (a warning), on each probe (info, for -v) and when it ends.
+    said = [(r.levelno, r.getMessage()) for r in caplog.records if "refuses connections" in r.getMessage()
+            or "answers again" in r.getMessage()]
+    assert said[0][0] == logging.WARNING and "refuses connections" in said[0][1]
+    assert said[-1][0] == logging.WARNING and "answers again" in said[-1][1]
 
 
 def test_a_server_that_stays_down_stops_the_run_with_the_counts_right() -> None:
