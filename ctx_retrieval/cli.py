@@ -139,7 +139,7 @@ def _make_contextualizer(args: argparse.Namespace) -> _Contextualizer:
         raise InvalidInputError(f"unknown contextualizer {choice!r}")
     cache = getattr(args, "cache", None)
     generator = ContextGenerator(provider, cache=Path(cache) if cache else (choice != "fake"),
-                                 max_concurrency=getattr(args, "max_concurrency", 8),
+                                 max_concurrency=getattr(args, "max_concurrency", None),
                                  budget_usd=getattr(args, "budget", None), progress=True,
                                  on_error=getattr(args, "on_error", "raise"))
 
@@ -487,8 +487,9 @@ def _add_contextualizer_args(parser: argparse.ArgumentParser, *, twin: bool, def
     parser.add_argument("--base-url", help="the API's address: an Anthropic-compatible gateway with anthropic, or an "
                         "OpenAI-compatible server with openai (llama.cpp, vLLM, Ollama: http://127.0.0.1:8080/v1)")
     parser.add_argument("--cache", help="context cache file (default: ~/.cache/ctx-retrieval/contexts.sqlite)")
-    parser.add_argument("--max-concurrency", type=_positive_int, default=8,
-                        help="requests in flight (default %(default)s)")
+    parser.add_argument("--max-concurrency", type=_positive_int, default=None,
+                        help="requests in flight (default: found by the run, from 8 up to what the rate limits and "
+                             "latency call for)")
     parser.add_argument("--budget", type=float, help="stop before spending more than this many dollars")
     parser.add_argument("--timeout", type=_positive_mb, metavar="SECONDS",
                         help="the most one request may take, sending to its last byte (default 60); a server that "

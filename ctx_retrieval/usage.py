@@ -47,6 +47,7 @@ class RunReport:
     cached: int = 0
     empty: int = 0
     requests: int = 0  # requests that reached the server (answered, or refused with an HTTP error)
+    peak_concurrency: int = 0  # the most requests the run kept in flight (it grows when latency holds it back)
     retries: int = 0
     rate_limited: int = 0
     errors_by_type: dict[str, int] = field(default_factory=dict)
@@ -119,6 +120,7 @@ class RunReport:
             "failed": self.failed,
             "not_attempted": self.not_attempted,
             "requests": self.requests,
+            "peak_concurrency": self.peak_concurrency,
             "retries": self.retries,
             "rate_limited": self.rate_limited,
             "errors_by_type": dict(self.errors_by_type),
@@ -156,7 +158,8 @@ class RunReport:
             f"documents {self.documents}, chunks {self.chunks}: generated {self.generated}, "
             f"from context cache {self.cached}, empty {self.empty}, failed {self.failed}, "
             f"not attempted {self.not_attempted}",
-            f"requests {self.requests} (retries {self.retries}, rate-limited {self.rate_limited})",
+            f"requests {self.requests} (retries {self.retries}, rate-limited {self.rate_limited}; up to "
+            f"{self.peak_concurrency} in flight)",
             f"tokens: input {u.input_tokens:,}, output {u.output_tokens:,}, cache write "
             f"{u.cache_creation_input_tokens:,}, cache read {u.cache_read_input_tokens:,} "
             f"({self.cache_read_share:.1%} of prompt tokens)" if self.cache_reads_reported else

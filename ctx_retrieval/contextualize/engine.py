@@ -1,10 +1,10 @@
-"""One run's state and its requests: attempts, retries, pauses, failures, and the report at the end.
+"""One run: which documents and chunks go when, what each answer becomes, and the report at the end.
 
-Retries are decided here and only here (the SDKs' own are off). The run's first request goes alone, so a rejected
-key stops the run after one request; 429s and outages pause the whole run through the limiter (waiting uses no
-attempt); other retryable errors back off per chunk, holding no slot; ``fail_run`` decisions stop the run with the
-provider's typed error, raised ``from`` its cause with the report attached. With leases (a shared cache), a document
-another worker is writing is waited for, its contexts read from the cache, never requested again.
+Each document's first request writes its prompt cache before the others go; the run's first request goes alone, so
+a rejected key stops the run after one request. How one request goes and what a failure leads to (retries, pauses)
+is ``attempts``; the cache side (stores that lose no paid answer, leases) is ``runcache``. Fatal errors are raised
+``from`` their cause with the report and every result attached. With leases (a shared cache), a document another
+worker is writing is waited for, its contexts read from the cache, never requested again.
 """
 
 from __future__ import annotations
@@ -16,24 +16,22 @@ import logging
 import time
 from dataclasses import dataclass
 
+from ctx_retrieval.contextualize.attempts import Answered, Attempts, Lost, Tries
 from ctx_retrieval.contextualize.planning import Partition, Plan, Planner, RunSettings
 from ctx_retrieval.contextualize.prompts import clean_context
 from ctx_retrieval.contextualize.results import ContextRun
 from ctx_retrieval.contextualize.runcache import RunCache
-from ctx_retrieval.contextualize.scheduling import pace_after
 from ctx_retrieval.contextualize.state import RunState
 from ctx_retrieval.errors import (
     BudgetExceededError,
     CacheError,
     ContextGenerationError,
     CtxRetrievalError,
-    ProviderUnavailableError,
 )
-from ctx_retrieval.models import cost_usd, request_cost_usd
+from ctx_retrieval.models import cost_usd
 from ctx_retrieval.naming import document_name, printable
 from ctx_retrieval.protocols import ServerDescribingProvider
-from ctx_retrieval.providers.base import ContextRequest, ErrorDecision, Provider, ProviderResponse
-from ctx_retrieval.providers.generic import server_message
+from ctx_retrieval.providers.base import Provider, ProviderResponse
 from ctx_retrieval.tokens import TokenCounter
 from ctx_retrieval.types import ContextResult, ResultStatus, TokenUsage
 from ctx_retrieval.usage import FailedChunk, RunReport
@@ -44,33 +42,6 @@ logger = logging.getLogger(__name__)
 MAX_TOKENS_RETRY_FACTOR = 4
 # Failed chunks logged as warnings per run (the rest at DEBUG; the report lists every one).
 LOGGED_FAILURES = 5
-# A run-wide pause at least this long is logged as a warning (the progress bar stands still meanwhile).
-PAUSE_LOGGED_S = 5.0
-
-
-class _Answered:
-    """An attempt the provider answered (the answer may still be unusable: refusal, cut off, empty)."""
-
-    __slots__ = ("response",)
-
-    def __init__(self, response: ProviderResponse) -> None:
-        self.response = response
-
-
-class _Lost:
-    """This run's hold on the document is stale (it stalled past its lease, or renewals failed): nothing was sent;
-    the cache is read again and the document claimed again first."""
-
-    __slots__ = ()
-
-
-class _Failed:
-    """An attempt that raised, with what the provider's classification says to do about it."""
-
-    __slots__ = ("decision", "error")
-
-    def __init__(self, error: Exception, decision: ErrorDecision) -> None:
-        self.error, self.decision = error, decision
 
 
 @dataclass(frozen=True)
@@ -127,6 +98,7 @@ class Engine:
         self.settings, self.planner, self.state, self.warned = settings, planner, state, warned
         self.clock = state.limiter.clock  # every time decision of the run (tests inject one)
         self.cache = RunCache(self)
+        self.attempts = Attempts(settings, state)
 
     def set(self, plan: Plan, i: int, context: str | None, status: ResultStatus, usage: TokenUsage, *,
             error: str | None = None, error_kind: str | None = None) -> None:
@@ -264,7 +236,7 @@ class Engine:
         assert key is not None
         request = self.planner.request(plan, i)
         variable = s.count_tokens(request.document_rest) + s.count_tokens(request.chunk_block)
-        tries = _Tries()
+        tries = Tries()
         while True:
             if state.stop:
                 # A chunk tried before the run stopped failed (with why); only an untried one was not attempted.
@@ -285,20 +257,20 @@ class Engine:
                 if state.stop:
                     continue
             try:
-                outcome = await self.attempt(plan, request, variable, priority)
+                outcome = await self.attempts.send(plan, request, variable, priority)
             finally:
                 if probing:
                     assert state.probe is not None
                     state.probe.set()
             if outcome is None:
                 continue  # the run stopped (budget, or another chunk's failure) while this one waited
-            if isinstance(outcome, _Lost):  # a stale hold: the context may be stored, or another worker writes it
+            if isinstance(outcome, Lost):  # a stale hold: the context may be stored, or another worker writes it
                 assert state.leases is not None
                 if await self.cache.wait_for_other_worker(state.leases, plan, [i], count=False):
                     continue  # its lease ended without this chunk's context: ours again, claimed
                 result = state.results[plan.offset + i]
                 return result is not None and result.context is not None
-            if isinstance(outcome, _Answered):
+            if isinstance(outcome, Answered):
                 response = outcome.response
                 count_usage(state.report, response.usage, s)
                 if response.cache_reported:
@@ -318,110 +290,11 @@ class Engine:
                 state.report.generated += 1
                 self.set(plan, i, answer.context, "generated", response.usage)
                 return True
-            if await self._retry_after(outcome, tries, plan, i):
+            failed = await self.attempts.after(outcome, tries, plan, i)
+            if failed is None:
                 continue
+            self.fail(plan, i, *failed, TokenUsage())
             return False
-
-    async def _retry_after(self, outcome: _Failed, tries: _Tries, plan: Plan, i: int) -> bool:
-        """What a failed attempt leads to: True to try again (after any wait), False when the chunk failed."""
-        s, state, report = self.settings, self.state, self.state.report
-        error, decision = outcome.error, outcome.decision
-        report.errors_by_type[decision.kind] = report.errors_by_type.get(decision.kind, 0) + 1
-        said = server_message(error)  # the server's own reason, once ("exceeds the context size of 8192")
-        detail = (f"{type(error).__name__}" + (f" (HTTP {decision.status_code})" if decision.status_code else "")
-                  + (f": {said}" if said else ""))
-        tries.last_error = (decision.kind, detail)
-        logger.debug("chunk %s of document %s: %s -> %s%s", printable(plan.chunks[i].id), document_name(plan.document),
-                     printable(detail, 400),
-                     decision.action, f" after {decision.retry_after_s:.2f} s" if decision.retry_after_s else "")
-        if decision.action == "fail_run":
-            state.stop_with(s.provider.run_error(decision, error), error)
-        elif decision.action == "retry" and decision.kind == "unreachable":
-            now = self.clock.monotonic()
-            down = now - (state.outage_since or now)
-            if down <= s.retry.max_outage_s and not state.stop:
-                report.retries += 1
-                return True  # the run is paused, one probe at a time: waiting uses no attempt
-            if state.fatal is None:
-                where = getattr(s.provider, "base_url", None) or s.provider.name
-                unavailable = ProviderUnavailableError(
-                    f"the server at {where} has refused connections for {down:.0f} s (RetryPolicy.max_outage_s="
-                    f"{s.retry.max_outage_s:.0f}): start it and run again (the same command, or "
-                    "retry_failed(error.report)); finished contexts are cached", provider=s.provider.name)
-                logger.warning("%s", unavailable)
-                state.stop_with(unavailable, error)
-            state.stop = True
-            detail += f", unreachable for {down:.0f} s"
-        elif decision.action == "retry" and decision.kind == "rate_limited":
-            report.rate_limited += 1
-            delay = decision.retry_after_s or 0.0  # set by attempt(), which paused the run for it
-            if tries.rate_limit_wait + delay <= s.retry.max_rate_limit_wait_s:
-                tries.rate_limit_wait += delay
-                report.retries += 1
-                return True  # the run is paused already; the next acquire waits it out, holding no slot
-            detail += (f", the server asked for {delay:.0f} s more after {tries.rate_limit_wait:.0f} s of waiting, "
-                       f"over RetryPolicy.max_rate_limit_wait_s ({s.retry.max_rate_limit_wait_s:.0f} s)")
-        elif decision.action == "retry":
-            tries.failures += 1
-            if tries.failures < s.retry.max_attempts:
-                report.retries += 1
-                delay = max(s.retry.backoff(tries.failures, state.rng), decision.retry_after_s or 0.0)
-                await self.clock.sleep(delay)  # holding no slot: the rest of the run goes on
-                return True
-            detail += f", failed {tries.failures} attempts (RetryPolicy.max_attempts)"
-        self.fail(plan, i, decision.kind, detail, TokenUsage())
-        return False
-
-    async def attempt(self, plan: Plan, request: ContextRequest, variable: int,
-                      priority: int) -> _Answered | _Failed | _Lost | None:
-        """One request: budget check, rate limit, a slot, the call. None when the run stopped first."""
-        s, state = self.settings, self.state
-        estimate = estimated_cost(s, plan, variable)
-        if s.budget_usd is not None and spent(s, state.report) + state.inflight_cost + estimate > s.budget_usd:
-            state.stop = state.budget_hit = True
-            return None
-        state.inflight_cost += estimate  # reserved now, so requests waiting together cannot overspend
-        rate_limited = probe = reserved = False
-        tokens = variable if plan.cache_warm else variable + plan.prefix_tokens
-        try:
-            probe = await state.limiter.acquire(tokens, request.max_tokens)
-            reserved = True
-            if state.stop:
-                return None
-            await state.slots.acquire(priority)
-            try:
-                if state.stop:  # stopped while this request waited for a slot (stop(), a failure, the budget)
-                    return None
-                if state.leases is not None and not state.leases.trusted(plan):
-                    return _Lost()
-                state.report.requests += 1
-                sent_at, reserved = state.limiter.sent(tokens, request.max_tokens), False
-                response = await s.provider.agenerate(request)
-                if state.outage_since is not None:
-                    logger.warning("the server answers again after %.0f s; the run goes on",
-                                   state.limiter.clock.monotonic() - state.outage_since)
-                state.overload_streak = state.outage_streak = 0
-                state.outage_since = None
-                if response.limits is not None:
-                    state.limiter.observe(response.limits, sent_at)
-                return _Answered(response)
-            except Exception as exc:  # classified by type; anything unknown propagates
-                decision = s.provider.classify_error(exc)
-                if decision is None:
-                    raise
-                if decision.kind == "unreachable":
-                    state.report.requests -= 1  # the connection was never made: nothing reached the server
-                rate_limited, decision = pause_for(s, state, decision)
-                return _Failed(exc, decision)
-            finally:
-                state.slots.release()
-        finally:
-            state.inflight_cost -= estimate
-            if reserved:  # passed the limiter but never sent (the run stopped, or cancelled)
-                state.limiter.unsent(tokens, request.max_tokens)
-            if probe:
-                state.limiter.answered(rate_limited=rate_limited)
-
 
 def note_cache_use(engine: Engine, plan: Plan, usage: TokenUsage) -> None:
     """Mark the document's cache warm once a request wrote or read it; warn (once per model) when caching did
@@ -452,62 +325,6 @@ def note_cache_use(engine: Engine, plan: Plan, usage: TokenUsage) -> None:
             "all such documents)")
         logger.warning("%s", message)
         report.warnings.append(message)
-
-
-def pause_for(settings: RunSettings, state: RunState, decision: ErrorDecision) -> tuple[bool, ErrorDecision]:
-    """Pause the whole run before the probe's answer releases the others, where the error says so: a 429; a
-    529 storm (overloaded answers with no success between them: paced like a 429 without retry-after; a lone
-    529 is retried by its chunk alone); refused connections (the server is down: one probe at a time finds
-    out when it is back, instead of every chunk burning its attempts). True when the run was paused."""
-    if decision.kind == "rate_limited":
-        paced = pace_after(decision, state.limiter, settings.retry, state.report.rate_limited, state.rng)
-        if (paced.retry_after_s or 0.0) >= PAUSE_LOGGED_S:  # a pause a person would notice: say why the bar stops
-            logger.warning("rate limited (HTTP 429): the run waits %.0f s before its next request",
-                           paced.retry_after_s)
-        return True, paced
-    if decision.kind == "unreachable":
-        state.outage_streak += 1
-        now = state.limiter.clock.monotonic()
-        if state.outage_since is None:
-            state.outage_since = now
-        delay = settings.retry.backoff(state.outage_streak, state.rng)
-        where = getattr(settings.provider, "base_url", None) or settings.provider.name
-        logger.log(logging.WARNING if state.outage_streak == 1 else logging.INFO,
-                   "the server at %s refuses connections (down %.0f s): the run waits %.1f s and tries one request; "
-                   "it gives up after %.0f s (RetryPolicy.max_outage_s)", where, now - state.outage_since, delay,
-                   settings.retry.max_outage_s)
-        state.limiter.pause(delay)
-        return True, dataclasses.replace(decision, retry_after_s=delay)
-    if decision.kind == "overloaded":
-        state.overload_streak += 1
-        if state.overload_streak >= 2:
-            return True, pace_after(decision, state.limiter, settings.retry, state.overload_streak - 2, state.rng)
-    return False, decision
-
-
-@dataclass
-class _Tries:
-    """One chunk's attempts so far."""
-
-    failures: int = 0
-    rate_limit_wait: float = 0.0
-    last_error: tuple[str, str] | None = None  # the latest failed attempt (kind, detail), if any
-
-
-def estimated_cost(settings: RunSettings, plan: Plan, variable_tokens: int) -> float:
-    info = settings.provider.model_info
-    if info is None:
-        return 0.0
-    prefix = TokenUsage(cache_read_input_tokens=plan.prefix_tokens) if plan.cache_warm else TokenUsage(
-        cache_creation_input_tokens=plan.prefix_tokens)
-    usage = prefix + TokenUsage(input_tokens=variable_tokens, output_tokens=settings.request_max_tokens)
-    return request_cost_usd(usage, info, cache_ttl=settings.provider.cache_ttl)
-
-
-def spent(settings: RunSettings, report: RunReport) -> float:
-    info = settings.provider.model_info
-    return cost_usd(report.usage, info, cache_ttl=settings.provider.cache_ttl,
-                    long_prompt_usage=report.long_prompt_usage) if info else 0.0
 
 
 def count_usage(report: RunReport, usage: TokenUsage, settings: RunSettings, *, batch: bool = False) -> None:

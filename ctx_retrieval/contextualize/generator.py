@@ -1,11 +1,10 @@
 """The context generator: (document, chunks) in, one situated context per chunk out.
 
-Per document, one request goes first and writes the prompt cache; the document's other chunks then go
-concurrently and read it. Several documents are in flight at once, bounded by ``max_concurrency`` requests;
-follow-ups of documents whose cache is written go before first requests of new documents, so each document
-finishes while its cache entry is warm. Every answer is committed to the persistent context cache as it
-arrives, so an identical rerun makes no request and a killed run resumes with only the missing chunks. This is
-the facade: ``planning`` decides what each document sends, ``engine`` runs the requests, ``batches`` batches them.
+Per document, one request goes first and writes the prompt cache; the document's other chunks then go concurrently
+and read it. Several documents are in flight, twice the requests in flight; follow-ups of documents whose cache is
+written go first, so each document finishes while its cache entry is warm. Every answer is committed to the
+persistent context cache as it arrives, so an identical rerun makes no request and a killed run resumes with only
+the missing chunks. The facade: ``planning`` decides what each document sends, ``engine`` runs the requests.
 """
 
 from __future__ import annotations
@@ -57,7 +56,8 @@ class ContextGenerator:
         prompt: the prompt template (``DEFAULT_PROMPT``); its text and version are part of the cache key.
         window: windowing for documents larger than ``max_document_tokens``.
         max_context_tokens: the length cap of a context (about 100 tokens by default).
-        max_concurrency: requests in flight at once.
+        max_concurrency: requests in flight at once; None (default): found by the run (from 8 up to 256, growing
+            while a request the rate limits allow waits for a slot), a number fixes it.
         retry / rate_limit: retry policy and an optional client-side limit (requests and input tokens/min).
         on_error: ``"raise"`` (default) stops at the first chunk that fails after retries and raises
             ``ContextGenerationError``; ``"skip"`` finishes the run and records failures per chunk.
@@ -89,7 +89,7 @@ class ContextGenerator:
         prompt: PromptTemplate = DEFAULT_PROMPT,
         window: WindowConfig | None = None,
         max_context_tokens: int = 100,
-        max_concurrency: int = 8,
+        max_concurrency: int | None = None,
         max_documents_in_flight: int | None = None,
         retry: RetryPolicy | None = None,
         rate_limit: RateLimit | None = None,
@@ -115,7 +115,7 @@ class ContextGenerator:
         self.window = window or WindowConfig()
         self.max_context_tokens = max_context_tokens
         self.max_concurrency = max_concurrency
-        self.max_documents_in_flight = max_documents_in_flight or 2 * max_concurrency
+        self.max_documents_in_flight = max_documents_in_flight
         self.retry = retry or RetryPolicy()
         self.rate_limit = rate_limit
         self.on_error: OnError = on_error

@@ -15,7 +15,14 @@ from typing import Literal, Protocol
 from ctx_retrieval.contextualize.cache import context_cache_key, text_digest
 from ctx_retrieval.contextualize.prompts import PromptTemplate, clean_context
 from ctx_retrieval.contextualize.results import CostEstimate
-from ctx_retrieval.contextualize.scheduling import Clock, Limiter, RateLimit, RetryPolicy, SharedBudget
+from ctx_retrieval.contextualize.scheduling import (
+    AUTO_START_CONCURRENCY,
+    Clock,
+    Limiter,
+    RateLimit,
+    RetryPolicy,
+    SharedBudget,
+)
 from ctx_retrieval.contextualize.stores import ContextStore
 from ctx_retrieval.contextualize.validation import locate_chunks
 from ctx_retrieval.contextualize.windowing import DocumentView, WindowConfig, document_view
@@ -51,8 +58,8 @@ class RunSettings(Protocol):
     prompt: PromptTemplate
     window: WindowConfig
     max_context_tokens: int
-    max_concurrency: int
-    max_documents_in_flight: int
+    max_concurrency: int | None
+    max_documents_in_flight: int | None
     retry: RetryPolicy
     rate_limit: RateLimit | None
     shared_rate_limit: SharedBudget | None
@@ -78,7 +85,7 @@ def check_settings(*, on_error: str, max_concurrency: object, max_context_tokens
     settings = (("max_concurrency", max_concurrency, 1), ("max_context_tokens", max_context_tokens, 8),
                 ("max_documents_in_flight", max_documents_in_flight, 1))
     for name, value, least in settings:
-        if value is None and name == "max_documents_in_flight":
+        if value is None and name in ("max_documents_in_flight", "max_concurrency"):
             continue
         if isinstance(value, bool) or not isinstance(value, int) or value < least:
             raise ConfigurationError(f"{name} must be an int >= {least}, got {value!r}", setting=name)
@@ -391,7 +398,7 @@ class Planner:
                 self.exact_counts[(counter.model, digest)] = tokens
                 wanted.pop((counter.model, digest), None)
                 learned = True
-        slots = asyncio.Semaphore(self.settings.max_concurrency)
+        slots = asyncio.Semaphore(self.settings.max_concurrency or AUTO_START_CONCURRENCY)
 
         async def count(key: tuple[str, str], text: str) -> None:
             async with slots:

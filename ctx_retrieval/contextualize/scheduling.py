@@ -282,16 +282,27 @@ class Limiter:
 
 
 class PrioritySlots:
-    """A semaphore whose waiters are served lowest priority value first, then first come first served.
+    """A semaphore whose waiters are served lowest priority value first, then first come first served; it can
+    grow (``grow``) when the run finds it needs more requests in flight.
 
     The generator gives follow-up requests of documents whose prompt cache is already written priority over
     the first request of a new document, so documents finish while their cache entry is warm.
     """
 
     def __init__(self, slots: int) -> None:
+        self.capacity = slots
         self._free = slots
         self._waiters: list[tuple[int, int, asyncio.Future[None]]] = []
         self._seq = itertools.count()
+
+    def would_wait(self) -> bool:
+        """Whether an ``acquire`` now would wait (every slot taken, or others waiting already)."""
+        return self._free <= 0 or bool(self._waiters)
+
+    def grow(self) -> None:
+        """One more slot, given at once to the first waiter if any."""
+        self.capacity += 1
+        self.release()
 
     async def acquire(self, priority: int) -> None:
         if self._free > 0 and not self._waiters:
@@ -332,15 +343,38 @@ def pace_after(decision: ErrorDecision, limiter: Limiter, policy: RetryPolicy, s
     return decision
 
 
-def server_shape(provider: object, max_concurrency: int, max_documents_in_flight: int) -> tuple[int, int, bool]:
-    """Requests in flight, documents in flight, and whether each document's chunks go one at a time.
+# With max_concurrency=None the run finds how many requests to keep in flight: it starts with this many and adds
+# one whenever a request the rate limits let through has to wait for a slot (then latency, not the account's
+# limit, is what holds the run back: Little's law, in flight = throughput x latency), up to the cap.
+AUTO_START_CONCURRENCY = 8
+AUTO_MAX_CONCURRENCY = 256
+DOCUMENTS_PER_SLOT = 2  # documents in flight per request in flight, by default
+
+
+@dataclass(frozen=True)
+class Shape:
+    """How a run schedules: requests and documents in flight, whether each document's chunks go one at a time,
+    and the most requests in flight it may grow to (None: fixed)."""
+
+    concurrency: int
+    documents: int
+    per_slot: bool
+    grow_to: int | None
+
+
+def server_shape(provider: object, max_concurrency: int | None, max_documents_in_flight: int | None) -> Shape:
+    """How a run against ``provider`` schedules.
 
     A server that keeps one cached prefix per slot (llama.cpp, llama-cpp-python, Ollama) gets one document per
     slot: its chunks one after another, so the slot still holds the document when the next chunk comes; B's
     first request interleaved between A's chunks would make the server read A whole again. Where the server
-    says how many slots it has, concurrency follows them (more would only queue into timeouts)."""
+    says how many slots it has, concurrency follows them (more would only queue into timeouts). Otherwise
+    ``max_concurrency`` fixes it, or None lets the run grow it from ``AUTO_START_CONCURRENCY``."""
     slots = getattr(provider, "slots", None)
-    concurrency = min(max_concurrency, slots) if isinstance(slots, int) and slots > 0 else max_concurrency
+    served = slots if isinstance(slots, int) and not isinstance(slots, bool) and slots > 0 else None
+    concurrency: int = (min(max_concurrency or served, served) if served is not None
+                        else max_concurrency or AUTO_START_CONCURRENCY)
+    grow_to = AUTO_MAX_CONCURRENCY if max_concurrency is None and served is None else None
     if getattr(provider, "prefix_cache", None) == "per_slot":
-        return concurrency, concurrency, True
-    return concurrency, max_documents_in_flight, False
+        return Shape(concurrency, concurrency, True, None)
+    return Shape(concurrency, max_documents_in_flight or DOCUMENTS_PER_SLOT * concurrency, False, grow_to)

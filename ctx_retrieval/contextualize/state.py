@@ -13,12 +13,12 @@ from typing import Any
 
 from ctx_retrieval.contextualize.leases import DocumentLeases
 from ctx_retrieval.contextualize.planning import Plan, RunSettings
-from ctx_retrieval.contextualize.scheduling import Limiter, PrioritySlots, server_shape
+from ctx_retrieval.contextualize.scheduling import DOCUMENTS_PER_SLOT, Limiter, PrioritySlots, server_shape
 from ctx_retrieval.errors import CtxRetrievalError
 from ctx_retrieval.types import ContextResult
 from ctx_retrieval.usage import RunReport
 
-__all__ = ["RunState", "logs_above", "progress_bar"]
+__all__ = ["RunState", "grow_if_bound", "logs_above", "progress_bar"]
 
 logger = logging.getLogger(__name__)
 
@@ -46,6 +46,9 @@ class RunState:
     per_slot: bool = False  # the server caches one prefix per slot: each document's chunks go one at a time
     leases: DocumentLeases | None = None  # other workers share the cache: documents are claimed before writing
     failures_logged: int = 0
+    grow_to: int | None = None  # requests in flight may grow up to this (None: fixed)
+    documents_capacity: int = 0
+    documents_per_slot: float = 2.0
 
     @classmethod
     def start(cls, plans: list[Plan], settings: RunSettings, *, seed: int | None, progress: bool, notes: list[str],
@@ -60,13 +63,16 @@ class RunState:
         for note in notes:
             logger.warning("%s", note)
             report.warnings.append(note)
-        concurrency, documents, per_slot = server_shape(settings.provider, settings.max_concurrency,
-                                                        settings.max_documents_in_flight)
+        shape = server_shape(settings.provider, settings.max_concurrency, settings.max_documents_in_flight)
+        concurrency, documents, per_slot = shape.concurrency, shape.documents, shape.per_slot
         state = cls(report=report, results=[None] * report.chunks, plans=plans,
                     limiter=Limiter(settings.rate_limit, shared=settings.shared_rate_limit, clock=settings.clock),
                     slots=PrioritySlots(concurrency), doc_slots=asyncio.Semaphore(documents),
                     rng=random.Random(seed), per_slot=per_slot, progress=progress_bar(progress, report.chunks),
-                    leases=leases)
+                    leases=leases, grow_to=shape.grow_to,
+                    documents_per_slot=0.0 if settings.max_documents_in_flight else float(DOCUMENTS_PER_SLOT))
+        report.peak_concurrency = concurrency
+        state.documents_capacity = documents
         if fatal is not None:
             state.stop_with(fatal, fatal.__cause__)
         return state
@@ -103,3 +109,17 @@ def logs_above(bar: Any) -> contextlib.AbstractContextManager[Any]:
 
     redirect: contextlib.AbstractContextManager[Any] = logging_redirect_tqdm()
     return redirect
+
+
+def grow_if_bound(state: RunState) -> None:
+    """A request the rate limits let through would wait for a slot: latency, not the account's limit, holds the run
+    back, so one more request goes in flight (and documents in proportion), up to ``grow_to``."""
+    slots = state.slots
+    if state.grow_to is None or slots.capacity >= state.grow_to or not slots.would_wait():
+        return
+    slots.grow()
+    wanted = int(slots.capacity * state.documents_per_slot)
+    while state.documents_capacity < wanted:
+        state.documents_capacity += 1
+        state.doc_slots.release()  # one more document may start
+    state.report.peak_concurrency = max(state.report.peak_concurrency, slots.capacity)

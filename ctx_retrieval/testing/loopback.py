@@ -38,6 +38,12 @@ class LoopbackHandler(BaseHTTPRequestHandler):
         return
 
 
+class _Server(ThreadingHTTPServer):
+    # A real API accepts hundreds of connections at once; the standard library's backlog of 5 would refuse a
+    # burst of new ones (a run that grows its requests in flight opens many), failing them as connection errors.
+    request_queue_size = 1024
+
+
 class LoopbackServer:
     """Serves ``handler`` (a ``LoopbackHandler`` subclass; its ``owner`` is this server) on 127.0.0.1, on ``port``
     (0: any free one)."""
@@ -46,7 +52,7 @@ class LoopbackServer:
         self.handler = handler
         self.thread_name = name
         self.port_wanted = port
-        self._httpd: ThreadingHTTPServer | None = None
+        self._httpd: _Server | None = None
         self._connections: set[socket.socket] = set()
         self._connections_lock = threading.Lock()
 
@@ -56,7 +62,7 @@ class LoopbackServer:
 
     def start(self) -> Any:
         handler = type(self.handler.__name__, (self.handler,), {"owner": self})
-        self._httpd = ThreadingHTTPServer(("127.0.0.1", self.port_wanted), handler)
+        self._httpd = _Server(("127.0.0.1", self.port_wanted), handler)
         self._httpd.daemon_threads = True
         threading.Thread(target=self._httpd.serve_forever, kwargs={"poll_interval": POLL_INTERVAL_S},
                          name=self.thread_name, daemon=True).start()
