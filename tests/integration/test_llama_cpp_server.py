@@ -205,7 +205,8 @@ def test_a_server_restarted_mid_run_leaves_no_failed_chunk(server: LlamaServer) 
     generator = _generator(server, retry=RetryPolicy(initial_delay_s=0.2, max_delay_s=2, max_outage_s=180))
 
     def restart() -> None:
-        while server.chat_requests() < 3:
+        deadline = time.monotonic() + 120
+        while server.chat_requests() < 3 and time.monotonic() < deadline:
             time.sleep(0.05)
         server.kill()
         time.sleep(1)

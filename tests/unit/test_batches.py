@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 from pathlib import Path
 from typing import Any
 
@@ -67,7 +68,9 @@ def test_a_crash_while_waiting_collects_the_batch_instead_of_resubmitting(tmp_pa
         async def crash_while_polling() -> None:
             task = asyncio.ensure_future(first.acontextualize_many_batched(documents, poll_interval_s=0.05))
             cache = ContextCache(tmp_path / "c.sqlite")
-            while not cache.batches_in_flight():  # noqa: ASYNC110 - waits for the recorded batch, then dies
+            deadline = time.monotonic() + 60
+            while not cache.batches_in_flight():
+                assert time.monotonic() < deadline, "no batch was recorded"
                 await asyncio.sleep(0.01)
             task.cancel()
             with pytest.raises(asyncio.CancelledError):
