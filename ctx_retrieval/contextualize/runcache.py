@@ -20,7 +20,7 @@ import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
-from ctx_retrieval.contextualize.cache import CachedContext
+from ctx_retrieval.contextualize.cache import CachedContext, ContextCache
 from ctx_retrieval.errors import CacheError
 from ctx_retrieval.naming import document_name
 from ctx_retrieval.types import ResultStatus, TokenUsage
@@ -62,6 +62,7 @@ class RunCache:
         self._flushing = asyncio.Lock()
         self._outage_since: float | None = None
         self._threads = concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="ctx-cache")
+        self._local = isinstance(engine.settings.cache, ContextCache)
 
     # -- storing ---------------------------------------------------------------------------------------
 
@@ -120,9 +121,12 @@ class RunCache:
     # -- reads and leases, with outage pauses -----------------------------------------------------------
 
     async def in_thread(self, fn: Callable[[], T], *, if_abandoned: Callable[[T], None] | None = None) -> T:
-        """``fn()`` on a worker thread, so a slow or unreachable database never stalls the event loop. The
+        """``fn()`` on a worker thread, so a slow or unreachable database never stalls the event loop (the local
+        SQLite file runs on the loop: no wait to hide, and no gap opened between a document's requests). The
         thread finishes its statement even if the caller is cancelled meanwhile; ``if_abandoned`` then receives
         its result there (a lease claimed for a run that is gone is released at once)."""
+        if self._local:  # the SQLite file: a statement takes well under a millisecond, so it runs on the loop
+            return fn()
         job = self._threads.submit(fn)
         try:
             return await asyncio.wrap_future(job)

@@ -38,6 +38,7 @@ MAX_ANSWER_BYTES = 4 * 1024 * 1024
 # A server that ran past a deadline gets twice the time on the next request, up to this factor (a slow local
 # machine): a retry sent too soon would only queue behind the abandoned answer on a one-slot server.
 MAX_DEADLINE_FACTOR = 16
+DEADLINE_GRACE_S = 0.5
 
 
 class AnswerTooLarge(ValueError):  # noqa: N818 - a condition of an answer, classified, never raised to users
@@ -163,13 +164,14 @@ class SDKProvider(ProviderBase, Generic[ClientT]):
 
     name: str
     _key_env: str = ""
-    _unpicklable = ("_api_key", "_user_client", "_client", "_client_loop")  # pickles never carry the key
+    _unpicklable = ("_api_key", "_user_client", "_client", "_client_loop", "_retired")  # never the key
 
     def _init_client(self, api_key: str | None, client: ClientT | None) -> None:
         self._api_key = api_key
         self._user_client = client
         self._client: ClientT | None = None
         self._client_loop: asyncio.AbstractEventLoop | None = None
+        self._retired: list[Any] = []  # clients given up after a deadline, closed by aclose
 
     def _resolved_key(self) -> str | None:
         return self._api_key if self._api_key is not None else os.environ.get(self._key_env)
@@ -185,10 +187,17 @@ class SDKProvider(ProviderBase, Generic[ClientT]):
             self._client, self._client_loop = self._new_client(), loop
         return self._client
 
+    def _retire_client(self) -> None:
+        """Stop handing out the current client (requests still on it finish); ``aclose`` closes it."""
+        if self._user_client is None and self._client is not None:
+            self._retired = [*(getattr(self, "_retired", None) or []), self._client]
+            self._client, self._client_loop = None, None
+
     async def aclose(self) -> None:
         client, self._client, self._client_loop = self._client, None, None
-        if client is not None:
-            await client.close()  # type: ignore[attr-defined]
+        retired, self._retired = getattr(self, "_retired", None) or [], []
+        for old in [*retired, *([client] if client is not None else [])]:
+            await old.close()
 
     timeout_s: float
     _deadline_factor: float = 1.0
@@ -206,8 +215,12 @@ class SDKProvider(ProviderBase, Generic[ClientT]):
         waits behind it."""
         deadline = self.deadline_s()
         try:
-            return await asyncio.wait_for(send(deadline), deadline)
+            # The SDK's own timeout (``deadline`` per read) ends a request that stops sending, closing its
+            # connection; the overall one, a little later, ends one that drips past it while reading the body.
+            # Cancelling a request still waiting for its headers could leave the connection to answer the next.
+            return await asyncio.wait_for(send(deadline), deadline + DEADLINE_GRACE_S)
         except asyncio.TimeoutError:
+            self._retire_client()  # its connections may hold a half-read answer: none of them is reused
             self._deadline_factor = min(MAX_DEADLINE_FACTOR, self._deadline_factor * 2)
             raise TimeoutError(f"no whole answer within the request's deadline ({deadline:.1f} s; the next request "
                                f"gets {self.deadline_s():.1f} s)") from None

@@ -15,8 +15,8 @@ import pytest
 
 chromadb = pytest.importorskip("chromadb")
 
-from ctx_retrieval import HeuristicContextualizer, MiniLMEmbedder  # noqa: E402
-from ctx_retrieval.evaluation import load_cookbook  # noqa: E402
+from ctx_retrieval import MiniLMEmbedder  # noqa: E402
+from ctx_retrieval.evaluation import RecordedContextualizer, load_cookbook  # noqa: E402
 from ctx_retrieval.retrieval.store import IndexedChunk, build_store, open_store  # noqa: E402
 
 CHROMA = shutil.which("chroma") or str(Path(sys.executable).parent / "chroma")
@@ -70,8 +70,10 @@ def server(tmp_path: Path) -> Iterator[ChromaServer]:
 def test_cookbook_corpus_through_a_chroma_server_survives_a_restart(server: ChromaServer, tmp_path: Path,
                                                                     embedder: MiniLMEmbedder) -> None:
     corpus = load_cookbook()
-    contexts = {r.chunk_id: r.context for r in HeuristicContextualizer().contextualize_many(corpus.items)}
-    chunks = [IndexedChunk(c.id, d.id, c.text, contexts[c.id]) for d, cs in corpus.items for c in cs]
+    # The recorded contexts: the same texts the notebooks and the calibration embed, so the run's one embedding
+    # cache already holds (or keeps, for them) their vectors.
+    contexts = RecordedContextualizer().contexts()
+    chunks = [IndexedChunk(c.id, d.id, c.text, contexts.get(c.id)) for d, cs in corpus.items for c in cs]
     build_store(tmp_path / "store", chunks, embedder=embedder, client=server.client())
     query = corpus.queries[0]
     before = [h.chunk.chunk_id for h in open_store(tmp_path / "store", embedder=embedder,
