@@ -119,6 +119,7 @@ class ModelInfo:
     max_output_tokens: int | None = None
     retires_on: str | None = None
     replacement: str | None = None
+    limited_availability: bool = False  # served only to verified organizations (the Mythos models)
 
     @classmethod
     def from_input_price(
@@ -211,6 +212,14 @@ MODELS: dict[str, ModelInfo] = {
         # Claude Fable 5: hits $1 (0.1x).
         ModelInfo("claude-fable-5", _M, 512, 10.00, 50.00, 12.50, 20.00, 1.00, thinking="always_on",
                   status="legacy", max_output_tokens=128_000, **_NEW_TOKENIZER),
+        # Claude Mythos 5.2, 5.1 and 5 (limited availability): the specifications and prices of the Fable model of
+        # the same number (the pricing page lists them row by row; the Fable pages: "same specs and pricing").
+        ModelInfo("claude-mythos-5-2", _M, None, 8.00, 40.00, 10.00, 16.00, 0.20, thinking="always_on",
+                  max_output_tokens=128_000, limited_availability=True, **_NEW_TOKENIZER),
+        ModelInfo("claude-mythos-5-1", _M, 512, 10.00, 50.00, 12.50, 20.00, 0.25, thinking="always_on",
+                  status="legacy", max_output_tokens=128_000, limited_availability=True, **_NEW_TOKENIZER),
+        ModelInfo("claude-mythos-5", _M, 512, 10.00, 50.00, 12.50, 20.00, 1.00, thinking="always_on",
+                  status="legacy", max_output_tokens=128_000, limited_availability=True, **_NEW_TOKENIZER),
         _standard("claude-opus-4-8", 5.00, 25.00, 1024, _M, 128_000, thinking="adaptive_on_request",
                   status="legacy", **_NEW_TOKENIZER),
         _standard("claude-opus-4-7", 5.00, 25.00, 2048, _M, 128_000, thinking="adaptive_on_request",
@@ -353,8 +362,8 @@ def drift(listing: Iterable[Mapping[str, Any]], *, today: datetime.date | None =
         if enabled is not None and bool(enabled) != (info.thinking == "off"):
             problems.append(f"{model_id}: thinking type 'enabled' {'supported' if enabled else 'rejected'} per the "
                             f"API, the table's thinking mode is {info.thinking!r}")
-    for name, info in MODELS.items():
-        if info.lifecycle_on(day) != "retired" and name not in served:
+    for name, info in MODELS.items():  # a limited-availability model is listed only for organizations let in
+        if info.lifecycle_on(day) != "retired" and name not in served and not info.limited_availability:
             problems.append(f"{name}: in the table, not served by the API")
     return problems
 

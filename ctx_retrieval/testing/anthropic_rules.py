@@ -97,6 +97,13 @@ _MODELS: dict[str, TwinModel] = {
                                   rejects_prefill=True),
     "claude-fable-5": TwinModel(512, _NEW, "always_on", True, 128_000, _1M, (10, 12.50, 20, 1, 50), "legacy",
                                 rejects_prefill=True),
+    # PRICING_PAGE rows "Claude Mythos 5.x (limited availability)": the Fable rows' prices; MODELS_PAGE: same specs.
+    "claude-mythos-5-2": TwinModel(512, _NEW, "always_on", True, 128_000, _1M, (8, 10, 16, 0.20, 40),
+                                   rejects_prefill=True, min_cacheable_stated=False),
+    "claude-mythos-5-1": TwinModel(512, _NEW, "always_on", True, 128_000, _1M, (10, 12.50, 20, 0.25, 50), "legacy",
+                                   rejects_prefill=True),
+    "claude-mythos-5": TwinModel(512, _NEW, "always_on", True, 128_000, _1M, (10, 12.50, 20, 1, 50), "legacy",
+                                 rejects_prefill=True),
     "claude-opus-4-8": TwinModel(1024, _NEW, "adaptive_on_request", True, 128_000, _1M, (5, 6.25, 10, 0.50, 25),
                                  "legacy"),
     "claude-opus-4-7": TwinModel(2048, _NEW, "adaptive_on_request", True, 128_000, _1M, (5, 6.25, 10, 0.50, 25),

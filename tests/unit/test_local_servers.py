@@ -19,7 +19,7 @@ from ctx_retrieval import (
 )
 from ctx_retrieval.providers import OpenAICompatibleProvider
 from ctx_retrieval.testing import FakeOpenAIServer
-from tests.helpers import make_document
+from tests.helpers import SteppedClock, make_document
 
 pytest.importorskip("openai")
 
@@ -167,13 +167,13 @@ def test_a_stopped_server_pauses_the_run_and_a_restarted_one_finishes_it(caplog:
 def test_a_server_that_stays_down_stops_the_run_with_the_counts_right() -> None:
     documents = [make_document(f"down{i}", paragraphs=4) for i in range(3)]
     with FakeOpenAIServer(profile="llama.cpp") as server:
+        clock = SteppedClock()  # outage time is the run's: it passes only while the run waits
         gen = generator(server, on_error="skip", retry=RetryPolicy(initial_delay_s=0.05, max_delay_s=0.2,
-                                                                   max_outage_s=0.6))
+                                                                   max_outage_s=0.6), clock=clock)
         gen.contextualize(*documents[0])  # learns the server, then it goes away
-    started = time.monotonic()
     with pytest.raises(ProviderUnavailableError, match="max_outage_s") as caught:
         gen.contextualize_many(documents[1:])
-    assert time.monotonic() - started < 10
+    assert 0.6 <= sum(clock.slept) < 1.0  # gave up once the outage had lasted max_outage_s, not later
     report = caught.value.report
     assert report is not None
     total = sum(len(c) for _, c in documents[1:])

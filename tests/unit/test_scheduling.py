@@ -9,25 +9,10 @@ import time
 import pytest
 
 from ctx_retrieval import ConfigurationError, RateLimit, RetryPolicy
-from ctx_retrieval.contextualize.scheduling import Clock, Limiter, PrioritySlots
+from ctx_retrieval.contextualize.scheduling import Limiter, PrioritySlots
 from ctx_retrieval.providers.anthropic import server_limits
 from ctx_retrieval.providers.base import ServerLimit, ServerLimits
-
-
-class SteppedClock(Clock):
-    """Time that moves only when the limiter sleeps: waits are measured exactly, whatever the machine's load."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-        self.slept: list[float] = []
-
-    def monotonic(self) -> float:
-        return self.now
-
-    async def sleep(self, seconds: float) -> None:
-        self.slept.append(seconds)
-        self.now += seconds
-        await asyncio.sleep(0)
+from tests.helpers import SteppedClock
 
 
 def test_the_limiter_waits_on_its_clock_not_the_wall() -> None:
