@@ -16,4 +16,5 @@ if ! command -v initdb >/dev/null 2>&1 && ! ls /usr/lib/postgresql/*/bin/initdb 
 fi
 "$venv/bin/ruff" check ctx_retrieval llama_index_ctx langchain_ctx tests benchmarks examples
 "$venv/bin/mypy"
-exec "$venv/bin/python" -m pytest "$@"
+# Two pytest-xdist workers by default (CTX_TEST_WORKERS=0 runs in one process, e.g. to debug with -s or pdb).
+exec "$venv/bin/python" -m pytest -n "${CTX_TEST_WORKERS:-2}" "$@"

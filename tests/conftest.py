@@ -75,11 +75,16 @@ def make_generator(fake_server: Any, tmp_path: Path) -> Callable[..., Any]:
 
 
 @pytest.fixture(scope="session")
-def shared_cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One cache folder for the whole run: its ``embeddings.sqlite`` is where the session embedder and the notebooks
-    (``MiniLMEmbedder(cache=True)`` with ``$CTX_RETRIEVAL_CACHE_DIR`` pointed here) keep vectors, so the cookbook
-    corpus is embedded once per run, not once per test module."""
-    return tmp_path_factory.mktemp("shared-cache")
+def shared_cache_dir(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Path:
+    """One cache folder for the whole run, shared by every pytest-xdist worker: its ``embeddings.sqlite`` (WAL, safe
+    for several processes) is where the session embedder and the notebooks (``MiniLMEmbedder(cache=True)`` with
+    ``$CTX_RETRIEVAL_CACHE_DIR`` pointed here) keep vectors, so the cookbook corpus is embedded once per run, not
+    once per test module or worker."""
+    if worker_id == "master":
+        return tmp_path_factory.mktemp("shared-cache")
+    folder = tmp_path_factory.getbasetemp().parent / "shared-cache"  # the workers' common base
+    folder.mkdir(exist_ok=True)
+    return folder
 
 
 @pytest.fixture(scope="session")
