@@ -31,10 +31,6 @@ class ClaudeRerankPostprocessor(BaseNodePostprocessor):
         """``provider``: who reranks (Claude, ``AnthropicProvider()``, when omitted); ``candidates`` / ``top_n`` as
         fields. Built directly or with ``from_provider``, it is ready to use."""
         super().__init__(**data)
-        if provider is None:
-            from ctx_retrieval.providers.anthropic import AnthropicProvider
-
-            provider = AnthropicProvider()
         self._reranker = ClaudeReranker(provider, candidates=self.candidates, top_n=self.top_n)
 
     @classmethod

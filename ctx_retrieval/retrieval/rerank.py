@@ -34,14 +34,14 @@ class ClaudeReranker:
     """Reorders retrieval candidates by relevance to the query, as judged by the provider's model.
 
     Key init args:
-        provider: any ``Provider`` (``AnthropicProvider`` by default).
+        provider: any ``Provider``; ``None`` builds ``AnthropicProvider()`` (Claude, key from the environment).
         candidates: how many fused candidates are shown to the model (default 40).
         top_n: how many the model is asked to rank (default 20).
     """
 
     def __init__(
         self,
-        provider: Provider,
+        provider: Provider | None = None,
         *,
         candidates: int = 40,
         top_n: int = 20,
@@ -50,6 +50,10 @@ class ClaudeReranker:
         retry: RetryPolicy | None = None,
         rate_limit: RateLimit | None = None,
     ) -> None:
+        if provider is None:
+            from ctx_retrieval.providers.anthropic import AnthropicProvider
+
+            provider = AnthropicProvider()
         self.provider = provider
         self.candidates = candidates
         self.top_n = top_n

@@ -34,6 +34,19 @@ def _provider(server: FakeAnthropicServer) -> AnthropicProvider:
     return AnthropicProvider(api_key=TEST_KEY, base_url=server.base_url, endpoint_id="twin")  # one key across twins
 
 
+def _when_paid(server: FakeAnthropicServer, answers: int, action: Any) -> threading.Thread:
+    """Start a thread that runs ``action`` once the twin has answered ``answers`` requests (or after 60 s)."""
+    def wait_then_act() -> None:
+        deadline = time.monotonic() + 60
+        while server.totals()["ok"] < answers and time.monotonic() < deadline:
+            time.sleep(0.01)
+        action()
+
+    thread = threading.Thread(target=wait_then_act, daemon=True)
+    thread.start()
+    return thread
+
+
 def test_a_failed_batch_write_rolls_back_and_later_writes_are_committed(tmp_path: Path) -> None:
     cache = ContextCache(tmp_path / "c.sqlite")
     with pytest.raises(CacheError):
@@ -112,16 +125,12 @@ def test_a_postgres_restart_mid_run_is_survived_and_nothing_is_paid_twice(postgr
     url = postgres.new_database()
     items = synthetic_corpus(60)
     with FakeAnthropicServer(latency_s=0.05) as server:
-        def restart_when_paid() -> None:
-            deadline = time.monotonic() + 60
-            while server.totals()["ok"] < 10 and time.monotonic() < deadline:
-                time.sleep(0.01)
+        def restart() -> None:
             postgres.halt()  # every pooled connection breaks
             time.sleep(1.0)
             postgres.resume()
 
-        restarter = threading.Thread(target=restart_when_paid)
-        restarter.start()
+        restarter = _when_paid(server, 10, restart)
         try:
             run = ContextGenerator(_provider(server), cache=url, max_concurrency=4).contextualize_many(items)
         finally:
@@ -141,14 +150,7 @@ def test_a_long_postgres_outage_ends_in_a_cache_error_with_every_paid_answer(pos
         generator = ContextGenerator(_provider(server), cache=cache, max_concurrency=4, max_documents_in_flight=1,
                                      retry=RetryPolicy(max_outage_s=1.5))
 
-        def stop_when_paid() -> None:
-            deadline = time.monotonic() + 60
-            while server.totals()["ok"] < 10 and time.monotonic() < deadline:
-                time.sleep(0.01)
-            postgres.halt()
-
-        stopper = threading.Thread(target=stop_when_paid)
-        stopper.start()
+        stopper = _when_paid(server, 10, postgres.halt)
         try:
             with pytest.raises(CacheError) as caught:
                 generator.contextualize_many(items)
