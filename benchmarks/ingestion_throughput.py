@@ -73,27 +73,41 @@ def _migrated() -> dict[str, Any]:
     return {"thinking": {"type": "disabled"}} if MODELS[MODEL].thinking == "on_can_disable" else {}
 
 
-def run_seeds(base_url: str, items: list[Any]) -> None:
+def run_seeds(base_url: str, items: list[Any]) -> int:
+    """The seeds' loop; returns how many chunks got no context (a request that failed after the SDK's retries)."""
     client = anthropic.Anthropic(api_key=KEY, base_url=base_url, max_retries=20)
+    failed = 0
     for document, chunks in items:
         for chunk in chunks:
-            client.messages.create(model=MODEL, max_tokens=150, extra_body=_migrated(), messages=[
-                {"role": "user", "content": SEEDS_PROMPT.format(document=document.text, chunk=chunk.text)}])
+            try:
+                client.messages.create(model=MODEL, max_tokens=150, extra_body=_migrated(), messages=[
+                    {"role": "user", "content": SEEDS_PROMPT.format(document=document.text, chunk=chunk.text)}])
+            except anthropic.APIError:
+                failed += 1
+    return failed
 
 
-def run_cookbook(base_url: str, items: list[Any], threads: int = 5) -> None:
+def run_cookbook(base_url: str, items: list[Any], threads: int = 5) -> int:
+    """The cookbook's threads; returns how many chunks got no context. The cookbook's own loop dies at the first
+    request that fails after the SDK's retries; here that chunk is counted as failed and the others go on."""
     client = anthropic.Anthropic(api_key=KEY, base_url=base_url, max_retries=20)
 
-    def one(pair: tuple[Any, Any]) -> None:
+    def one(pair: tuple[Any, Any]) -> bool:
         document, chunk = pair
-        client.messages.create(model=MODEL, max_tokens=150, extra_body=_migrated(), messages=[{"role": "user",
-                                                                                        "content": [
-            {"type": "text", "text": f"<document>\n{document.text}\n</document>",
-             "cache_control": {"type": "ephemeral"}},
-            {"type": "text", "text": COOKBOOK_CHUNK.format(chunk=chunk.text)}]}])
+        try:
+            _ask_cookbook(client, document, chunk)
+        except anthropic.APIError:
+            return False
+        return True
 
     with ThreadPoolExecutor(threads) as pool:
-        list(pool.map(one, [(d, c) for d, cs in items for c in cs]))
+        return sum(not ok for ok in pool.map(one, [(d, c) for d, cs in items for c in cs]))
+
+
+def _ask_cookbook(client: anthropic.Anthropic, document: Any, chunk: Any) -> None:
+    client.messages.create(model=MODEL, max_tokens=150, extra_body=_migrated(), messages=[{"role": "user", "content": [
+        {"type": "text", "text": f"<document>\n{document.text}\n</document>", "cache_control": {"type": "ephemeral"}},
+        {"type": "text", "text": COOKBOOK_CHUNK.format(chunk=chunk.text)}]}])
 
 
 def run_extractor(base_url: str, items: list[Any]) -> None:
@@ -144,7 +158,8 @@ def main() -> int:
     chunks = sum(len(c) for _, c in items)
     doc_tokens = document_tokens((d.text for d, _ in items), MODEL)
     threads = args.peer_threads
-    approaches: list[tuple[str, Callable[[str, list[Any]], RunReport | None]]] = [
+    # A runner returns our run's report, or how many chunks a peer left without context (None: not counted).
+    approaches: list[tuple[str, Callable[[str, list[Any]], RunReport | int | None]]] = [
         ("seeds: sequential loop", run_seeds), ("cookbook: 5 threads, cached block", run_cookbook),
         (f"cookbook: {threads} threads, cached block",
          lambda url, items: run_cookbook(url, items, threads)),
@@ -167,8 +182,10 @@ def main() -> int:
                                  rate_window_s=args.window, batch_delay_s=0.5,
                                  rate_limit_headers=not args.no_rate_limit_headers) as server:
             started = time.perf_counter()
-            report = runner(server.base_url, items)
+            outcome = runner(server.base_url, items)
             wall = time.perf_counter() - started
+            report = outcome if isinstance(outcome, RunReport) else None
+            failed = report.failed if report is not None else outcome
             peak = report.peak_concurrency if report is not None else None
             t = server.totals()
             answered = server.successful()
@@ -188,7 +205,7 @@ def main() -> int:
                      "reads": usage.cache_read_input_tokens, "usage": usage,
                      "uncached": usage.input_tokens + usage.cache_creation_input_tokens,
                      "dollars": dollars, "ok": t["ok"],
-                     "floor": None if floor is None else (floor.batch_usd if batch else floor.usd),
+                     "floor": None if floor is None else (floor.batch_usd if batch else floor.usd), "failed": failed,
                      "entries": f"{t['cache_writes']} ({t['cache_entries_written']})", "peak": peak})
         print(f"  done: {name} in {wall:.1f} s", file=sys.stderr)
     ours = rows[-1]
@@ -197,7 +214,7 @@ def main() -> int:
           f"{args.rpm:,.0f} requests and {args.itpm:,.0f} uncached input tokens per {args.window:g} s (token "
           f"buckets); {MODEL} prices")
     print(f"{'':42} {'wall s':>7} {'x ours':>6} {'requests':>8} {'429s':>6} {'writes (docs)':>13} {'write tok':>10} "
-          f"{'read tok':>11} {'dollars':>8} {'x ours':>6} {'$/M doc':>8} {'floor':>7} {'x floor':>7}")
+          f"{'read tok':>11} {'dollars':>8} {'x ours':>6} {'$/M doc':>8} {'floor':>7} {'x floor':>7} {'failed':>6}")
     for r in rows:
         wall_cells = (f"{r['wall']:>7.1f} {r['wall'] / ours['wall']:>6.2f}" if r["wall"] is not None
                       else f"{'-':>7} {'-':>6}")
@@ -205,7 +222,8 @@ def main() -> int:
         print(f"{r['name']:42} {wall_cells} {r['requests']:>8} {r['429s']:>6} {r['entries']:>13} "
               f"{r['writes']:>10,} {r['reads']:>11,} {r['dollars']:>8.4f} {r['dollars'] / ours['dollars']:>6.2f} "
               f"{r['dollars'] / doc_tokens * 1e6:>8.3f} {floor / doc_tokens * 1e6:>7.3f} "
-              f"{r['dollars'] / floor:>7.2f}")
+              f"{r['dollars'] / floor:>7.2f} {'?' if r['failed'] is None else r['failed']:>6}")
+    print("failed: chunks left without a context (? = not counted: the extractor's subprocess)")
     print("floor: perfect caching of the task's requests (one per chunk) at the model's prices (batch row: batch "
           "prices, 1-hour writes); historical anchor: the cookbook's $1.02 per million document tokens "
           "(Claude 3 Haiku)")
