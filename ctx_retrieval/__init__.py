@@ -18,9 +18,11 @@ from ctx_retrieval.loaders import split_into_chunks
 from ctx_retrieval.models import MODELS, ModelInfo
 from ctx_retrieval.providers import AnthropicProvider, OpenAICompatibleProvider, Provider
 from ctx_retrieval.retrieval.bm25 import BM25Index, tokenize, tokenize_parts
+from ctx_retrieval.retrieval.bm25_store import BM25Entry, BM25Store
 from ctx_retrieval.retrieval.embeddings import EmbeddingCache, MiniLMEmbedder
 from ctx_retrieval.retrieval.filters import compile_where
 from ctx_retrieval.retrieval.fusion import FusedHit, fuse, reciprocal_rank_fusion
+from ctx_retrieval.retrieval.hybrid import BM25Side, Hit, HybridRetriever
 from ctx_retrieval.retrieval.late import late_chunk_embeddings
 from ctx_retrieval.retrieval.rerank import ClaudeReranker
 from ctx_retrieval.text import indexed_text
@@ -34,7 +36,10 @@ __all__ = [
     "MODELS",
     "PROMPT_VERSION",
     "AnthropicProvider",
+    "BM25Entry",
     "BM25Index",
+    "BM25Side",
+    "BM25Store",
     "Chunk",
     "ClaudeReranker",
     "ContextCache",
@@ -46,6 +51,8 @@ __all__ = [
     "FailedChunk",
     "FusedHit",
     "HeuristicContextualizer",
+    "Hit",
+    "HybridRetriever",
     "MiniLMEmbedder",
     "ModelInfo",
     "OpenAICompatibleProvider",

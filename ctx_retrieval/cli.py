@@ -140,7 +140,8 @@ def _make_contextualizer(args: argparse.Namespace) -> _Contextualizer:
     cache = getattr(args, "cache", None)
     generator = ContextGenerator(provider, cache=Path(cache) if cache else (choice != "fake"),
                                  max_concurrency=getattr(args, "max_concurrency", None),
-                                 budget_usd=getattr(args, "budget", None), progress=True,
+                                 budget_usd=getattr(args, "budget", None),
+                                 progress=not getattr(args, "quiet", False),
                                  on_error=getattr(args, "on_error", "raise"))
 
     def run(items: list[tuple[SourceDocument, list[Chunk]]]) -> dict[str, str | None]:
@@ -324,7 +325,7 @@ def _cmd_index(args: argparse.Namespace) -> int:
             return 130
     _say(f"contextualizer: {label}")
     chunks = [IndexedChunk(c.id, d.id, c.text, contexts.get(c.id)) for d, cs in items for c in cs]
-    build_store(args.store, chunks, embedder=_embedder(), embed_layout=args.embed_layout)
+    build_store(args.store, chunks, embedder=_embedder(progress=not args.quiet), embed_layout=args.embed_layout)
     print(f"indexed {len(chunks)} chunks ({sum(1 for c in chunks if c.context)} with a context) into {args.store} "
           "(Chroma + BM25)")
     return 0
@@ -336,7 +337,7 @@ def _cmd_query(args: argparse.Namespace) -> int:
     store = open_store(args.store, embedder=_embedder(progress=False))
     hits = store.search(args.query, k=args.k, mode=args.mode)
     for n, hit in enumerate(hits, start=1):
-        ranks = f"dense #{hit.dense_rank or '-'}, bm25 #{hit.bm25_rank or '-'}"
+        ranks = f"vector #{hit.vector_rank or '-'}, bm25 #{hit.bm25_rank or '-'}"
         print(f"{n:>2}. {hit.chunk.chunk_id} ({hit.chunk.document_id}) score {hit.score:.4f} [{ranks}]")
         if hit.chunk.context:
             print(textwrap.indent(textwrap.fill("context: " + hit.chunk.context, 100), "    "))
@@ -580,6 +581,7 @@ def _build_parser(*, twin: bool = False) -> argparse.ArgumentParser:
     index.add_argument("--chunk-chars", type=_positive_int, default=DEFAULT_CHUNK_CHARS, help=CHUNK_CHARS_HELP)
     index.add_argument("--embed-layout", choices=["whole", "windows"], default="whole",
                        help="windows: a chunk whose context + text overflow the embedder gets one vector per window")
+    index.add_argument("--quiet", action="store_true", help="no progress bars (contexts, embeddings)")
     _add_contextualizer_args(index, twin=twin)
     index.set_defaults(func=_cmd_index)
 

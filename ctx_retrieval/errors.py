@@ -15,6 +15,8 @@ names the setting or call that fixes it::
     │   └── ChunkTooLargeError
     ├── MissingDependencyError (ImportError)   an optional extra is not installed
     ├── CacheError (RuntimeError)              a cache file cannot be used: the message names it and the fix
+    ├── SearchIndexError (RuntimeError)        a BM25 index folder cannot be opened or written (built with
+    │                                          another tokenizer, another format, a writer that never lets go)
     ├── ProviderError (RuntimeError)           the LLM provider refused or failed
     │   ├── ProviderAuthenticationError        the key is missing, malformed or rejected
     │   ├── ProviderPermissionError            the key may not use this model or resource (HTTP 403)
@@ -54,6 +56,7 @@ __all__ = [
     "ProviderRequestError",
     "ProviderUnavailableError",
     "RetiredModelError",
+    "SearchIndexError",
     "UnknownModelError",
     "UnsupportedSettingError",
 ]
@@ -164,6 +167,15 @@ class CacheError(CtxRetrievalError, RuntimeError):
         super().__init__(message)
         self.path = path
         self.transient = transient
+
+
+class SearchIndexError(CtxRetrievalError, RuntimeError):
+    """A search index (``BM25Store``) cannot be used: another format or tokenizer than asked for, files of something
+    else in its folder, or another process's writer that holds it past the timeout. ``path`` names the folder."""
+
+    def __init__(self, message: str, *, path: str) -> None:
+        super().__init__(message)
+        self.path = path
 
 
 class ProviderError(CtxRetrievalError, RuntimeError):

@@ -1,10 +1,11 @@
 """Retrieval evaluation: Anthropic's ablation (plain/contextual x dense/BM25/hybrid) on any corpus with gold chunks.
 
 Pass@k is computed exactly as the cookbook does: for each query, the fraction of its gold chunks whose text
-(stripped) is among the texts of the top k results, averaged over queries; failure@20 = 1 - Pass@20. Dense
-retrieval uses the offline MiniLM embedder through an exact numpy index by default (or a Chroma collection),
-BM25 the core's index, hybrid their reciprocal rank fusion (k=60) over ``candidates`` results
-from each side. Contexts come from any contextualizer (through its persistent cache).
+(stripped) is among the texts of the top k results, averaged over queries; failure@20 = 1 - Pass@20. Every row is
+a query of the core's ``HybridRetriever`` (the one the store and both adapters run): dense retrieval with the
+offline MiniLM embedder through an exact numpy index by default (or a Chroma collection), BM25 the ``BM25Store``,
+hybrid their reciprocal rank fusion (k=60) over ``candidates`` results from each side. Contexts come from any
+contextualizer (through its persistent cache).
 """
 
 from __future__ import annotations
@@ -21,16 +22,35 @@ from ctx_retrieval.evaluation.corpus import EvalCorpus
 from ctx_retrieval.evaluation.metrics import K_VALUES, bootstrap_interval, pass_at_k, pass_per_query
 from ctx_retrieval.evaluation.report import EvalResult, VariantScore
 from ctx_retrieval.protocols import Embedder
-from ctx_retrieval.retrieval.bm25 import BM25Index
-from ctx_retrieval.retrieval.dense import ChromaDenseIndex, DenseIndex, NumpyDenseIndex
-from ctx_retrieval.retrieval.fusion import reciprocal_rank_fusion
+from ctx_retrieval.retrieval.bm25_store import BM25Entry, BM25Store, StoredEntry
+from ctx_retrieval.retrieval.dense import ChromaDenseIndex, ChromaSide, NumpyDenseSide
+from ctx_retrieval.retrieval.hybrid import DEFAULT_CANDIDATES, BM25Side, HybridRetriever, Side, WindowedSide
 from ctx_retrieval.text import indexed_text
 
 __all__ = ["DEFAULT_CANDIDATES", "run_ablation"]
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_CANDIDATES = 150
+
+def _entry_id(entry: StoredEntry) -> str:
+    return entry.id
+
+
+def _bm25(ids: list[str], texts: list[str], tokenizer: str) -> Side[str]:
+    store = BM25Store(tokenizer=tokenizer)
+    store.upsert(BM25Entry(i, t) for i, t in zip(ids, texts, strict=True))
+    return BM25Side(store, _entry_id)
+
+
+def _rankings(vector: Side[str] | None, bm25: Side[str] | None, queries: list[str],
+              candidates: int) -> list[list[str]]:
+    """Each query's ranking (chunk ids, up to ``candidates``) through the core hybrid query."""
+    retriever = HybridRetriever(vector, bm25, candidates=candidates)
+    return [[hit.item for hit in retriever.retrieve(q, candidates)] for q in queries]
+
+
+def _same(items: Any) -> Any:
+    return items
 
 
 def _score(name: str, results: list[list[str]], corpus: EvalCorpus, text_of: dict[str, str]) -> VariantScore:
@@ -108,34 +128,34 @@ def run_ablation(
     embed_s = time.perf_counter() - t
     truncated = embedder.warn_if_truncated(contextual) if hasattr(embedder, "warn_if_truncated") else 0
 
-    def dense(texts: list[str], vectors: Any, variant: str) -> DenseIndex:
+    query_vector = dict(zip(queries, query_vectors, strict=True))
+
+    def dense(texts: list[str], vectors: Any, variant: str) -> Side[str]:
         if vector_store == "numpy":
-            return NumpyDenseIndex(ids, vectors)
+            return NumpyDenseSide(ids, vectors, query_vector.__getitem__)
         from ctx_retrieval.retrieval.chroma import MiniLMChromaEmbeddingFunction
 
         digest = hashlib.sha256("\x00".join(texts).encode("utf-8", "surrogatepass")).hexdigest()[:16]
         name = f"ctx-eval-{variant}-{digest}"
-        return ChromaDenseIndex(chroma_client, name, ids, texts, vectors, MiniLMChromaEmbeddingFunction(embedder))
+        index = ChromaDenseIndex(chroma_client, name, ids, texts, vectors, MiniLMChromaEmbeddingFunction(embedder))
+        return ChromaSide(index.collection, query_vector.__getitem__)
 
     say(f"indexing into {vector_store} and BM25")
     rankings: dict[str, list[list[str]]] = {}
+    bm25_sides: dict[str, Side[str]] = {}
     for variant, texts, vectors in (("plain", plain, plain_vectors), ("contextual", contextual, contextual_vectors)):
-        rankings[f"{variant} dense"] = dense(texts, vectors, variant).search(query_vectors, candidates)
-        bm25 = BM25Index(ids, texts, tokenizer=tokenizer)
-        rankings[f"{variant} BM25"] = [[i for i, _ in bm25.search(q, candidates)] for q in queries]
-        rankings[f"{variant} hybrid"] = [
-            [i for i, _ in reciprocal_rank_fusion([d, b])]
-            for d, b in zip(rankings[f"{variant} dense"], rankings[f"{variant} BM25"], strict=True)]
+        vector_side, bm25_sides[variant] = dense(texts, vectors, variant), _bm25(ids, texts, tokenizer)
+        rankings[f"{variant} dense"] = _rankings(vector_side, None, queries, candidates)
+        rankings[f"{variant} BM25"] = _rankings(None, bm25_sides[variant], queries, candidates)
+        rankings[f"{variant} hybrid"] = _rankings(vector_side, bm25_sides[variant], queries, candidates)
     order = ["plain dense", "contextual dense", "plain BM25", "contextual BM25", "plain hybrid", "contextual hybrid"]
     rows = [_score(name, rankings[name], corpus, text_of) for name in order]
     if baseline is not None:
         label, baseline_contexts = baseline
         texts = [indexed_text(c.text, baseline_contexts.get(c.id)) for c in chunks]
-        dense_ranking = dense(texts, embedder.embed(texts), "baseline").search(query_vectors, candidates)
-        bm25 = BM25Index(ids, texts, tokenizer=tokenizer)
         name = f"contextual hybrid ({label})"
-        rankings[name] = [[i for i, _ in reciprocal_rank_fusion([d, [j for j, _ in bm25.search(q, candidates)]])]
-                          for d, q in zip(dense_ranking, queries, strict=True)]
+        rankings[name] = _rankings(dense(texts, embedder.embed(texts), "baseline"), _bm25(ids, texts, tokenizer),
+                                   queries, candidates)
         rows.append(_score(name, rankings[name], corpus, text_of))
     if embed_layout == "windows":
         from ctx_retrieval.retrieval.layout import window_texts
@@ -143,27 +163,17 @@ def run_ablation(
         counter = getattr(embedder, "count_tokens", None)
         if counter is None:
             raise InvalidInputError("embed_layout='windows' needs an embedder that counts its tokens (MiniLMEmbedder)")
-        window_ids: list[str] = []
         window_of: list[str] = []
+        owners: list[str] = []
         for c in chunks:
             for text in window_texts(c.text, contexts.get(c.id), counter):
-                window_ids.append(f"{c.id}#w{len(window_ids)}")
                 window_of.append(text)
-        owner = {wid: wid.rsplit("#w", 1)[0] for wid in window_ids}
-        say(f"windows layout: {len(window_ids)} vectors for {len(chunks)} chunks")
-        found = NumpyDenseIndex(window_ids, embedder.embed(window_of)).search(query_vectors, 4 * candidates)
-        best: list[list[str]] = []
-        for row in found:
-            seen: dict[str, None] = {}
-            for wid in row:
-                seen.setdefault(owner[wid], None)
-                if len(seen) == candidates:
-                    break
-            best.append(list(seen))
-        rankings["contextual dense (windows)"] = best
-        rankings["contextual hybrid (windows)"] = [
-            [i for i, _ in reciprocal_rank_fusion([d, b])]
-            for d, b in zip(best, rankings["contextual BM25"], strict=True)]
+                owners.append(c.id)
+        say(f"windows layout: {len(window_of)} vectors for {len(chunks)} chunks")
+        windows = WindowedSide(NumpyDenseSide(owners, embedder.embed(window_of), query_vector.__getitem__,
+                                              chunk_ids=owners), _same)
+        rankings["contextual dense (windows)"] = _rankings(windows, None, queries, candidates)
+        rankings["contextual hybrid (windows)"] = _rankings(windows, bm25_sides["contextual"], queries, candidates)
         rows += [_score(name, rankings[name], corpus, text_of)
                  for name in ("contextual dense (windows)", "contextual hybrid (windows)")]
     elif embed_layout != "whole":
@@ -179,11 +189,9 @@ def run_ablation(
                 late[chunk.id] = vector
         import numpy as np
 
-        rankings["late-chunked dense"] = NumpyDenseIndex(ids, np.stack([late[i] for i in ids])).search(
-            query_vectors, candidates)
-        rankings["late-chunked hybrid"] = [
-            [i for i, _ in reciprocal_rank_fusion([d, b])]
-            for d, b in zip(rankings["late-chunked dense"], rankings["plain BM25"], strict=True)]
+        late_side: Side[str] = NumpyDenseSide(ids, np.stack([late[i] for i in ids]), query_vector.__getitem__)
+        rankings["late-chunked dense"] = _rankings(late_side, None, queries, candidates)
+        rankings["late-chunked hybrid"] = _rankings(late_side, bm25_sides["plain"], queries, candidates)
         rows += [_score(name, rankings[name], corpus, text_of)
                  for name in ("late-chunked dense", "late-chunked hybrid")]
     if reranker is not None:

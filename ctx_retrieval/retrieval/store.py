@@ -1,14 +1,15 @@
-"""A contextual hybrid index on disk: Chroma for vectors, the core BM25 for words, fused by RRF.
+"""A contextual hybrid index on disk: Chroma for vectors, the BM25 store for words, fused by the hybrid query.
 
-The folder holds ``chunks.jsonl`` (the source of truth: chunk text, context, ids), a Chroma database and the
-BM25 arrays. Both indexes hold ``context + blank line + chunk``; the BM25 side is rebuilt from ``chunks.jsonl``
-whenever it is missing or stale, so the two never drift apart, and nothing is pickled.
+The folder holds ``chunks.jsonl`` (the record of what was indexed: chunk text, context, ids), a Chroma database and
+the BM25 store (``bm25-store/``: every chunk with its context, so a query process opens it without reading
+``chunks.jsonl`` or re-tokenizing anything). Both indexes hold ``context + blank line + chunk``; nothing is
+pickled. A store built before the BM25 store existed gets one from ``chunks.jsonl`` when first opened.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
+import logging
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -16,16 +17,22 @@ from typing import Any
 
 from ctx_retrieval.errors import InvalidInputError
 from ctx_retrieval.protocols import Embedder
-from ctx_retrieval.retrieval.bm25 import BM25Index
-from ctx_retrieval.retrieval.dense import add_vectors, cosine_collection
-from ctx_retrieval.retrieval.fusion import DEFAULT_RRF_K, fuse, side_weights
+from ctx_retrieval.retrieval.bm25_store import BM25Entry, BM25Store, StoredEntry
+from ctx_retrieval.retrieval.dense import ChromaSide, add_vectors, cosine_collection
+from ctx_retrieval.retrieval.fusion import DEFAULT_RRF_K
+from ctx_retrieval.retrieval.hybrid import BM25Side, HybridRetriever, Side, WindowedSide
 from ctx_retrieval.text import indexed_text
 
 __all__ = ["IndexedChunk", "SearchHit", "build_store", "open_store"]
 
+logger = logging.getLogger(__name__)
+
 COLLECTION = "ctx_retrieval_chunks"
 _CHUNKS_FILE = "chunks.jsonl"
 _LAYOUT_FILE = "layout.json"
+_BM25_DIR = "bm25-store"
+_MODES = ("hybrid", "dense", "bm25")
+SEARCH_EF = 1000
 
 
 @dataclass(frozen=True)
@@ -43,62 +50,58 @@ class IndexedChunk:
 @dataclass(frozen=True)
 class SearchHit:
     """A result: ``score`` is the fused score in (0, 1] (1.0: first on both sides; see ``ctx_retrieval.FusedHit``),
-    or, for one side alone, ``1 / rank``."""
+    or, for one side alone, ``1 / rank``; each side's rank from 1, ``None`` where it did not return the chunk."""
 
     chunk: IndexedChunk
     score: float
-    dense_rank: int | None
+    vector_rank: int | None
     bm25_rank: int | None
 
 
-def _fingerprint(chunks: Sequence[IndexedChunk]) -> str:
-    h = hashlib.sha256(b"tokenizer:identifiers\x00")  # an index built with another tokenizer is stale
-    for c in chunks:
-        h.update(c.chunk_id.encode() + b"\x00" + c.indexed_text.encode("utf-8", "surrogatepass") + b"\x01")
-    return h.hexdigest()[:16]
+def _entry(chunk: IndexedChunk) -> BM25Entry:
+    payload = json.dumps({"text": chunk.text, "context": chunk.context}, ensure_ascii=False)
+    return BM25Entry(chunk.chunk_id, chunk.indexed_text, ref=chunk.document_id,
+                     metadata={"document_id": chunk.document_id}, payload=payload.encode("utf-8", "surrogatepass"))
+
+
+def _chunk(entry: StoredEntry) -> IndexedChunk:
+    fields = json.loads(entry.payload.decode("utf-8", "surrogatepass"))
+    return IndexedChunk(entry.id, entry.ref or "", fields["text"], fields["context"])
 
 
 class HybridStore:
     """Query side of a store made by ``build_store``."""
 
-    def __init__(self, path: Path, chunks: list[IndexedChunk], collection: Any, bm25: BM25Index,
-                 embedder: Embedder, embed_layout: str = "whole") -> None:
+    def __init__(self, path: Path, collection: Any, bm25: BM25Store, embedder: Embedder,
+                 embed_layout: str = "whole") -> None:
         self.path = path
-        self.chunks = {c.chunk_id: c for c in chunks}
         self.collection = collection
         self.bm25 = bm25
         self.embedder = embedder
         self.embed_layout = embed_layout
+        self._bm25_side: Side[IndexedChunk] = BM25Side(bm25, _chunk)
+        dense = ChromaSide(collection, embedder.embed_query, chunk_id_key="chunk_id", resolve=self._chunks)
+        self._vector_side: Side[IndexedChunk] = (WindowedSide(dense, lambda chunks: chunks)
+                                                 if embed_layout == "windows" else dense)
+
+    def __len__(self) -> int:
+        return len(self.bm25)
+
+    def _chunks(self, ids: list[str]) -> list[IndexedChunk]:
+        found = self.bm25.get(ids)
+        return [_chunk(found[i]) for i in ids]
 
     def search(self, query: str, *, k: int = 20, mode: str = "hybrid", candidates: int = 150,
                weights: Sequence[float] | Mapping[str, float] = (1.0, 1.0),
                rrf_k: int = DEFAULT_RRF_K) -> list[SearchHit]:
         """The top ``k`` chunks for ``query``: ``hybrid`` (RRF of both; ``weights`` as ``(vector, bm25)``),
         ``dense`` or ``bm25``."""
-        if mode not in ("hybrid", "dense", "bm25"):
+        if mode not in _MODES:
             raise InvalidInputError(f"mode must be hybrid, dense or bm25, not {mode!r}")
-        n = len(self.chunks)
-        dense: list[str] = []
-        if mode in ("hybrid", "dense") and n:
-            vector = self.embedder.embed_query(query)
-            if self.embed_layout == "windows":  # vectors are windows: rank each chunk by its best one
-                stored = self.collection.count()
-                found = self.collection.query(query_embeddings=[vector], n_results=min(4 * candidates, stored),
-                                              include=["metadatas"])
-                dense = list(dict.fromkeys(str(m["chunk_id"]) for m in found["metadatas"][0]))[:candidates]
-            else:
-                dense = self.collection.query(query_embeddings=[vector], n_results=min(candidates, n),
-                                              include=[])["ids"][0]
-        bm25 = [i for i, _ in self.bm25.search(query, candidates)] if mode in ("hybrid", "bm25") else []
-        dense_rank = {cid: r for r, cid in enumerate(dense, start=1)}
-        bm25_rank = {cid: r for r, cid in enumerate(bm25, start=1)}
-        if mode == "hybrid":
-            fused = [(hit.id, hit.score) for hit in fuse([dense, bm25], rrf_k=rrf_k, weights=side_weights(weights),
-                                                         limit=k)]
-        else:
-            ranking = dense if mode == "dense" else bm25
-            fused = [(cid, 1.0 / r) for r, cid in enumerate(ranking[:k], start=1)]
-        return [SearchHit(self.chunks[cid], score, dense_rank.get(cid), bm25_rank.get(cid)) for cid, score in fused]
+        retriever = HybridRetriever(self._vector_side if mode != "bm25" else None,
+                                    self._bm25_side if mode != "dense" else None,
+                                    candidates=candidates, weights=weights, rrf_k=rrf_k)
+        return [SearchHit(h.item, h.score, h.vector_rank, h.bm25_rank) for h in retriever.retrieve(query, k)]
 
 
 def build_store(path: str | Path, chunks: Sequence[IndexedChunk], *, embedder: Embedder, client: Any = None,
@@ -120,8 +123,10 @@ def build_store(path: str | Path, chunks: Sequence[IndexedChunk], *, embedder: E
             out.write(json.dumps({"chunk_id": c.chunk_id, "document_id": c.document_id, "text": c.text,
                                   "context": c.context}, ensure_ascii=False) + "\n")
     client = client or persistent_client(path / "chroma")
+    # A wide HNSW search: the store answers as exact search does on the corpora it is built for (the dev ablation
+    # through it matches the evaluation's exact vectors; at ef 150 one HNSW build in two did not).
     collection = cosine_collection(client, COLLECTION, embedding_function=MiniLMChromaEmbeddingFunction(embedder),
-                                   replace=True)
+                                   replace=True, search_ef=SEARCH_EF)
     texts = [c.indexed_text for c in chunks]
     if embed_layout == "windows":
         from ctx_retrieval.retrieval.layout import window_texts
@@ -136,35 +141,31 @@ def build_store(path: str | Path, chunks: Sequence[IndexedChunk], *, embedder: E
     vectors = embedder.embed([text for _, text, _ in rows])
     add_vectors(collection, [r[0] for r in rows], [r[1] for r in rows], vectors, [r[2] for r in rows])
     (path / _LAYOUT_FILE).write_text(json.dumps({"embed_layout": embed_layout}), encoding="utf-8")
-    bm25 = BM25Index(ids, texts)
-    bm25.save(path / "bm25")
-    (path / "bm25.fingerprint").write_text(_fingerprint(chunks), encoding="utf-8")
-    return HybridStore(path, list(chunks), collection, bm25, embedder, embed_layout)
+    bm25 = BM25Store(path / _BM25_DIR)
+    bm25.clear()
+    bm25.upsert(_entry(c) for c in chunks)
+    return HybridStore(path, collection, bm25, embedder, embed_layout)
 
 
 def open_store(path: str | Path, *, embedder: Embedder, client: Any = None) -> HybridStore:
-    """Open a store made by ``build_store``; a missing or stale BM25 index is rebuilt from ``chunks.jsonl``."""
+    """Open a store made by ``build_store``; it reads nothing whole (the BM25 store is opened, not rebuilt)."""
     from ctx_retrieval.retrieval.chroma import MiniLMChromaEmbeddingFunction, persistent_client
 
     path = Path(path)
     chunks_file = path / _CHUNKS_FILE
     if not chunks_file.exists():
         raise InvalidInputError(f"{path} is not an index (no {_CHUNKS_FILE}); build one with 'ctx-retrieval index'")
-    chunks = [IndexedChunk(**json.loads(line)) for line in chunks_file.read_text(encoding="utf-8").splitlines()
-              if line.strip()]
     client = client or persistent_client(path / "chroma")
     collection = client.get_collection(COLLECTION, embedding_function=MiniLMChromaEmbeddingFunction(embedder))
-    fingerprint = _fingerprint(chunks)
-    stamp = path / "bm25.fingerprint"
-    if stamp.exists() and stamp.read_text(encoding="utf-8") == fingerprint and BM25Index.saved_at(path / "bm25"):
-        bm25 = BM25Index.load(path / "bm25", mmap=True)
-    else:
-        bm25 = BM25Index([c.chunk_id for c in chunks], [c.indexed_text for c in chunks])
-        bm25.save(path / "bm25")
-        stamp.write_text(fingerprint, encoding="utf-8")
+    migrate = not (path / _BM25_DIR).exists()
+    bm25 = BM25Store(path / _BM25_DIR)
+    if migrate:  # a store from before the BM25 store: index chunks.jsonl once
+        logger.info("%s: building its BM25 store from %s (once)", path, _CHUNKS_FILE)
+        with chunks_file.open(encoding="utf-8") as lines:
+            bm25.upsert(_entry(IndexedChunk(**json.loads(line))) for line in lines if line.strip())
     layout_file = path / _LAYOUT_FILE
     layout = json.loads(layout_file.read_text(encoding="utf-8"))["embed_layout"] if layout_file.exists() else "whole"
-    return HybridStore(path, chunks, collection, bm25, embedder, layout)
+    return HybridStore(path, collection, bm25, embedder, layout)
 
 
 def _token_counter(embedder: Embedder) -> Callable[[str], int]:

@@ -4,6 +4,7 @@ calibration of the plain rows on the cookbook dev queries."""
 from __future__ import annotations
 
 import logging
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -50,7 +51,7 @@ def test_long_texts_are_counted_and_warned(caplog: pytest.LogCaptureFixture) -> 
     assert "256-token input" in caplog.text
 
 
-def test_stored_index_searches_and_rebuilds_a_stale_bm25(tmp_path: Path, embedder: MiniLMEmbedder) -> None:
+def test_stored_index_searches_and_builds_a_missing_bm25_store(tmp_path: Path, embedder: MiniLMEmbedder) -> None:
     chunks = [IndexedChunk("acme-1", "acme", "The company's revenue grew by 3% over the previous quarter.",
                            "From ACME Corp's Q2 2023 10-Q filing, results of operations."),
               IndexedChunk("globex-1", "globex", "The company's revenue fell by 2% over the previous quarter.",
@@ -60,10 +61,12 @@ def test_stored_index_searches_and_rebuilds_a_stale_bm25(tmp_path: Path, embedde
     store = open_store(tmp_path / "store", embedder=embedder)
     assert store.search("ACME revenue growth Q2 2023", k=2)[0].chunk.chunk_id == "acme-1"
     assert store.search("Globex revenue", k=1, mode="bm25")[0].chunk.chunk_id == "globex-1"
-    (tmp_path / "store" / "bm25" / "docs.npy").unlink()  # lost or stale: rebuilt from chunks.jsonl on open
+    hit = store.search("ACME revenue growth Q2 2023", k=3)[0]
+    assert hit.chunk == chunks[0] and hit.vector_rank is not None and hit.bm25_rank == 1
+    shutil.rmtree(tmp_path / "store" / "bm25-store")  # a store from before the BM25 store: built once on open
     reopened = open_store(tmp_path / "store", embedder=embedder)
-    assert (tmp_path / "store" / "bm25" / "docs.npy").exists()
-    assert reopened.search("anvil", k=1, mode="bm25")[0].chunk.chunk_id == "acme-2"
+    assert (tmp_path / "store" / "bm25-store" / "ctx_bm25.json").exists() and len(reopened) == 3
+    assert reopened.search("anvil", k=1, mode="bm25")[0].chunk == chunks[2]
 
 
 def test_plain_rows_match_the_calibration(embedder: MiniLMEmbedder) -> None:

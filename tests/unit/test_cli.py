@@ -92,6 +92,19 @@ def test_index_then_query(tmp_path: Path, capsys: pytest.CaptureFixture[str]) ->
     assert "(acme)" in first and "grew by 3%" in out
 
 
+@pytest.mark.parametrize("quiet", [False, True])
+def test_index_shows_progress_unless_quiet(tmp_path: Path, capsys: pytest.CaptureFixture[str], quiet: bool) -> None:
+    pytest.importorskip("chromadb")
+    docs = tmp_path / "docs.jsonl"
+    text = "\n\n".join(f"Paragraph {n} of the runbook names service{n} and its owner team{n}." for n in range(80))
+    docs.write_text(json.dumps({"id": "runbook", "text": text}), encoding="utf-8")
+    args = ["index", str(docs), "--store", str(tmp_path / "store"), "--contextualizer", "heuristic",
+            "--chunk-chars", "80"]
+    assert main(args + (["--quiet"] if quiet else [])) == 0
+    err = capsys.readouterr().err
+    assert ("embedding" in err) is not quiet, err
+
+
 def test_eval_on_a_small_corpus_writes_table_json_and_chart(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     docs = tmp_path / "docs.jsonl"
     docs.write_text("\n".join(json.dumps({"id": name, "text": text, "chunks": [
@@ -237,9 +250,9 @@ def test_index_with_the_windows_layout_stores_windows_and_answers_with_chunks(
                  "--embed-layout", "windows"]) == 0
     capsys.readouterr()
     opened = open_store(store, embedder=MiniLMEmbedder())
-    assert opened.embed_layout == "windows" and opened.collection.count() > len(opened.chunks)
+    assert opened.embed_layout == "windows" and opened.collection.count() > len(opened)
     hits = opened.search("payment workers drain the retry queue", k=5, mode="dense")
-    assert len({h.chunk.chunk_id for h in hits}) == len(hits) == len(opened.chunks)
+    assert len({h.chunk.chunk_id for h in hits}) == len(hits) == len(opened)
     assert "payment workers" in hits[0].chunk.text
 
 

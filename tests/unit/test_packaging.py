@@ -127,15 +127,16 @@ def test_sdist_holds_the_examples_and_notebooks(tmp_path: Path) -> None:
 # shows up in this diff and in CHANGELOG.md, never a side effect of moving code.
 EXPECTED_ALL = {
     "ctx_retrieval": [
-        "AnthropicProvider", "BM25Index", "BudgetExceededError", "CacheError", "Chunk", "ChunkNotInDocumentError",
-        "ChunkTooLargeError", "ClaudeReranker", "ConfigurationError", "ContextCache", "ContextGenerationError",
-        "ContextGenerator", "ContextResult", "ContextRun", "CostEstimate", "CtxRetrievalError", "DEFAULT_PROMPT",
-        "DuplicateChunkIdError", "EmbeddingCache", "FailedChunk", "FusedHit", "HeuristicContextualizer",
-        "InvalidInputError", "InvalidTextError", "MODELS", "MiniLMEmbedder", "MissingDependencyError", "ModelInfo",
-        "OpenAICompatibleProvider", "PROMPT_VERSION", "PromptTemplate", "Provider", "ProviderAuthenticationError",
-        "ProviderBillingError", "ProviderError", "ProviderPermissionError", "ProviderRequestError",
-        "ProviderUnavailableError", "RateLimit", "RetiredModelError", "RetryPolicy", "RunReport", "SourceDocument",
-        "TokenUsage", "UnknownModelError", "UnsupportedSettingError", "WindowConfig", "__version__", "clean_context",
+        "AnthropicProvider", "BM25Entry", "BM25Index", "BM25Side", "BM25Store", "BudgetExceededError", "CacheError",
+        "Chunk", "ChunkNotInDocumentError", "ChunkTooLargeError", "ClaudeReranker", "ConfigurationError",
+        "ContextCache", "ContextGenerationError", "ContextGenerator", "ContextResult", "ContextRun", "CostEstimate",
+        "CtxRetrievalError", "DEFAULT_PROMPT", "DuplicateChunkIdError", "EmbeddingCache", "FailedChunk", "FusedHit",
+        "HeuristicContextualizer", "Hit", "HybridRetriever", "InvalidInputError", "InvalidTextError", "MODELS",
+        "MiniLMEmbedder", "MissingDependencyError", "ModelInfo", "OpenAICompatibleProvider", "PROMPT_VERSION",
+        "PromptTemplate", "Provider", "ProviderAuthenticationError", "ProviderBillingError", "ProviderError",
+        "ProviderPermissionError", "ProviderRequestError", "ProviderUnavailableError", "RateLimit",
+        "RetiredModelError", "RetryPolicy", "RunReport", "SearchIndexError", "SourceDocument", "TokenUsage",
+        "UnknownModelError", "UnsupportedSettingError", "WindowConfig", "__version__", "clean_context",
         "compile_where", "default_cache_path", "fuse", "indexed_text", "late_chunk_embeddings", "make_chunk_id",
         "reciprocal_rank_fusion", "split_into_chunks", "tokenize", "tokenize_parts"],
     "ctx_retrieval.evaluation": [
@@ -146,9 +147,11 @@ EXPECTED_ALL = {
                                 "TokenCountingProvider"],
     "llama_index_ctx": [
         "BM25IndexRetriever", "ClaudeRerankPostprocessor", "ContextualHybridRetriever", "ContextualNodeTransform",
+        "ContextualVectorStore",
         "LateChunkingTransform", "LlamaIndexLLMProvider", "MiniLMEmbedding", "chroma_vector_store"],
     "langchain_ctx": [
         "BM25IndexRetriever", "ClaudeRerankCompressor", "ContextualDocumentTransformer", "ContextualHybridRetriever",
+        "ContextualVectorStore",
         "LangChainChatProvider", "MiniLMEmbeddings", "for_answering", "original_text", "split_and_contextualize"],
 }
 

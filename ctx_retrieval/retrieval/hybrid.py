@@ -1,0 +1,271 @@
+"""The hybrid query, once: candidates from a vector side and a BM25 side under one filter, reciprocal rank fusion,
+each side's rank on every result, an optional rerank stage; sync and async.
+
+The core store, the evaluation and both framework adapters query through ``HybridRetriever``; what differs between
+them is only what a side is (a Chroma collection, a numpy matrix, a LangChain vector store, a LlamaIndex index;
+the ``BM25Store``) and what an item is (a chunk id, an ``IndexedChunk``, a ``Document``, a node). A side answers
+with a ``Ranking``: chunk keys (``chunk_key`` of the chunk id), best first, and a way to read the items at some
+positions, so only the results returned are ever built (not the 2 x 150 candidates).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
+
+from ctx_retrieval.errors import ConfigurationError
+from ctx_retrieval.retrieval.bm25_store import BM25Results, BM25Store, StoredEntry
+from ctx_retrieval.retrieval.fusion import DEFAULT_RRF_K, chunk_key, fuse, side_weights
+
+__all__ = ["DEFAULT_CANDIDATES", "AsyncSide", "BM25Side", "Hit", "HybridRetriever", "Ranked", "Ranking", "Reranker",
+           "Side", "WindowedSide", "chunk_key"]
+
+T = TypeVar("T")
+T_co = TypeVar("T_co", covariant=True)
+W = TypeVar("W")
+
+DEFAULT_CANDIDATES = 150
+"""Results taken from each side before fusion (Anthropic's cookbook fuses 150 from each)."""
+
+
+class Ranking(Protocol[T_co]):
+    """One side's answer to one query: chunk keys best first, and the items at any positions, read on demand."""
+
+    @property
+    def keys(self) -> Sequence[int]: ...
+
+    def items(self, positions: Sequence[int]) -> Sequence[T_co]: ...
+
+
+@dataclass(frozen=True)
+class Ranked(Generic[T]):
+    """A ``Ranking`` whose items are already built (a framework store returns documents with their ids)."""
+
+    keys: Sequence[int]
+    found: Sequence[T]
+
+    def items(self, positions: Sequence[int]) -> list[T]:
+        return [self.found[p] for p in positions]
+
+
+@runtime_checkable
+class Side(Protocol[T_co]):
+    """A source of candidates: the ``k`` best for ``query`` under ``where`` (the side's own filter format, or
+    ``None``)."""
+
+    def search(self, query: str, k: int, where: Any = None) -> Ranking[T_co]: ...
+
+
+@runtime_checkable
+class AsyncSide(Protocol[T_co]):
+    """A side with a native async search (a remote store); the others run in a thread when queried async."""
+
+    async def asearch(self, query: str, k: int, where: Any = None) -> Ranking[T_co]: ...
+
+
+@dataclass(frozen=True)
+class Hit(Generic[T]):
+    """A result: the item, its chunk key, the fused score in (0, 1] (``FusedHit``: 1.0 is first on both sides; for
+    one side alone ``1 / rank``) and each side's rank from 1, ``None`` where that side did not return it."""
+
+    item: T
+    key: int
+    score: float
+    vector_rank: int | None
+    bm25_rank: int | None
+
+
+@runtime_checkable
+class Reranker(Protocol[T]):
+    """Reorders fused hits for a query; ``depth`` is how many it reads (the first ``depth`` fused hits are built
+    and handed to it, the rest are not read)."""
+
+    depth: int
+
+    def rerank(self, query: str, hits: list[Hit[T]]) -> list[Hit[T]]: ...
+
+    async def arerank(self, query: str, hits: list[Hit[T]]) -> list[Hit[T]]: ...
+
+
+class HybridRetriever(Generic[T]):
+    """Contextual embeddings + contextual BM25 for one query: ``candidates`` from each side, fused by reciprocal
+    rank fusion (``weights`` as ``(vector, bm25)``, ``rrf_k``), reranked if a ``reranker`` is given, cut to ``k``.
+
+    Either side may be ``None`` (dense only, BM25 only: each result scores ``1 / rank``).
+
+    Use:
+        .. code-block:: python
+
+            retriever = HybridRetriever(vector_side, BM25Side(store, decode=...))
+            hits = retriever.retrieve("How did ACME's revenue change in Q2 2023?", k=20, where={"tenant": "a"})
+            hits[0].item, hits[0].score, hits[0].vector_rank, hits[0].bm25_rank
+    """
+
+    def __init__(self, vector: Side[T] | None, bm25: Side[T] | None, *, candidates: int = DEFAULT_CANDIDATES,
+                 weights: Sequence[float] | Mapping[str, float] = (1.0, 1.0), rrf_k: int = DEFAULT_RRF_K,
+                 reranker: Reranker[T] | None = None) -> None:
+        if vector is None and bm25 is None:
+            raise ConfigurationError("a hybrid retriever needs a vector side, a BM25 side or both", setting="vector")
+        if candidates < 1:
+            raise ConfigurationError(f"candidates must be >= 1, not {candidates}", setting="candidates")
+        if rrf_k < 0:
+            raise ConfigurationError(f"rrf_k must be >= 0, not {rrf_k}", setting="rrf_k")
+        self.vector = vector
+        self.bm25 = bm25
+        self.candidates = candidates
+        self.weights = side_weights(weights)
+        self.rrf_k = rrf_k
+        self.reranker = reranker
+
+    def __repr__(self) -> str:
+        return (f"HybridRetriever(vector={self.vector!r}, bm25={self.bm25!r}, candidates={self.candidates}, "
+                f"weights={self.weights}, rrf_k={self.rrf_k})")
+
+    def retrieve(self, query: str, k: int = 20, where: Any = None) -> list[Hit[T]]:
+        """The ``k`` best hits for ``query``; ``where`` goes to both sides (each applies it in its own terms)."""
+        _check_k(k)
+        vector = self.vector.search(query, self.candidates, where) if self.vector is not None else None
+        bm25 = self.bm25.search(query, self.candidates, where) if self.bm25 is not None else None
+        hits = self._fused(vector, bm25, self._depth(k))
+        if self.reranker is not None and hits:
+            hits = self.reranker.rerank(query, hits)
+        return hits[:k]
+
+    async def aretrieve(self, query: str, k: int = 20, where: Any = None) -> list[Hit[T]]:
+        """``retrieve``, with both sides queried concurrently."""
+        _check_k(k)
+        vector, bm25 = await asyncio.gather(_asearch(self.vector, query, self.candidates, where),
+                                            _asearch(self.bm25, query, self.candidates, where))
+        hits = self._fused(vector, bm25, self._depth(k))
+        if self.reranker is not None and hits:
+            hits = await self.reranker.arerank(query, hits)
+        return hits[:k]
+
+    def _depth(self, k: int) -> int:
+        return max(k, self.reranker.depth) if self.reranker is not None else k
+
+    def _fused(self, vector: Ranking[T] | None, bm25: Ranking[T] | None, depth: int) -> list[Hit[T]]:
+        """The first ``depth`` fused hits, each item read from the side that found it (the vector side's first)."""
+        if vector is None or bm25 is None:
+            alone = vector if vector is not None else bm25
+            assert alone is not None
+            keys = _unique(alone.keys)[:depth]
+            positions = _first_positions(alone.keys)
+            found = alone.items([positions[key] for key in keys])
+            on_vector = vector is not None
+            return [Hit(item, key, 1.0 / rank, rank if on_vector else None, None if on_vector else rank)
+                    for rank, (key, item) in enumerate(zip(keys, found, strict=True), start=1)]
+        fused = fuse([_unique(vector.keys), _unique(bm25.keys)], rrf_k=self.rrf_k, weights=self.weights,
+                     limit=depth)
+        vector_at, bm25_at = _first_positions(vector.keys), _first_positions(bm25.keys)
+        from_vector = [hit.id for hit in fused if hit.id in vector_at]
+        from_bm25 = [hit.id for hit in fused if hit.id not in vector_at]
+        items = dict(zip(from_vector, vector.items([vector_at[key] for key in from_vector]), strict=True))
+        items.update(zip(from_bm25, bm25.items([bm25_at[key] for key in from_bm25]), strict=True))
+        return [Hit(items[hit.id], hit.id, hit.score, hit.ranks[0], hit.ranks[1]) for hit in fused]
+
+
+def _check_k(k: int) -> None:
+    if k < 1:
+        raise ConfigurationError(f"k must be >= 1, not {k}", setting="k")
+
+
+async def _asearch(side: Side[T] | None, query: str, k: int, where: Any) -> Ranking[T] | None:
+    if side is None:
+        return None
+    if isinstance(side, AsyncSide):
+        return await side.asearch(query, k, where)
+    return await asyncio.to_thread(side.search, query, k, where)
+
+
+def _unique(keys: Sequence[int]) -> list[int]:
+    return list(dict.fromkeys(keys))
+
+
+def _first_positions(keys: Sequence[int]) -> dict[int, int]:
+    positions: dict[int, int] = {}
+    for position, key in enumerate(keys):
+        positions.setdefault(key, position)
+    return positions
+
+
+class BM25Side(Generic[T]):
+    """The ``BM25Store`` as a side: ``decode`` turns a stored chunk into the item (a document, a node); ``where``
+    becomes the store's ``where`` and ``keep`` by ``translate`` (default: a ``where`` dict as it is)."""
+
+    def __init__(self, store: BM25Store, decode: Callable[[StoredEntry], T], *,
+                 translate: Callable[[Any], tuple[Mapping[str, Any] | None,
+                                                  Callable[[StoredEntry], bool] | None]] | None = None) -> None:
+        self.store = store
+        self.decode = decode
+        self.translate = translate or _where_as_is
+
+    def __repr__(self) -> str:
+        return f"BM25Side({self.store!r})"
+
+    def search(self, query: str, k: int, where: Any = None) -> _DecodedRanking[T]:
+        mapping, keep = self.translate(where) if where is not None else (None, None)
+        return _DecodedRanking(self.store.search(query, k, where=mapping, keep=keep), self.decode)
+
+
+def _where_as_is(where: Any) -> tuple[Mapping[str, Any] | None, Callable[[StoredEntry], bool] | None]:
+    if isinstance(where, Mapping):
+        return where, None
+    if callable(where):
+        return None, where
+    raise ConfigurationError(f"a BM25 filter is a where dict ({{'tenant': 'a'}}) or a predicate, not "
+                             f"{type(where).__name__}", setting="where")
+
+
+class _DecodedRanking(Generic[T]):
+    def __init__(self, results: BM25Results, decode: Callable[[StoredEntry], T]) -> None:
+        self.results = results
+        self.decode = decode
+
+    @property
+    def keys(self) -> Sequence[int]:
+        return self.results.keys
+
+    def items(self, positions: Sequence[int]) -> list[T]:
+        return [self.decode(entry) for entry in self.results.entries(positions)]
+
+
+class WindowedSide(Generic[T, W]):
+    """A vector side whose vectors are windows of chunks (``embed_layout="windows"``): asks ``per_chunk`` times as
+    many windows, ranks each chunk by its best window, and answers with whole chunks (``wholes`` reads them, e.g.
+    from the ``BM25Store``, for the windows at some positions)."""
+
+    def __init__(self, inner: Side[W], wholes: Callable[[Sequence[W]], Sequence[T]], *, per_chunk: int = 4) -> None:
+        self.inner = inner
+        self.wholes = wholes
+        self.per_chunk = per_chunk
+
+    def __repr__(self) -> str:
+        return f"WindowedSide({self.inner!r}, per_chunk={self.per_chunk})"
+
+    def search(self, query: str, k: int, where: Any = None) -> _WholeRanking[T, W]:
+        return _WholeRanking(self.inner.search(query, k * self.per_chunk, where), k, self.wholes)
+
+    async def asearch(self, query: str, k: int, where: Any = None) -> _WholeRanking[T, W]:
+        inner = await _asearch(self.inner, query, k * self.per_chunk, where)
+        assert inner is not None
+        return _WholeRanking(inner, k, self.wholes)
+
+
+class _WholeRanking(Generic[T, W]):
+    def __init__(self, windows: Ranking[W], k: int, wholes: Callable[[Sequence[W]], Sequence[T]]) -> None:
+        at = _first_positions(windows.keys)
+        self._keys = list(at)[:k]  # each chunk at its best window, first k chunks
+        self._window_at = [at[key] for key in self._keys]
+        self._windows = windows
+        self._wholes = wholes
+
+    @property
+    def keys(self) -> Sequence[int]:
+        return self._keys
+
+    def items(self, positions: Sequence[int]) -> list[T]:
+        windows = self._windows.items([self._window_at[p] for p in positions])
+        return list(self._wholes(windows))

@@ -1,0 +1,188 @@
+"""The BM25 store: incremental writes, filters the engine runs, readers in other processes, and its folder."""
+
+from __future__ import annotations
+
+import pickle
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ctx_retrieval import BM25Index, SearchIndexError, compile_where
+from ctx_retrieval.evaluation import load_cookbook
+from ctx_retrieval.retrieval.bm25_store import BM25Entry, BM25Store
+from ctx_retrieval.retrieval.fusion import chunk_key
+
+ROOT = Path(__file__).resolve().parents[2]
+
+TEXTS = {
+    "a": "The DiffExecutor runs two executors on the same input.",
+    "b": "A scheduler picks the next testcase from the corpus.",
+    "c": "The executor forwards run_target calls to the primary executor.",
+    "d": "Nothing relevant here at all.",
+}
+
+
+def _ids(store: BM25Store, query: str, k: int = 10, **kwargs: Any) -> list[str]:
+    return [e.id for e in store.search(query, k, **kwargs).entries()]
+
+
+def test_add_replace_and_delete_without_a_rebuild(tmp_path: Path) -> None:
+    for store in (BM25Store(), BM25Store(tmp_path / "bm25")):
+        store.upsert(BM25Entry(i, t, ref=f"doc-{i in 'ab'}", payload=i.encode()) for i, t in TEXTS.items())
+        assert len(store) == 4 and _ids(store, "executor") == ["c", "a"]
+        results = store.search("executor run_target", 10)
+        assert results.keys == [chunk_key("c"), chunk_key("a")] and results.scores[0] > results.scores[1] > 0
+        assert [e.payload for e in results.entries([1])] == [b"a"]
+        store.upsert([BM25Entry("c", "now about schedulers only", ref="doc-False")])  # replaced, not added
+        assert len(store) == 4 and _ids(store, "executor") == ["a"] and _ids(store, "schedulers") == ["c"]
+        store.delete(["a", "missing"])
+        assert len(store) == 3 and _ids(store, "executor") == []
+        store.delete_refs(["doc-False"])  # c and d
+        assert sorted(store.ids()) == ["b"] and set(store.get(["b", "c"])) == {"b"}
+        assert store.search("", 5).keys == [] and store.search("zzz unknown", 5).keys == []
+        store.clear()
+        assert len(store) == 0
+
+
+def test_it_ranks_as_the_numpy_index_does_on_the_cookbook_corpus() -> None:
+    corpus = load_cookbook()
+    ids, texts = [c.id for c in corpus.chunks], [c.text for c in corpus.chunks]
+    store = BM25Store()
+    store.upsert(BM25Entry(i, t) for i, t in zip(ids, texts, strict=True))
+    exact = BM25Index(ids, texts, k1=1.2)  # the engine's k1; it stores document lengths in 256 levels
+    position = {i: n for n, i in enumerate(ids)}
+    overlaps = []
+    for query in corpus.queries:
+        ours = _ids(store, query.query, 20)
+        reference = exact.search(query.query, 20)
+        if not reference:
+            continue
+        scores = exact.scores(query.query)
+        cut = reference[-1][1] * (1 - 1e-6)  # chunks tied with the reference's 20th are as good as it
+        overlaps.append(sum(scores[position[i]] >= cut for i in ours) / len(reference))
+    assert sum(overlaps) / len(overlaps) > 0.97  # measured 0.985
+
+
+METADATA = [
+    {"tenant": "a", "year": 2021, "score": 0.5, "draft": True, "note": "x y"},
+    {"tenant": "b", "year": 2023, "score": 2.0, "draft": False},
+    {"tenant": "a", "year": 2024, "score": 3.5},
+    {"year": 2022.0, "tag": "é"},
+    {"tenant": "c", "year": "2023", "weird key": 1},
+    {"tenant": "b", "year": 2020, "score": -1},
+]
+FILTERS: list[dict[str, Any]] = [
+    {"tenant": "a"}, {"tenant": {"$eq": "b"}}, {"tenant": {"$ne": "a"}}, {"year": 2022}, {"year": {"$gte": 2023}},
+    {"year": {"$gt": 2021, "$lt": 2024}}, {"score": {"$lte": 0.5}}, {"draft": True}, {"draft": {"$ne": True}},
+    {"tenant": {"$in": ["a", "c"]}}, {"tenant": {"$nin": ["a"]}}, {"tenant": {"$in": []}},
+    {"$and": [{"tenant": "b"}, {"year": {"$gte": 2021}}]}, {"$or": [{"tenant": "c"}, {"score": {"$gt": 3}}]},
+    {"tag": "é"}, {"year": "2023"},
+    # not expressible by the engine: evaluated on each candidate's stored metadata
+    {"tenant": {"$gt": "a"}}, {"weird key": 1}, {"note": {"$lte": "x z"}},
+]
+
+
+@pytest.mark.parametrize("where", FILTERS, ids=[str(f) for f in FILTERS])
+def test_every_filter_keeps_exactly_what_the_filter_module_keeps(where: dict[str, Any]) -> None:
+    store = BM25Store()
+    store.upsert(BM25Entry(f"c{n}", "shared words everywhere", metadata=m) for n, m in enumerate(METADATA))
+    keep = compile_where(where)
+    expected = {f"c{n}" for n, m in enumerate(METADATA) if keep(m)}
+    assert set(_ids(store, "shared words", 10, where=where)) == expected
+
+
+def test_a_filtered_search_returns_the_k_best_that_pass() -> None:
+    store = BM25Store()
+    store.upsert(BM25Entry(f"c{n}", "match " * (n % 7 + 1) + "filler " * 5, metadata={"even": n % 2 == 0})
+                 for n in range(200))
+    best_even = [i for i in _ids(store, "match", 200) if int(i[1:]) % 2 == 0][:15]
+    assert _ids(store, "match", 15, where={"even": True}) == best_even  # the engine's filter
+    assert _ids(store, "match", 15, keep=lambda e: e.metadata["even"]) == best_even  # a predicate, read deeper
+    assert _ids(store, "match", 15, where={"even": {"$gt": "a"}}) == []  # no boolean is above a string
+
+
+WRITER = textwrap.dedent("""
+    import sys
+    sys.path.insert(0, {root!r})
+    from ctx_retrieval.retrieval.bm25_store import BM25Entry, BM25Store
+    store = BM25Store(sys.argv[1])
+    for n in range(int(sys.argv[3])):  # one commit per chunk: the other writer gets its turns
+        store.upsert([BM25Entry(f"{{sys.argv[2]}}-{{n}}", "shared words " + sys.argv[2])])
+    store.delete([f"{{sys.argv[2]}}-0"])
+""")
+
+
+def test_writers_in_two_processes_take_turns_and_a_reader_sees_each_commit(tmp_path: Path) -> None:
+    folder = tmp_path / "bm25"
+    reader = BM25Store(folder)  # opened before anything is written: it must still see later commits
+    assert len(reader) == 0
+    script = tmp_path / "writer.py"
+    script.write_text(WRITER.format(root=str(ROOT)), encoding="utf-8")
+    writers = [subprocess.Popen([sys.executable, str(script), str(folder), name, "30"], stderr=subprocess.PIPE,
+                                text=True) for name in ("left", "right")]
+    for process in writers:
+        assert process.wait(timeout=120) == 0, process.stderr.read() if process.stderr else ""
+    assert len(reader) == 58 and sorted(reader.ids()) == sorted(
+        f"{name}-{n}" for name in ("left", "right") for n in range(1, 30))
+    assert len(_ids(reader, "left", 100)) == 29  # no reopening: the reader's next query sees every commit
+
+
+def test_the_folder_remembers_its_tokenizer_and_refuses_what_it_is_not(tmp_path: Path) -> None:
+    BM25Store(tmp_path / "bm25").upsert([BM25Entry("a", "DiffExecutor")])
+    with pytest.raises(SearchIndexError, match="tokenizer='identifiers'") as caught:
+        BM25Store(tmp_path / "bm25", tokenizer="parts")
+    assert caught.value.path == str(tmp_path / "bm25")
+    (tmp_path / "other").mkdir()
+    (tmp_path / "other" / "notes.txt").write_text("mine", encoding="utf-8")
+    with pytest.raises(SearchIndexError, match="not a ctx-retrieval BM25 index"):
+        BM25Store(tmp_path / "other")
+    assert (tmp_path / "other" / "notes.txt").read_text(encoding="utf-8") == "mine"
+
+
+def test_a_store_on_disk_pickles_as_its_folder_and_one_in_memory_refuses(tmp_path: Path) -> None:
+    store = BM25Store(tmp_path / "bm25")
+    store.upsert([BM25Entry("a", "DiffExecutor run_target")])
+    again = pickle.loads(pickle.dumps(store))
+    assert again.path == store.path and _ids(again, "run_target") == ["a"]
+    with pytest.raises(TypeError, match="give it a folder"):
+        pickle.dumps(BM25Store())
+
+
+def test_a_writer_held_by_another_process_past_the_timeout_is_a_typed_error(tmp_path: Path) -> None:
+    folder = tmp_path / "bm25"
+    BM25Store(folder)
+    holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        import sys, time
+        sys.path.insert(0, {str(ROOT)!r})
+        from ctx_retrieval.retrieval.bm25_store import BM25Store
+        store = BM25Store({str(folder)!r})
+        with store._writer():
+            print("holding", flush=True)
+            time.sleep(30)
+    """)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "holding"
+        with pytest.raises(SearchIndexError, match="writer_timeout_s"):
+            BM25Store(folder, writer_timeout_s=0.3).upsert([BM25Entry("a", "text")])
+    finally:
+        holder.kill()
+        holder.wait()
+    BM25Store(folder, writer_timeout_s=5).upsert([BM25Entry("a", "text")])  # a killed holder leaves no lock
+
+
+def test_ties_rank_the_same_however_the_index_was_written() -> None:
+    """One commit or one commit per chunk (many segments): chunks with equal scores come back in write order."""
+    texts = [f"shared words here filler{n % 3}" for n in range(60)]  # twenty-way ties for "shared"
+    one, many = BM25Store(), BM25Store()
+    one.upsert(BM25Entry(f"c{n}", t) for n, t in enumerate(texts))
+    for n, t in enumerate(texts):
+        many.upsert([BM25Entry(f"c{n}", t)])
+    assert _ids(one, "shared", 5) == ["c0", "c1", "c2", "c3", "c4"]
+    for k in (1, 7, 20, 59):
+        assert one.search("shared", k).keys == many.search("shared", k).keys
+        assert one.search("shared", k, keep=lambda e: e.id != "c5").keys == \
+            many.search("shared", k, keep=lambda e: e.id != "c5").keys
