@@ -13,7 +13,7 @@ require("langchain_core", "langchain")
 from .embeddings import MiniLMEmbeddings  # noqa: E402 - after the dependency check
 from .providers import LangChainChatProvider  # noqa: E402
 from .rerank import ClaudeRerankCompressor  # noqa: E402
-from .retrievers import BM25IndexRetriever, ContextualHybridRetriever  # noqa: E402
+from .retrievers import BM25IndexRetriever, ContextualHybridRetriever, ContextualVectorStore  # noqa: E402
 from .transformer import (  # noqa: E402
     ContextualDocumentTransformer,
     for_answering,
@@ -26,6 +26,7 @@ __all__ = [
     "ClaudeRerankCompressor",
     "ContextualDocumentTransformer",
     "ContextualHybridRetriever",
+    "ContextualVectorStore",
     "LangChainChatProvider",
     "MiniLMEmbeddings",
     "for_answering",

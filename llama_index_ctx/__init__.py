@@ -15,7 +15,7 @@ from .embeddings import MiniLMEmbedding  # noqa: E402
 from .late import LateChunkingTransform  # noqa: E402
 from .providers import LlamaIndexLLMProvider  # noqa: E402
 from .rerank import ClaudeRerankPostprocessor  # noqa: E402
-from .retrievers import ContextualHybridRetriever, chroma_vector_store  # noqa: E402
+from .retrievers import ContextualHybridRetriever, ContextualVectorStore, chroma_vector_store  # noqa: E402
 from .transform import ContextualNodeTransform  # noqa: E402
 
 __all__ = [
@@ -23,6 +23,7 @@ __all__ = [
     "ClaudeRerankPostprocessor",
     "ContextualHybridRetriever",
     "ContextualNodeTransform",
+    "ContextualVectorStore",
     "LateChunkingTransform",
     "LlamaIndexLLMProvider",
     "MiniLMEmbedding",

@@ -218,12 +218,16 @@ class ContextualNodeTransform(TransformComponent):
     # -- the transform API -------------------------------------------------------------------------------
 
     def __call__(self, nodes: Sequence[BaseNode], **kwargs: Any) -> Sequence[BaseNode]:
+        if "show_progress" not in kwargs and _pipeline_shows_progress():
+            kwargs["show_progress"] = True
         return run_sync(self.acall(nodes, **kwargs))
 
     async def acall(self, nodes: Sequence[BaseNode], **kwargs: Any) -> Sequence[BaseNode]:
         if self._contextualizer is None:
             raise ConfigurationError("build the transform with ContextualNodeTransform.from_generator(...)",
                                      setting="contextualizer")
+        if "show_progress" not in kwargs and _pipeline_shows_progress():
+            kwargs["show_progress"] = True
         items = self._plan(nodes)
         if not items:
             self._last_report = None
@@ -236,6 +240,23 @@ class ContextualNodeTransform(TransformComponent):
             report.warnings.extend(self._notes)
         self._last_report = report
         return self._apply(nodes, results)
+
+
+def _pipeline_shows_progress() -> bool:
+    """Whether ``IngestionPipeline.run(show_progress=True)`` is running this transform: LlamaIndex's
+    ``run_transformations`` keeps ``show_progress`` for its own bar over the transformations and does not pass it on,
+    so it is read from that caller's frame (a few frames up; ``False`` when called any other way)."""
+    import sys
+
+    frame = sys._getframe(1)
+    for _ in range(8):
+        frame = frame.f_back  # type: ignore[assignment]
+        if frame is None:
+            return False
+        if (frame.f_code.co_name in ("run_transformations", "arun_transformations")
+                and frame.f_globals.get("__name__") == "llama_index.core.ingestion.pipeline"):
+            return bool(frame.f_locals.get("show_progress"))
+    return False
 
 
 def _contextualizer_for(given: Any) -> Any:

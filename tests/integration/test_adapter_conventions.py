@@ -27,10 +27,19 @@ from pydantic import ValidationError
 
 from ctx_retrieval import ConfigurationError, HeuristicContextualizer, MiniLMEmbedder, indexed_text
 from ctx_retrieval.errors import InvalidInputError
-from langchain_ctx import ContextualDocumentTransformer, MiniLMEmbeddings, for_answering, original_text
+from langchain_ctx import (
+    ContextualDocumentTransformer,
+    ContextualVectorStore,
+    MiniLMEmbeddings,
+    for_answering,
+    original_text,
+)
 from langchain_ctx import ContextualHybridRetriever as LCRetriever
+from langchain_ctx.store import list_documents
 from llama_index_ctx import ContextualHybridRetriever as LIRetriever
 from llama_index_ctx import ContextualNodeTransform, MiniLMEmbedding, chroma_vector_store
+from llama_index_ctx import ContextualVectorStore as LIContextualVectorStore
+from llama_index_ctx.store import with_stable_id as stable_id
 
 # Two tenants whose documents share vocabulary: a query about one tenant's topic must not reach the other's chunks.
 TENANTS = {
@@ -162,10 +171,11 @@ def test_unknown_filter_operators_fail_before_any_search() -> None:
 
 def test_default_stores_are_the_frameworks_in_memory_ones(embedder: MiniLMEmbedder) -> None:
     li = LIRetriever.from_defaults(nodes=li_nodes(), embed_model=MiniLMEmbedding(embedder), similarity_top_k=3)
-    assert isinstance(li.index.vector_store, SimpleVectorStore) and li.bm25 is not None
+    assert isinstance(li.index.vector_store, LIContextualVectorStore) and li.bm25 is not None
+    assert isinstance(li.index.vector_store.inner, SimpleVectorStore)
     assert len(li.stored_nodes()) == len(li_nodes())
     lc = LCRetriever.from_documents(lc_documents(), MiniLMEmbeddings(embedder), k=3)
-    assert isinstance(lc.vectorstore, InMemoryVectorStore)
+    assert isinstance(lc.vectorstore, ContextualVectorStore) and isinstance(lc.vectorstore.inner, InMemoryVectorStore)
     assert len(lc.stored_documents()) == len(lc_documents())
     # delete by id from both sides
     li_gone = li.stored_nodes()[0].node_id
@@ -265,10 +275,10 @@ def test_add_documents_says_when_it_cannot_update_a_bm25_side_of_yours(embedder:
     retriever = LCRetriever.from_documents(documents[:3], MiniLMEmbeddings(embedder), bm25=mine, k=5)
     with pytest.warns(UserWarning, match="not updated by add_documents"):
         retriever.add_documents(documents[3:])
-    assert retriever.bm25 is mine and len(mine.documents) == 3
+    assert retriever.bm25 is mine and len(mine.store) == 3
     built = LCRetriever.from_documents(documents[:3], MiniLMEmbeddings(embedder), k=5)
     built.add_documents(documents[3:])  # the built-in side follows, silently
-    assert len(built.bm25.documents) == len(documents)  # type: ignore[union-attr]
+    assert len(built.bm25.store) == len(documents)  # type: ignore[union-attr]
 
 
 def test_a_store_that_cannot_list_its_documents_gets_bm25_from_what_was_added(embedder: MiniLMEmbedder) -> None:
@@ -328,11 +338,13 @@ def test_llama_index_windows_layout_indexes_children_and_answers_with_whole_node
     embed_model = MiniLMEmbedding(embedder)
     retriever = LIRetriever.from_defaults(nodes=nodes, embed_model=embed_model, similarity_top_k=5,
                                           embed_layout="windows")
-    children = retriever._stored_rows()
+    children = list(retriever.index.docstore.docs.values())  # SimpleVectorStore keeps its nodes in the docstore
     assert len(children) > len(nodes) and all("#w" in c.node_id for c in children)
-    wholes = retriever.stored_nodes()
-    assert sorted(n.node_id for n in wholes) == sorted(n.node_id for n in retriever._parents.values())
-    rebuilt = {n.node_id: n for n in retriever_over(retriever.index).stored_nodes()}  # as after a restart
+    wholes = retriever.stored_nodes()  # BM25 holds the whole nodes
+    assert sorted(n.node_id for n in wholes) == sorted(stable_id(n).node_id for n in nodes)
+    fresh = LIContextualVectorStore(retriever.store.inner)  # as after a restart, BM25 lost: filled from the children
+    assert fresh.sync(children) == len(nodes)
+    rebuilt = {n.node_id: n for n in fresh.get_nodes()}
     for node in wholes:
         assert _parent_text_key(rebuilt[node.node_id].get_content(metadata_mode=MetadataMode.NONE)) == \
             _parent_text_key(node.get_content(metadata_mode=MetadataMode.NONE))
@@ -350,10 +362,6 @@ def _parent_text_key(text: str) -> str:
     return " ".join(text.split())
 
 
-def retriever_over(index: Any) -> LIRetriever:
-    return LIRetriever(index, embed_layout="windows")
-
-
 def test_langchain_windows_layout_is_the_multi_vector_pattern(embedder: MiniLMEmbedder) -> None:
     filler = " ".join(f"detail{n}" for n in range(160))
     documents = [LCDocument(page_content=f"# Runbook {t}\n\n{filler} The {topic} workers drain the retry queue at "
@@ -363,7 +371,7 @@ def test_langchain_windows_layout_is_the_multi_vector_pattern(embedder: MiniLMEm
         [LCDocument(page_content=d.page_content, metadata={**d.metadata, "start_index": 0}) for d in documents],
         source_documents=documents)
     retriever = LCRetriever.from_documents(chunks, MiniLMEmbeddings(embedder), k=5, embed_layout="windows")
-    rows = retriever._stored_rows()
+    rows = list_documents(retriever.vectorstore.inner) or []
     assert len(rows) > len(chunks) and all("#w" in str(r.id) for r in rows)
     assert all(r.metadata["chunk_id"] in {c.metadata["chunk_id"] for c in chunks} for r in rows)
     wholes = {d.id: d for d in retriever.stored_documents()}
@@ -374,4 +382,16 @@ def test_langchain_windows_layout_is_the_multi_vector_pattern(embedder: MiniLMEm
     assert results[0].metadata["tenant"] == "a" and len({d.id for d in results}) == len(results)
     assert all("#w" not in str(d.id) for d in results)
     retriever.delete([results[0].metadata["chunk_id"]])
-    assert not [r for r in retriever._stored_rows() if r.metadata["chunk_id"] == results[0].metadata["chunk_id"]]
+    rows = list_documents(retriever.vectorstore.inner) or []
+    assert rows and not [r for r in rows if r.metadata["chunk_id"] == results[0].metadata["chunk_id"]]
+
+
+def test_index_builds_show_progress_when_asked_and_are_quiet_otherwise(embedder: MiniLMEmbedder,
+                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+    LIRetriever.from_defaults(nodes=li_nodes(), embed_model=MiniLMEmbedding(embedder))
+    LCRetriever.from_documents(lc_documents(), MiniLMEmbeddings(embedder))
+    assert capsys.readouterr().err == ""
+    LIRetriever.from_defaults(nodes=li_nodes(), embed_model=MiniLMEmbedding(embedder), show_progress=True)
+    assert "Generating embeddings" in capsys.readouterr().err  # LlamaIndex's own bar, which used to raise TypeError
+    LCRetriever.from_documents(lc_documents(), MiniLMEmbeddings(embedder), show_progress=True)
+    assert "indexing chunks" in capsys.readouterr().err

@@ -128,11 +128,12 @@ def test_bm25_survives_a_restart_and_follows_adds_and_deletes(tmp_path: Path, em
     docs = ContextualDocumentTransformer(HeuristicContextualizer()).transform_documents(
         split((ACME, "acme.txt")))
     ContextualHybridRetriever.from_documents(docs, embeddings, persist_directory=tmp_path / "chroma")
-    # A new process: a new client on the same folder; the BM25 side is rebuilt from the stored texts.
+    assert (tmp_path / "chroma" / "ctx_bm25" / "ctx_retrieval" / "ctx_bm25.json").exists()  # BM25 beside Chroma
+    # A new process: a new client on the same folder; the BM25 index beside it is opened, not rebuilt.
     store = Chroma(collection_name="ctx_retrieval", embedding_function=embeddings,
                    persist_directory=str(tmp_path / "chroma"))
     retriever = ContextualHybridRetriever.from_vectorstore(store, k=2)
-    assert isinstance(retriever.bm25, BM25IndexRetriever) and len(retriever.bm25.documents) == len(docs)
+    assert isinstance(retriever.bm25, BM25IndexRetriever) and len(retriever.bm25.store) == len(docs)
     assert retriever.bm25.invoke("Tucson foundry")[0].metadata["chunk_id"] in {d.metadata["chunk_id"] for d in docs}
     extra = Document(page_content="Zanzibar spice import ledger.", metadata={"chunk_id": "extra-1"}, id="extra-1")
     retriever.add_documents([extra])
@@ -141,6 +142,16 @@ def test_bm25_survives_a_restart_and_follows_adds_and_deletes(tmp_path: Path, em
     retriever.delete(["extra-1"])
     assert retriever.bm25.invoke("zanzibar") == []
     assert all(d.id != "extra-1" for d in retriever.invoke("Zanzibar spice ledger"))
+
+
+def test_a_chroma_indexed_before_bm25_lived_beside_it_is_filled_once(tmp_path: Path,
+                                                                    embeddings: MiniLMEmbeddings) -> None:
+    docs = ContextualDocumentTransformer(HeuristicContextualizer()).transform_documents(split((ACME, "acme.txt")))
+    store = Chroma(collection_name="old", embedding_function=embeddings, persist_directory=str(tmp_path / "db"))
+    store.add_documents(docs, ids=[d.metadata["chunk_id"] for d in docs])  # no BM25 anywhere yet
+    retriever = ContextualHybridRetriever.from_vectorstore(store, k=3)
+    assert len(retriever.bm25.store) == len(docs)  # type: ignore[union-attr]
+    assert any(d.metadata["bm25_rank"] for d in retriever.invoke("Tucson foundry"))
 
 
 def test_duplicate_texts_are_merged_by_chunk_id_not_by_text(embeddings: MiniLMEmbeddings) -> None:
@@ -273,4 +284,4 @@ def test_langchain_retriever_keeps_no_hidden_state_and_reindexing_never_duplicat
     assert [d.page_content for d in one.invoke(QUERY)] == [d.page_content for d in two.invoke(QUERY)]
     for _ in range(2):
         kept = ContextualHybridRetriever.from_documents(chunks, embeddings, k=4, persist_directory=tmp_path / "db")
-    assert len(kept.vectorstore.get()["ids"]) == len(chunks)
+    assert len(kept.vectorstore.inner.get()["ids"]) == len(chunks) == len(kept.vectorstore.bm25)

@@ -141,6 +141,7 @@ def test_bm25_survives_a_restart_and_follows_inserts_and_deletes(tmp_path: Path,
     nodes = splitter()(documents())
     ContextualHybridRetriever.from_nodes(nodes, vector_store=chroma_vector_store(persist_directory=tmp_path / "db"),
                                          embed_model=embed_model)
+    assert (tmp_path / "db" / "ctx_bm25" / "ctx_retrieval" / "ctx_bm25.json").exists()  # BM25 beside Chroma
     reopened = ContextualHybridRetriever.from_vector_store(chroma_vector_store(persist_directory=tmp_path / "db"),
                                                            embed_model=embed_model, similarity_top_k=2)
     assert isinstance(reopened.bm25, BM25IndexRetriever)  # the core index by default
@@ -163,7 +164,8 @@ def test_bm25_side_splits_identifiers_and_sees_the_context_metadata() -> None:
              TextNode(text="Nothing to see.", id_="other")]
     ours = BM25IndexRetriever(nodes, similarity_top_k=3)
     assert [h.node.node_id for h in ours.retrieve("run target")] == ["code"]
-    assert ours.retrieve("run target")[0].node is nodes[0]  # the stored node, not a rebuilt copy
+    found = ours.retrieve("run target")[0].node  # the stored node, whole (decoded from the index's payload)
+    assert found.model_dump() == nodes[0].model_dump()
     assert [h.node.node_id for h in ours.retrieve("ACME Corp")] == ["filing"]  # context via MetadataMode.EMBED
     assert ours.retrieve("absent words") == []
     # The control: LlamaIndex's bm25s retriever keeps run_target as one token, so "run target" misses it.
@@ -216,6 +218,21 @@ def test_pipeline_progress_reaches_the_generator(tmp_path: Path, capsys: pytest.
     assert "contextualizing" in capsys.readouterr().err and all(n.metadata["context"] for n in nodes)
     assert transform._contextualizer.progress is False  # restored after the call
     assert "show_progress" not in transform.to_dict()  # not part of the ingestion-cache key
+
+
+@pytest.mark.parametrize("asynchronous", [False, True])
+def test_pipeline_run_show_progress_reaches_the_transform(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                          asynchronous: bool) -> None:
+    with FakeAnthropicServer(responder=filing_responder) as server:
+        transform = transform_for(server, tmp_path / "quiet")
+        IngestionPipeline(transformations=[splitter(), transform]).run(documents=documents())
+        assert "contextualizing" not in capsys.readouterr().err  # quiet unless asked
+        pipeline = IngestionPipeline(transformations=[splitter(), transform_for(server, tmp_path / "shown")])
+        if asynchronous:
+            asyncio.run(pipeline.arun(documents=documents(), show_progress=True))
+        else:
+            pipeline.run(documents=documents(), show_progress=True)
+    assert "contextualizing" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("change", ["max_context_tokens", "window", "extra_body", "endpoint", "none"])

@@ -1,0 +1,205 @@
+"""Issue 24, item 3: whatever the frameworks' own incremental ingestion writes, the BM25 side holds the same chunks.
+
+LangChain's indexing API (``index()`` with a record manager, ``cleanup="incremental"`` and ``"full"``) and
+LlamaIndex's ``IngestionPipeline`` (a docstore strategy, ``UPSERTS`` and ``UPSERTS_AND_DELETE``) and its index's
+``insert_nodes`` / ``delete_ref_doc``, into a ``ContextualVectorStore`` over Chroma on disk; then a second process
+(a query service) opens the same folders, answers, and sees the writer's next commit at its next query.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("langchain_chroma")
+pytest.importorskip("llama_index.vector_stores.chroma")
+
+from langchain_chroma import Chroma
+from langchain_core.documents import Document as LCDocument
+from langchain_core.indexing import InMemoryRecordManager, index
+from langchain_text_splitters import RecursiveCharacterTextSplitter
+from llama_index.core import Document as LIDocument
+from llama_index.core import VectorStoreIndex
+from llama_index.core.ingestion import DocstoreStrategy, IngestionPipeline
+from llama_index.core.node_parser import SentenceSplitter
+from llama_index.core.storage.docstore import SimpleDocumentStore
+
+from ctx_retrieval import HeuristicContextualizer, MiniLMEmbedder
+from langchain_ctx import ContextualDocumentTransformer, MiniLMEmbeddings
+from langchain_ctx import ContextualHybridRetriever as LCRetriever
+from langchain_ctx import ContextualVectorStore as LCStore
+from llama_index_ctx import ContextualHybridRetriever as LIRetriever
+from llama_index_ctx import ContextualNodeTransform, MiniLMEmbedding, chroma_vector_store
+from llama_index_ctx import ContextualVectorStore as LIStore
+from tests.helpers import ACME, GLOBEX
+
+ROOT = Path(__file__).resolve().parents[2]
+EDITED = ACME.replace("Tucson", "Zanzibar")  # one changed paragraph: its chunks change, the others do not
+
+
+def lc_chunks(*texts_and_sources: tuple[str, str]) -> list[LCDocument]:
+    splitter = RecursiveCharacterTextSplitter(chunk_size=160, chunk_overlap=0, add_start_index=True)
+    sources = [LCDocument(page_content=t, metadata={"source": s}) for t, s in texts_and_sources]
+    return ContextualDocumentTransformer(HeuristicContextualizer()).transform_documents(
+        splitter.split_documents(sources), source_documents=sources)
+
+
+def lc_ids(store: LCStore) -> tuple[set[str], set[str]]:
+    return set(store.inner.get()["ids"]), set(store.bm25.ids())
+
+
+def test_langchain_index_api_incremental_and_full_cleanup_keep_bm25_equal_to_the_store(
+        tmp_path: Path, embedder: MiniLMEmbedder) -> None:
+    embeddings = MiniLMEmbeddings(embedder)
+    store = LCStore(Chroma(collection_name="filings", embedding_function=embeddings,
+                           persist_directory=str(tmp_path / "db")), bm25=tmp_path / "db" / "bm25")
+    records = InMemoryRecordManager("filings")
+    records.create_schema()
+    first = index(lc_chunks((ACME, "acme"), (GLOBEX, "globex")), records, store, cleanup="incremental",
+                  source_id_key="source", key_encoder="sha256")
+    vector, bm25 = lc_ids(store)
+    assert first["num_added"] == len(vector) > 0 and vector == bm25
+    edited = index(lc_chunks((EDITED, "acme"), (GLOBEX, "globex")), records, store, cleanup="incremental",
+                   source_id_key="source", key_encoder="sha256")
+    assert 0 < edited["num_added"] == edited["num_deleted"] and edited["num_skipped"] > 0
+    vector, bm25 = lc_ids(store)
+    assert vector == bm25
+    hits = LCRetriever(vectorstore=store, k=3).invoke("Zanzibar foundry move")
+    assert "Zanzibar" in hits[0].page_content and hits[0].metadata["bm25_rank"] == 1
+    assert not LCRetriever(vectorstore=store, k=3).bm25.invoke("Tucson")  # type: ignore[union-attr]
+    full = index(lc_chunks((GLOBEX, "globex")), records, store, cleanup="full", source_id_key="source",
+                 key_encoder="sha256")
+    vector, bm25 = lc_ids(store)
+    assert full["num_deleted"] > 0 and vector == bm25
+    assert {d.metadata["source"] for d in store.documents()} == {"globex"}
+
+
+def li_pipeline(store: LIStore, docstore: SimpleDocumentStore, embed_model: MiniLMEmbedding,
+                strategy: DocstoreStrategy) -> IngestionPipeline:
+    return IngestionPipeline(
+        transformations=[SentenceSplitter(chunk_size=48, chunk_overlap=0),
+                         ContextualNodeTransform.from_generator(HeuristicContextualizer()), embed_model],
+        vector_store=store, docstore=docstore, docstore_strategy=strategy)
+
+
+def li_ids(store: LIStore) -> tuple[set[str], set[str]]:
+    return set(store.inner.client.get()["ids"]), set(store.bm25.ids())
+
+
+def test_llama_index_ingestion_pipeline_upserts_and_deletes_keep_bm25_equal_to_the_store(
+        tmp_path: Path, embedder: MiniLMEmbedder) -> None:
+    embed_model = MiniLMEmbedding(embedder)
+    store = LIStore(chroma_vector_store(persist_directory=tmp_path / "db"), bm25=tmp_path / "db" / "bm25")
+    docstore = SimpleDocumentStore()
+    documents = [LIDocument(text=ACME, id_="acme"), LIDocument(text=GLOBEX, id_="globex")]
+    li_pipeline(store, docstore, embed_model, DocstoreStrategy.UPSERTS).run(documents=documents)
+    vector, bm25 = li_ids(store)
+    assert len(vector) > 2 and vector == bm25
+    edited = [LIDocument(text=EDITED, id_="acme"), LIDocument(text=GLOBEX, id_="globex")]
+    li_pipeline(store, docstore, embed_model, DocstoreStrategy.UPSERTS).run(documents=edited)
+    vector, bm25 = li_ids(store)
+    assert vector == bm25
+    retriever = LIRetriever.from_vector_store(store, embed_model=embed_model, similarity_top_k=3)
+    hits = retriever.retrieve("Zanzibar foundry move")
+    assert "Zanzibar" in hits[0].node.get_content() and hits[0].node.metadata["bm25_rank"] == 1
+    assert all("Tucson" not in n.get_content() for n in store.get_nodes())
+    li_pipeline(store, docstore, embed_model, DocstoreStrategy.UPSERTS_AND_DELETE).run(documents=edited[1:])
+    vector, bm25 = li_ids(store)
+    assert vector == bm25 and {n.ref_doc_id for n in store.get_nodes()} == {"globex"}
+
+
+def test_llama_index_own_index_calls_write_both_sides(embedder: MiniLMEmbedder) -> None:
+    embed_model = MiniLMEmbedding(embedder)
+    nodes = ContextualNodeTransform.from_generator(HeuristicContextualizer())(
+        SentenceSplitter(chunk_size=48, chunk_overlap=0)([LIDocument(text=ACME, id_="acme")]))
+    store = LIStore(chroma_vector_store())
+    index = VectorStoreIndex.from_vector_store(store, embed_model=embed_model)
+    index.insert_nodes(nodes)
+    assert li_ids(store)[0] == li_ids(store)[1] == {n.node_id for n in nodes}
+    index.delete_ref_doc("acme")
+    assert li_ids(store) == (set(), set())
+
+
+READER = textwrap.dedent("""
+    import json, sys
+    sys.path.insert(0, {root!r})
+    from ctx_retrieval import MiniLMEmbedder
+    FRAMEWORK = {framework!r}
+    if FRAMEWORK == "langchain":
+        from langchain_chroma import Chroma
+        from langchain_ctx import ContextualHybridRetriever, ContextualVectorStore, MiniLMEmbeddings
+        embeddings = MiniLMEmbeddings(MiniLMEmbedder(cache={cache!r}))
+        store = ContextualVectorStore(Chroma(collection_name="filings", embedding_function=embeddings,
+                                             persist_directory={db!r}), bm25={bm25!r})
+        retriever = ContextualHybridRetriever(vectorstore=store, k=3)
+        def ask(q):
+            return [[d.page_content, d.metadata["bm25_rank"]] for d in retriever.invoke(q)]
+    else:
+        from llama_index_ctx import ContextualHybridRetriever, ContextualVectorStore, MiniLMEmbedding
+        from llama_index_ctx import chroma_vector_store
+        store = ContextualVectorStore(chroma_vector_store(persist_directory={db!r}), bm25={bm25!r})
+        retriever = ContextualHybridRetriever.from_vector_store(
+            store, embed_model=MiniLMEmbedding(MiniLMEmbedder(cache={cache!r})), similarity_top_k=3)
+        def ask(q):
+            return [[r.node.get_content(), r.node.metadata["bm25_rank"]] for r in retriever.retrieve(q)]
+    print(json.dumps({{"ready": len(store.bm25)}}), flush=True)
+    for line in sys.stdin:
+        print(json.dumps(ask(line.strip())), flush=True)
+""")
+
+
+def _reader(framework: str, tmp_path: Path, shared_cache_dir: Path) -> subprocess.Popen[str]:
+    script = READER.format(root=str(ROOT), framework=framework, db=str(tmp_path / "db"), bm25=str(tmp_path / "bm25"),
+                           cache=str(shared_cache_dir / "embeddings.sqlite"))
+    return subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            text=True)
+
+
+def _ask(reader: subprocess.Popen[str], query: str) -> Any:
+    assert reader.stdin is not None and reader.stdout is not None
+    reader.stdin.write(query + "\n")
+    reader.stdin.flush()
+    return json.loads(reader.stdout.readline())
+
+
+@pytest.mark.parametrize("framework", ["langchain", "llama_index"])
+def test_a_query_process_sees_the_ingestion_process_commits_at_its_next_query(
+        framework: str, tmp_path: Path, embedder: MiniLMEmbedder, shared_cache_dir: Path) -> None:
+    if framework == "langchain":
+        embeddings = MiniLMEmbeddings(embedder)
+        writer: Any = LCStore(Chroma(collection_name="filings", embedding_function=embeddings,
+                                     persist_directory=str(tmp_path / "db")), bm25=tmp_path / "bm25")
+        writer.add_documents(lc_chunks((GLOBEX, "globex")))
+
+        def write_acme() -> None:
+            writer.add_documents(lc_chunks((EDITED, "acme")))
+    else:
+        writer = LIStore(chroma_vector_store(persist_directory=tmp_path / "db"), bm25=tmp_path / "bm25")
+        embed_model = MiniLMEmbedding(embedder)
+        index = VectorStoreIndex.from_vector_store(writer, embed_model=embed_model)
+        splitter = SentenceSplitter(chunk_size=48, chunk_overlap=0)
+        index.insert_nodes(splitter([LIDocument(text=GLOBEX, id_="globex")]))
+
+        def write_acme() -> None:
+            index.insert_nodes(splitter([LIDocument(text=EDITED, id_="acme")]))
+    reader = _reader(framework, tmp_path, shared_cache_dir)
+    try:
+        assert reader.stdout is not None
+        ready = json.loads(reader.stdout.readline())
+        assert ready["ready"] == len(writer.bm25) > 0  # opened, not rebuilt: the writer's chunks are there
+        before = _ask(reader, "Zanzibar foundry move")
+        assert all("Zanzibar" not in text for text, _ in before)
+        write_acme()  # committed by the ingestion process while the query process runs
+        after = _ask(reader, "Zanzibar foundry move")
+        assert [rank for text, rank in after if "Zanzibar" in text][:1] == [1], after
+    finally:
+        if reader.stdin is not None:
+            reader.stdin.close()
+        reader.wait(timeout=60)
+    assert reader.returncode == 0
