@@ -1,7 +1,7 @@
 """Query latency of fused BM25 + vector retrieval: LangChain's EnsembleRetriever (rank-bm25 + Chroma), LlamaIndex's
-QueryFusionRetriever (bm25s + Chroma), our two adapters as shipped (langchain-ctx: EnsembleRetriever over the core
-BM25 index and Chroma; llama-index-ctx: the core BM25 index and a Chroma VectorStoreIndex, core RRF), and ours
-(the core BM25 index + a Chroma collection + the core RRF, no framework objects).
+QueryFusionRetriever (bm25s + Chroma), our two adapters as shipped (each over the same Chroma collection, wrapped
+as a ContextualVectorStore whose BM25Store is filled once from it), and ours (the core HybridRetriever over a
+ChromaSide and the BM25Store, no framework objects).
 
     .venv/bin/python benchmarks/query_latency.py [--sizes 10000,100000] [--queries 50]
 
@@ -108,15 +108,16 @@ def run_one(config: str, size: int, n_queries: int) -> dict[str, Any]:
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         client, collection = chroma_collection(ids, texts, vectors(size, seed=0), tmp)
-        if config == "ours":
-            from ctx_retrieval import BM25Index, reciprocal_rank_fusion
+        if config == "ours":  # the core: a Chroma side and the BM25Store through HybridRetriever
+            from ctx_retrieval import BM25Entry, BM25Side, BM25Store, HybridRetriever
+            from ctx_retrieval.retrieval.dense import ChromaSide
 
-            bm25 = BM25Index(ids, texts)
+            bm25 = BM25Store(os.path.join(tmp, "bm25"))
+            bm25.upsert(BM25Entry(i, t) for i, t in zip(ids, texts, strict=True))
+            hybrid = HybridRetriever(ChromaSide(collection, lambda q: by_query[q]), BM25Side(bm25, lambda e: e.id))
 
             def search(q: str) -> list[str]:
-                dense = collection.query(query_embeddings=[by_query[q]], n_results=150, include=[])["ids"][0]
-                sparse = [i for i, _ in bm25.search(q, 150)]
-                return [i for i, _ in reciprocal_rank_fusion([sparse, dense], limit=20)]
+                return [h.item for h in hybrid.retrieve(q, 20)]
         elif config in ("langchain", "langchain-ctx"):
             from langchain_chroma import Chroma
             from langchain_core.documents import Document
@@ -137,11 +138,10 @@ def run_one(config: str, size: int, n_queries: int) -> dict[str, Any]:
                 bm25 = BM25Retriever.from_documents(docs, preprocess_func=tokenize, k=150)
                 retriever: Any = EnsembleRetriever(retrievers=[bm25, store.as_retriever(search_kwargs={"k": 150})],
                                                    weights=[0.5, 0.5], id_key="chunk_id")
-            else:  # our LangChain adapter as shipped: EnsembleRetriever over the core BM25 index and Chroma
-                from langchain_ctx import BM25IndexRetriever, ContextualHybridRetriever
+            else:  # our LangChain adapter as shipped: Chroma wrapped with its BM25Store beside it (filled once)
+                from langchain_ctx import ContextualHybridRetriever
 
-                retriever = ContextualHybridRetriever(vectorstore=store,
-                                                      bm25=BM25IndexRetriever.from_documents(docs, k=150))
+                retriever = ContextualHybridRetriever(vectorstore=store)
 
             def search(q: str) -> list[str]:
                 return [d.metadata["chunk_id"] for d in retriever.invoke(q)[:20]]
@@ -159,11 +159,11 @@ def run_one(config: str, size: int, n_queries: int) -> dict[str, Any]:
                 fusion: Any = QueryFusionRetriever([vector_index.as_retriever(similarity_top_k=150), bm25],
                                                    llm=MockLLM(), mode="reciprocal_rerank", num_queries=1,
                                                    similarity_top_k=20, use_async=False)
-            else:  # our LlamaIndex adapter as shipped (its BM25 side given directly: the same index, no fetch)
-                from llama_index_ctx import BM25IndexRetriever as LlamaIndexBM25
+            else:  # our LlamaIndex adapter as shipped: the index's Chroma wrapped, its BM25Store filled once
                 from llama_index_ctx import ContextualHybridRetriever as LlamaIndexHybrid
 
-                fusion = LlamaIndexHybrid(vector_index, bm25=LlamaIndexBM25(nodes, similarity_top_k=150))
+                del nodes
+                fusion = LlamaIndexHybrid(vector_index)
 
             def search(q: str) -> list[str]:
                 return [n.node.node_id for n in fusion.retrieve(q)]

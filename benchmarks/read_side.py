@@ -317,6 +317,37 @@ def ablation(folder: str) -> dict[str, dict[str, float]]:
     return rows
 
 
+def agreement() -> dict[str, float]:
+    """Top-20 agreement of the BM25Store with the numpy index at the engine's k1 (tie-aware: a chunk tied with the
+    reference's 20th counts) and with bm25s (Lucene's method, k1 1.2, the same tokens), on the cookbook corpus."""
+    import bm25s
+
+    from ctx_retrieval import BM25Entry, BM25Index, BM25Store, tokenize
+    from ctx_retrieval.eval import load_cookbook
+
+    cookbook = load_cookbook()
+    ids, texts = [c.id for c in cookbook.chunks], [c.text for c in cookbook.chunks]
+    store = BM25Store()
+    store.upsert(BM25Entry(i, t) for i, t in zip(ids, texts, strict=True))
+    exact = BM25Index(ids, texts, k1=1.2)
+    theirs = bm25s.BM25(k1=1.2, b=0.75, method="lucene")
+    theirs.index([tokenize(t) for t in texts], show_progress=False)
+    position = {i: n for n, i in enumerate(ids)}
+    numpy_overlap, bm25s_overlap = [], []
+    for query in cookbook.queries:
+        ours = [e.id for e in store.search(query.query, 20).entries()]
+        reference = exact.search(query.query, 20)
+        if reference:
+            scores = exact.scores(query.query)
+            cut = reference[-1][1] * (1 - 1e-6)
+            numpy_overlap.append(sum(scores[position[i]] >= cut for i in ours) / len(reference))
+        found, found_scores = theirs.retrieve([tokenize(query.query)], k=20, show_progress=False)
+        other = {ids[d] for d, score in zip(found[0], found_scores[0], strict=True) if score > 0}
+        if other:
+            bm25s_overlap.append(len(set(ours) & other) / len(other))
+    return {"numpy": statistics.mean(numpy_overlap), "bm25s": statistics.mean(bm25s_overlap)}
+
+
 def run_one(what: str, folder: str, extra: str) -> dict[str, Any]:
     started = time.perf_counter()
     if what == "build":
@@ -333,6 +364,8 @@ def run_one(what: str, folder: str, extra: str) -> dict[str, Any]:
         return together(folder)
     if what == "ablation":
         return ablation(folder)
+    if what == "agreement":
+        return agreement()
     if what == "writer":
         writer(folder, int(extra))
         return {}
@@ -412,6 +445,9 @@ def main() -> int:
         print("| row | " + " | ".join(paths) + " |\n|---|" + "---|" * len(paths))
         for name, by_path in rows.items():
             print(f"| {name} | " + " | ".join(f"{by_path[p]:.1%}" for p in paths) + " |")
+        agreed = _sub("agreement", folder)
+        print(f"\nBM25Store top-20 agreement on the cookbook corpus: {agreed['numpy']:.1%} with the numpy index at k1 "
+              f"1.2 (tie-aware), {agreed['bm25s']:.1%} with bm25s (Lucene, k1 1.2, the same tokens)")
     if args.peers:
         print("\n## peers (benchmarks/query_latency.py, Chroma, 50 queries)\n" + _peers())
     return 0

@@ -267,11 +267,18 @@ def list_documents(store: Any) -> list[Document] | None:
         return [Document(page_content=row["text"], metadata=dict(row.get("metadata") or {}), id=i)
                 for i, row in memory.items()]
     getter = getattr(store, "get", None)
-    if callable(getter):  # Chroma and the stores that copy its API
-        stored = getter(include=["documents", "metadatas"])
-        return [Document(page_content=text or "", metadata=meta or {}, id=i)
-                for i, text, meta in zip(stored["ids"], stored["documents"], stored["metadatas"], strict=True)]
+    if callable(getter):  # Chroma and the stores that copy its API, a page at a time (one get of 100k fails)
+        out: list[Document] = []
+        while True:
+            stored = getter(include=["documents", "metadatas"], limit=_PAGE, offset=len(out))
+            out.extend(Document(page_content=text or "", metadata=meta or {}, id=i) for i, text, meta in
+                       zip(stored["ids"], stored["documents"], stored["metadatas"], strict=True))
+            if len(stored["ids"]) < _PAGE:
+                return out
     return None
+
+
+_PAGE = 5000
 
 
 class BM25IndexRetriever(BaseRetriever):

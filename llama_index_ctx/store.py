@@ -354,6 +354,11 @@ def stored_nodes_of(index: VectorStoreIndex, store: Any) -> list[BaseNode]:
     if not store.stores_text:
         node_ids = list(index.index_struct.nodes_dict.values())
         return list(index.docstore.get_nodes(node_ids, raise_error=False)) if node_ids else []
+    collection: Any = getattr(store, "client", None)
+    if callable(getattr(store, "_get", None)) and callable(getattr(collection, "count", None)):
+        # ChromaVectorStore: a page at a time (its get_nodes reads all in one call, which fails at 100k)
+        total = int(collection.count())
+        return [n for start in range(0, total, _PAGE) for n in store._get(_PAGE, {}, offset=start).nodes]
     try:
         return list(store.get_nodes(node_ids=None))
     except NotImplementedError:
@@ -414,3 +419,6 @@ def with_stable_id(node: BaseNode) -> BaseNode:
     start = getattr(node, "start_char_idx", None)
     text = node.get_content(metadata_mode=MetadataMode.NONE)
     return node.model_copy(update={"id_": make_chunk_id(source, start if isinstance(start, int) else -1, text)})
+
+
+_PAGE = 5000

@@ -203,3 +203,26 @@ def test_a_query_process_sees_the_ingestion_process_commits_at_its_next_query(
             reader.stdin.close()
         reader.wait(timeout=60)
     assert reader.returncode == 0
+
+
+def test_a_store_indexed_before_bm25_is_read_a_page_at_a_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Filling BM25 from a plain Chroma reads it in pages (one get of 100k rows fails in Chroma)."""
+    import chromadb
+    from langchain_core.embeddings import DeterministicFakeEmbedding
+    from llama_index.core.embeddings import MockEmbedding
+    from llama_index.core.schema import TextNode
+
+    import langchain_ctx.store
+    import llama_index_ctx.store
+
+    monkeypatch.setattr(langchain_ctx.store, "_PAGE", 3)
+    monkeypatch.setattr(llama_index_ctx.store, "_PAGE", 3)
+    texts = [f"runbook line {n} about service{n}" for n in range(7)]
+    plain = Chroma(collection_name="paged", embedding_function=DeterministicFakeEmbedding(size=8),
+                   client=chromadb.EphemeralClient())
+    plain.add_texts(texts, ids=[f"t{n}" for n in range(7)])
+    assert len(LCRetriever.from_vectorstore(plain).vectorstore.bm25) == 7
+    store = chroma_vector_store(collection_name="paged-li")
+    store.add([TextNode(text=t, id_=f"n{n}", embedding=[float(n + 1)] * 8) for n, t in enumerate(texts)])
+    retriever = LIRetriever.from_vector_store(store, embed_model=MockEmbedding(embed_dim=8))
+    assert len(retriever.store.bm25) == 7 and retriever.bm25.retrieve("service5")[0].node.node_id == "n5"

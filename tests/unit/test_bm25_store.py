@@ -64,7 +64,7 @@ def test_it_ranks_as_the_numpy_index_does_on_the_cookbook_corpus() -> None:
         scores = exact.scores(query.query)
         cut = reference[-1][1] * (1 - 1e-6)  # chunks tied with the reference's 20th are as good as it
         overlaps.append(sum(scores[position[i]] >= cut for i in ours) / len(reference))
-    assert sum(overlaps) / len(overlaps) > 0.97  # measured 0.985
+    assert sum(overlaps) / len(overlaps) > 0.97  # measured 0.986 (benchmarks/read_side.py prints it)
 
 
 METADATA = [
