@@ -282,7 +282,15 @@ def _cmd_contextualize(args: argparse.Namespace) -> int:
     return 130 if contextualizer.interrupted else 0
 
 
-def _embedder(progress: bool = True) -> Any:
+EMBEDDERS = ("minilm", "e5")
+
+
+def _embedder(progress: bool = True, name: str = "minilm") -> Any:
+    """The offline embedder by name: MiniLM (English, the default) or multilingual-e5-small (``[multilingual]``)."""
+    if name == "e5":
+        from ctx_retrieval.retrieval.e5 import E5Embedder
+
+        return E5Embedder(cache=True, progress=progress)
     from ctx_retrieval.retrieval.embeddings import MiniLMEmbedder
 
     return MiniLMEmbedder(cache=True, progress=progress)
@@ -325,16 +333,18 @@ def _cmd_index(args: argparse.Namespace) -> int:
             return 130
     _say(f"contextualizer: {label}")
     chunks = [IndexedChunk(c.id, d.id, c.text, contexts.get(c.id)) for d, cs in items for c in cs]
-    build_store(args.store, chunks, embedder=_embedder(progress=not args.quiet), embed_layout=args.embed_layout)
+    build_store(args.store, chunks, embedder=_embedder(progress=not args.quiet, name=args.embedder),
+                embed_layout=args.embed_layout)
     print(f"indexed {len(chunks)} chunks ({sum(1 for c in chunks if c.context)} with a context) into {args.store} "
           "(Chroma + BM25)")
     return 0
 
 
 def _cmd_query(args: argparse.Namespace) -> int:
-    from ctx_retrieval.retrieval.store import open_store
+    from ctx_retrieval.retrieval.store import open_store, store_embedder
 
-    store = open_store(args.store, embedder=_embedder(progress=False))
+    built_with = store_embedder(args.store)  # the store's own: queries must be embedded by the same model
+    store = open_store(args.store, embedder=_embedder(progress=False, name="e5" if built_with == "e5" else "minilm"))
     hits = store.search(args.query, k=args.k, mode=args.mode)
     for n, hit in enumerate(hits, start=1):
         ranks = f"vector #{hit.vector_rank or '-'}, bm25 #{hit.bm25_rank or '-'}"
@@ -381,7 +391,8 @@ def _run_eval(args: argparse.Namespace, corpus: Any, contextualizer: _Contextual
     if _resolved_choice(args) not in ("heuristic", "none"):  # LLM contexts: read them against the no-LLM baseline
         heuristic = HeuristicContextualizer()
         baseline = ("heuristic baseline", {r.chunk_id: r.context for r in heuristic.contextualize_many(corpus.items)})
-    result = run_ablation(corpus, contexts, contextualizer_label=contextualizer.label, embedder=_embedder(),
+    result = run_ablation(corpus, contexts, contextualizer_label=contextualizer.label,
+                          embedder=_embedder(name=args.embedder),
                           vector_store=args.vector_store, chroma_client=client,
                           reranker=reranker.rerank_ids if reranker else None, progress=_say, baseline=baseline,
                           tokenizer=args.bm25_tokenizer, late_chunking=args.late_chunking,
@@ -527,11 +538,14 @@ def _add_eval_output_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--embed-layout", choices=["whole", "windows"], default="whole",
                         help="windows: also rank chunks whose context + text overflow the embedder by their best "
                              "window (context + one window of the chunk), as extra rows")
+    parser.add_argument("--embedder", choices=EMBEDDERS, default="minilm",
+                        help="minilm: all-MiniLM-L6-v2, English (default); e5: multilingual-e5-small ([multilingual])")
     parser.add_argument("--late-chunking", action="store_true",
                         help="add late chunking rows: the no-LLM alternative on the embedding side (each chunk pooled "
                              "from its whole document's token outputs; about a minute more on 2 cores)")
-    parser.add_argument("--bm25-tokenizer", choices=["identifiers", "parts"], default="identifiers",
-                        help="BM25 tokens: identifier parts and whole identifiers (default), or parts only")
+    parser.add_argument("--bm25-tokenizer", choices=["identifiers", "folded", "parts"], default="identifiers",
+                        help="BM25 tokens: identifier parts and whole identifiers, CJK as characters + bigrams "
+                             "(default); folded: the same without diacritics; parts: identifier parts only")
     parser.add_argument("--work-dir", default=str(WORK_DIR), help="Chroma data and outputs (default %(default)s)")
     parser.add_argument("--json", help="write the results as JSON here (default WORK_DIR/eval/*.json)")
     parser.add_argument("--chart", help="write the Pass@k chart here (default WORK_DIR/eval/*.png)")
@@ -582,6 +596,9 @@ def _build_parser(*, twin: bool = False) -> argparse.ArgumentParser:
     index.add_argument("--embed-layout", choices=["whole", "windows"], default="whole",
                        help="windows: a chunk whose context + text overflow the embedder gets one vector per window")
     index.add_argument("--quiet", action="store_true", help="no progress bars (contexts, embeddings)")
+    index.add_argument("--embedder", choices=EMBEDDERS, default="minilm",
+                       help="minilm: all-MiniLM-L6-v2, English (default); e5: multilingual-e5-small, ~100 languages, "
+                            "about 5x slower ([multilingual] extra)")
     _add_contextualizer_args(index, twin=twin)
     index.set_defaults(func=_cmd_index)
 

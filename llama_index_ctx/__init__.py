@@ -11,7 +11,7 @@ from ctx_retrieval._optional import require
 require("llama_index.core", "llama-index")
 
 from .bm25 import BM25IndexRetriever  # noqa: E402 - after the dependency check
-from .embeddings import MiniLMEmbedding  # noqa: E402
+from .embeddings import E5Embedding, MiniLMEmbedding  # noqa: E402
 from .late import LateChunkingTransform  # noqa: E402
 from .providers import LlamaIndexLLMProvider  # noqa: E402
 from .rerank import ClaudeRerankPostprocessor  # noqa: E402
@@ -24,6 +24,7 @@ __all__ = [
     "ContextualHybridRetriever",
     "ContextualNodeTransform",
     "ContextualVectorStore",
+    "E5Embedding",
     "LateChunkingTransform",
     "LlamaIndexLLMProvider",
     "MiniLMEmbedding",

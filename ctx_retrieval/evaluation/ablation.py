@@ -122,7 +122,9 @@ def run_ablation(
 
     say(f"embedding {len(queries)} queries and {2 * len(ids)} chunk texts (cached after the first run)")
     t = time.perf_counter()
-    query_vectors = embedder.embed(queries)
+    # Queries as queries: an asymmetric model (e5) embeds them with its own prefix (embed_queries); MiniLM embeds
+    # both alike.
+    query_vectors = getattr(embedder, "embed_queries", embedder.embed)(queries)
     plain_vectors = embedder.embed(plain)
     contextual_vectors = embedder.embed(contextual)
     embed_s = time.perf_counter() - t

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import re
+import unicodedata
 from array import array
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
@@ -24,7 +25,8 @@ from ctx_retrieval.errors import DuplicateChunkIdError, InvalidInputError
 if TYPE_CHECKING:
     import numpy as np
 
-__all__ = ["TOKENIZERS", "BM25Index", "resolve_tokenizer", "tokenize", "tokenize_parts"]
+__all__ = ["TOKENIZERS", "BM25Index", "fold_accents", "resolve_tokenizer", "tokenize", "tokenize_folded",
+           "tokenize_parts"]
 
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 _IDENTIFIER = re.compile(r"\w+", re.UNICODE)
@@ -48,23 +50,76 @@ def tokenize_parts(text: str) -> list[str]:
     return [part for word in _WORD.findall(text) for part in _parts(word)]
 
 
+# Han (with extensions and compatibility ideographs), Hiragana, Katakana (and its phonetic extensions), Hangul:
+# the scripts written without spaces between words that Lucene's CJK analyzer indexes as bigrams.
+_CJK = re.compile("([\u1100-\u11ff\u3040-\u30ff\u3130-\u318f\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff"
+                  "\ua960-\ua97f\uac00-\ud7af\ud7b0-\ud7ff\uf900-\ufaff\U00020000-\U0003134f]+)")
+
+
+def _cjk_grams(run: str) -> list[str]:
+    """A run of CJK characters as its single characters and its overlapping bigrams, in order
+    (``营收增长`` -> ``营 营收 收 收增 增 增长 长``): a query of any length matches inside words never spaced apart."""
+    grams: list[str] = []
+    for n, char in enumerate(run):
+        grams.append(char)
+        if n + 1 < len(run):
+            grams.append(run[n:n + 2])
+    return grams
+
+
 def tokenize(text: str) -> list[str]:
     """``tokenize_parts`` plus each whole identifier, lower-cased, where it has several parts
     (``DiffExecutor.run_target`` -> ``diff executor diffexecutor run target run_target``): a query naming the
     identifier matches it exactly, one naming its words still matches the parts. The default since issue 16
-    (dev queries, recorded contexts: plain hybrid failure@20 13.7% -> 12.1%, contextual 8.1% -> 7.3%)."""
+    (dev queries, recorded contexts: plain hybrid failure@20 13.7% -> 12.1%, contextual 8.1% -> 7.3%).
+
+    Text is width-folded first (NFKC: full-width digits and letters are the ASCII ones), and runs
+    of Han, Kana and Hangul become single characters plus overlapping bigrams (issue 25, as Lucene's CJK analyzer
+    indexes them); other scripts keep their words whole, as before."""
     tokens: list[str] = []
-    for identifier in _IDENTIFIER.findall(text):
-        parts = [part for word in _WORD.findall(identifier) for part in _parts(word)]
-        tokens.extend(parts)
-        whole = identifier.strip("_").lower()
-        if len(parts) > 1 and whole:
-            tokens.append(whole)
+    for identifier in _IDENTIFIER.findall(unicodedata.normalize("NFKC", text)):
+        if _CJK.search(identifier):
+            for piece in _CJK.split(identifier):
+                if _CJK.fullmatch(piece):
+                    tokens.extend(_cjk_grams(piece))
+                elif piece:
+                    tokens.extend(_identifier_tokens(piece))
+            continue
+        tokens.extend(_identifier_tokens(identifier))
     return tokens
 
 
-TOKENIZERS: dict[str, Callable[[str], list[str]]] = {"identifiers": tokenize, "parts": tokenize_parts}
-"""The BM25 tokenizers by name: ``identifiers`` (the default) and ``parts`` (the one before issue 16)."""
+def _identifier_tokens(identifier: str) -> list[str]:
+    parts = [part for word in _WORD.findall(identifier) for part in _parts(word)]
+    whole = identifier.strip("_").lower()
+    return [*parts, whole] if len(parts) > 1 and whole else parts
+
+
+_MARKS = re.compile(r"[\u0300-\u036f]")
+_UNMARKED = str.maketrans({"đ": "d", "Đ": "D", "ß": "ss", "ø": "o", "Ø": "O", "ł": "l", "Ł": "L", "æ": "ae",
+                           "Æ": "AE", "œ": "oe", "Œ": "OE"})
+
+
+def fold_accents(text: str) -> str:
+    """Text without diacritics (``Tổng doanh thu`` -> ``Tong doanh thu``, ``Grüße`` -> ``Grusse``), for users
+    who type queries without them; CJK and other scripts are left as they are."""
+    decomposed = unicodedata.normalize("NFKD", text.translate(_UNMARKED))
+    return unicodedata.normalize("NFC", _MARKS.sub("", decomposed))
+
+
+def tokenize_folded(text: str) -> list[str]:
+    """``tokenize`` on ``fold_accents(text)``: a query with or without accents matches (Vietnamese, German...)."""
+    return tokenize(fold_accents(text))
+
+
+TOKENIZERS: dict[str, Callable[[str], list[str]]] = {"identifiers": tokenize, "folded": tokenize_folded,
+                                                     "parts": tokenize_parts}
+"""The BM25 tokenizers by name: ``identifiers`` (the default: identifier parts and wholes, CJK bigrams),
+``folded`` (the same without diacritics) and ``parts`` (the one before issue 16)."""
+
+ANALYSIS_VERSIONS: dict[str, int] = {"identifiers": 2, "folded": 1, "parts": 1}
+"""Bumped when a named tokenizer changes what it emits (``identifiers`` 2: CJK bigrams and width folding, issue
+25), so an index on disk built with the former tokens is refused instead of silently mismatching its queries."""
 
 
 def resolve_tokenizer(tokenizer: str | Callable[[str], list[str]]) -> Callable[[str], list[str]]:

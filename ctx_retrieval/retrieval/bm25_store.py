@@ -31,7 +31,7 @@ from typing import Any
 
 from ctx_retrieval._optional import require
 from ctx_retrieval.errors import InvalidInputError, SearchIndexError
-from ctx_retrieval.retrieval.bm25 import TOKENIZERS, resolve_tokenizer
+from ctx_retrieval.retrieval.bm25 import ANALYSIS_VERSIONS, TOKENIZERS, resolve_tokenizer
 from ctx_retrieval.retrieval.filters import compile_where
 from ctx_retrieval.retrieval.fusion import chunk_key
 
@@ -157,7 +157,7 @@ class BM25Store:
             with _folder_lock(self.path):
                 manifest = self.path / MANIFEST
                 if manifest.exists():
-                    self._check_manifest(manifest)
+                    _check_manifest(self.path, manifest, self.tokenizer_name)
                 else:
                     if any(p.name != _LOCK_FILE for p in self.path.iterdir()):
                         raise SearchIndexError(f"{self.path} holds files but no {MANIFEST}: it is not a "
@@ -165,7 +165,8 @@ class BM25Store:
                                                path=str(self.path))
                     # The manifest first: a crash before the engine's files exist leaves a folder that opens.
                     _write_atomic(manifest, json.dumps({"format": FORMAT, "engine": "tantivy",
-                                                        "tokenizer": self.tokenizer_name}))
+                                                        "tokenizer": self.tokenizer_name,
+                                                        "analysis": ANALYSIS_VERSIONS.get(self.tokenizer_name)}))
                 try:
                     index = tantivy.Index(self._schema, path=str(self.path), reuse=True)
                 except (OSError, ValueError) as exc:
@@ -175,21 +176,6 @@ class BM25Store:
                     .filter(tantivy.Filter.remove_long(_MAX_TOKEN_BYTES)).build())
         index.register_tokenizer(_TOKENIZER, analyzer)
         return index
-
-    def _check_manifest(self, manifest: Path) -> None:
-        try:
-            meta = json.loads(manifest.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
-            raise SearchIndexError(f"{manifest} cannot be read ({exc}): delete the folder to rebuild the index",
-                                   path=str(self.path)) from exc
-        if meta.get("format") != FORMAT or meta.get("engine") != "tantivy":
-            raise SearchIndexError(f"{self.path} holds a BM25 index of format {meta.get('format')!r} "
-                                   f"({meta.get('engine')}); this version reads format {FORMAT}: delete the folder to "
-                                   "rebuild it", path=str(self.path))
-        if meta.get("tokenizer") != self.tokenizer_name:
-            raise SearchIndexError(f"{self.path} was built with the {meta.get('tokenizer')!r} tokenizer, not "
-                                   f"{self.tokenizer_name!r}: pass tokenizer={meta.get('tokenizer')!r}, or delete the "
-                                   "folder to rebuild it with the new one", path=str(self.path))
 
     def __repr__(self) -> str:
         where = str(self.path) if self.path is not None else "memory"
@@ -451,6 +437,29 @@ class _WhereQuery:
         if not isinstance(value, (str, int, float, bool)) or (isinstance(value, float) and not math.isfinite(value)):
             raise _NotExpressibleError
         return self.tantivy.Query.term_query(self.schema, path, value)
+
+
+def _check_manifest(folder: Path, manifest: Path, tokenizer_name: str) -> None:
+    """Refuse a folder that is not ours, of another format, or built with other tokens."""
+    try:
+        meta = json.loads(manifest.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise SearchIndexError(f"{manifest} cannot be read ({exc}): delete the folder to rebuild the index",
+                               path=str(folder)) from exc
+    if meta.get("format") != FORMAT or meta.get("engine") != "tantivy":
+        raise SearchIndexError(f"{folder} holds a BM25 index of format {meta.get('format')!r} "
+                               f"({meta.get('engine')}); this version reads format {FORMAT}: delete the folder to "
+                               "rebuild it", path=str(folder))
+    if meta.get("tokenizer") == tokenizer_name and meta.get("analysis") != ANALYSIS_VERSIONS.get(
+            tokenizer_name):
+        raise SearchIndexError(f"{folder} was built with version {meta.get('analysis')} of the "
+                               f"{tokenizer_name!r} tokenizer; this version tokenizes as version "
+                               f"{ANALYSIS_VERSIONS.get(tokenizer_name)}: delete the folder to rebuild the "
+                               "index (queries and index must be analysed alike)", path=str(folder))
+    if meta.get("tokenizer") != tokenizer_name:
+        raise SearchIndexError(f"{folder} was built with the {meta.get('tokenizer')!r} tokenizer, not "
+                               f"{tokenizer_name!r}: pass tokenizer={meta.get('tokenizer')!r}, or delete the "
+                               "folder to rebuild it with the new one", path=str(folder))
 
 
 def _all_but(tantivy: Any, match: Any) -> Any:

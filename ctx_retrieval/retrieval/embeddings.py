@@ -27,7 +27,7 @@ from ctx_retrieval.errors import CacheError
 if TYPE_CHECKING:
     import numpy as np
 
-__all__ = ["MINILM_MODEL_ID", "EmbeddingCache", "MiniLMEmbedder"]
+__all__ = ["MINILM_MODEL_ID", "CachingEmbedder", "EmbeddingCache", "MiniLMEmbedder", "open_embedding_cache"]
 
 logger = logging.getLogger(__name__)
 
@@ -80,7 +80,83 @@ class EmbeddingCache:
             self._conn.close()
 
 
-class MiniLMEmbedder:
+class CachingEmbedder:
+    """What the offline embedders share: batches sorted by length, the ``EmbeddingCache`` by (model, text), a
+    progress bar. Subclasses set ``model_id`` and ``dimension`` and implement ``_load`` and ``_embed_batch``."""
+
+    model_id: str
+    dimension: int
+    batch_size: int
+    progress: bool
+    _cache: EmbeddingCache | None
+    _cache_writes: bool
+
+    def _load(self) -> None:
+        raise NotImplementedError
+
+    def _embed_batch(self, texts: Sequence[str]) -> np.ndarray:
+        raise NotImplementedError
+
+    def embed(self, texts: Sequence[str], *, on_batch: Callable[[int], None] | None = None) -> np.ndarray:
+        """Unit-length vectors for ``texts``, shape ``(len(texts), dimension)``; cached vectors are not recomputed."""
+        self._load()
+        import numpy as np
+
+        result = np.zeros((len(texts), self.dimension), dtype=np.float32)
+        digests = [EmbeddingCache.digest(t) for t in texts]
+        cached = self._cache.get_many(self.model_id, digests) if self._cache else {}
+        missing = [i for i, d in enumerate(digests) if d not in cached]
+        for i, d in enumerate(digests):
+            if d in cached:
+                result[i] = np.frombuffer(cached[d], dtype=np.float32)
+        # Sorting by length keeps padding, and so time, low within each batch.
+        order = sorted(missing, key=lambda i: len(texts[i]))
+        bar = None
+        if self.progress and len(order) > self.batch_size:
+            try:
+                from tqdm.auto import tqdm
+
+                bar = tqdm(total=len(order), unit="text", desc="embedding")
+            except ImportError:
+                bar = None
+        try:
+            for start in range(0, len(order), self.batch_size):
+                batch = order[start : start + self.batch_size]
+                vectors = self._embed_batch([texts[i] for i in batch])
+                result[batch] = vectors
+                if self._cache is not None:
+                    self._store(self.model_id, [(digests[i], v.tobytes()) for i, v in zip(batch, vectors, strict=True)])
+                if bar is not None:
+                    bar.update(len(batch))
+                if on_batch is not None:
+                    on_batch(len(batch))
+        finally:
+            if bar is not None:
+                bar.close()
+        return result
+
+    def _store(self, model: str, items: list[tuple[str, bytes]]) -> None:
+        """Keep computed vectors in the cache; a cache that cannot store them (a full disk) costs the next run
+        the embedding time, never this run its vectors."""
+        if self._cache is None or not self._cache_writes:
+            return
+        try:
+            self._cache.put_many(model, items)
+        except CacheError as exc:
+            logger.warning("%s; these vectors are used but not cached, and no more are stored by this embedder", exc)
+            self._cache_writes = False
+
+
+def open_embedding_cache(cache: EmbeddingCache | bool | str | os.PathLike[str]) -> EmbeddingCache | None:
+    """``True``: the default cache; ``False``: none; a path or an ``EmbeddingCache``: that one."""
+    if cache is True:
+        return EmbeddingCache()
+    if cache is False:
+        return None
+    return cache if isinstance(cache, EmbeddingCache) else EmbeddingCache(cache)
+
+
+class MiniLMEmbedder(CachingEmbedder):
     """all-MiniLM-L6-v2 (int8 ONNX) embeddings, batched, optionally cached and with a progress bar.
 
     Setup:
@@ -112,14 +188,7 @@ class MiniLMEmbedder:
         self.progress = progress
         self._model_path = model_path
         self._tokenizer_path = tokenizer_path
-        if cache is True:
-            self._cache: EmbeddingCache | None = EmbeddingCache()
-        elif cache is False:
-            self._cache = None
-        elif isinstance(cache, EmbeddingCache):
-            self._cache = cache
-        else:
-            self._cache = EmbeddingCache(cache)
+        self._cache = open_embedding_cache(cache)
         self._cache_writes = True
         self._session: Any = None
         self._tokenizer: Any = None
@@ -259,55 +328,6 @@ class MiniLMEmbedder:
         norms = np.linalg.norm(pooled, axis=1, keepdims=True)
         vectors: np.ndarray = (pooled / np.clip(norms, 1e-12, None)).astype(np.float32)
         return vectors
-
-    def embed(self, texts: Sequence[str], *, on_batch: Callable[[int], None] | None = None) -> np.ndarray:
-        """Unit-length vectors for ``texts``, shape ``(len(texts), 384)``; cached vectors are not recomputed."""
-        self._load()
-        import numpy as np
-
-        result = np.zeros((len(texts), MINILM_DIMENSION), dtype=np.float32)
-        digests = [EmbeddingCache.digest(t) for t in texts]
-        cached = self._cache.get_many(self.model_id, digests) if self._cache else {}
-        missing = [i for i, d in enumerate(digests) if d not in cached]
-        for i, d in enumerate(digests):
-            if d in cached:
-                result[i] = np.frombuffer(cached[d], dtype=np.float32)
-        # Sorting by length keeps padding, and so time, low within each batch.
-        order = sorted(missing, key=lambda i: len(texts[i]))
-        bar = None
-        if self.progress and len(order) > self.batch_size:
-            try:
-                from tqdm.auto import tqdm
-
-                bar = tqdm(total=len(order), unit="text", desc="embedding")
-            except ImportError:
-                bar = None
-        try:
-            for start in range(0, len(order), self.batch_size):
-                batch = order[start : start + self.batch_size]
-                vectors = self._embed_batch([texts[i] for i in batch])
-                result[batch] = vectors
-                if self._cache is not None:
-                    self._store(self.model_id, [(digests[i], v.tobytes()) for i, v in zip(batch, vectors, strict=True)])
-                if bar is not None:
-                    bar.update(len(batch))
-                if on_batch is not None:
-                    on_batch(len(batch))
-        finally:
-            if bar is not None:
-                bar.close()
-        return result
-
-    def _store(self, model: str, items: list[tuple[str, bytes]]) -> None:
-        """Keep computed vectors in the cache; a cache that cannot store them (a full disk) costs the next run
-        the embedding time, never this run its vectors."""
-        if self._cache is None or not self._cache_writes:
-            return
-        try:
-            self._cache.put_many(model, items)
-        except CacheError as exc:
-            logger.warning("%s; these vectors are used but not cached, and no more are stored by this embedder", exc)
-            self._cache_writes = False
 
     def embed_query(self, text: str) -> np.ndarray:
         """One unit-length vector (queries are embedded like documents for this symmetric model)."""

