@@ -46,6 +46,7 @@ class E5Embedder(CachingEmbedder):
     model_id = E5_MODEL_ID
     dimension = 384
     max_tokens = E5_MAX_TOKENS
+    _reloaded = ("_model",)  # the engine (a C library handle) reloads on first use
 
     def __init__(self, *, batch_size: int = 16, cache: EmbeddingCache | bool | str | os.PathLike[str] = False,
                  progress: bool = False) -> None:
@@ -59,15 +60,6 @@ class E5Embedder(CachingEmbedder):
 
     def __repr__(self) -> str:
         return f"E5Embedder(model={self.model_id!r}, batch_size={self.batch_size})"
-
-    def __getstate__(self) -> dict[str, Any]:
-        state = self.__dict__.copy()  # the engine (a C library handle) reloads on first use
-        state.update(_model=None, _lock=None)
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._lock = threading.Lock()
 
     def _load(self) -> None:
         with self._lock:

@@ -90,6 +90,17 @@ class CachingEmbedder:
     progress: bool
     _cache: EmbeddingCache | None
     _cache_writes: bool
+    _reloaded: tuple[str, ...] = ()
+    """Attributes a pickled copy leaves out (model sessions, native handles): ``_load`` makes them again."""
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state.update(dict.fromkeys(self._reloaded), _lock=None)
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._lock = threading.Lock()
 
     def _load(self) -> None:
         raise NotImplementedError
@@ -172,6 +183,7 @@ class MiniLMEmbedder(CachingEmbedder):
     model_id = MINILM_MODEL_ID
     dimension = MINILM_DIMENSION
     max_tokens = MINILM_MAX_TOKENS
+    _reloaded = ("_session", "_tokenizer", "_counter")  # the ONNX session and tokenizers reload on first use
 
     def __init__(
         self,
@@ -199,15 +211,6 @@ class MiniLMEmbedder(CachingEmbedder):
 
     def __repr__(self) -> str:
         return f"MiniLMEmbedder(model={self.model_id!r}, batch_size={self.batch_size}, threads={self.threads})"
-
-    def __getstate__(self) -> dict[str, Any]:
-        state = self.__dict__.copy()  # the ONNX session and tokenizers reload on first use
-        state.update(_session=None, _tokenizer=None, _counter=None, _lock=None)
-        return state
-
-    def __setstate__(self, state: dict[str, Any]) -> None:
-        self.__dict__.update(state)
-        self._lock = threading.Lock()
 
     def _load(self) -> None:
         with self._lock:

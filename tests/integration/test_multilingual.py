@@ -39,6 +39,11 @@ def test_the_multilingual_embedder_finds_each_language_and_caches_queries_apart(
     text = CHUNKS["zh-1"]
     assert float(e5.embed([text])[0] @ e5.embed_query(text)) < 0.999
     assert (e5.embed_query("华信科技的员工总数是多少") == e5.embed_queries(["华信科技的员工总数是多少"])[0]).all()
+    # a copy sent to a worker process reloads the engine itself
+    import pickle
+
+    again = pickle.loads(pickle.dumps(E5Embedder()))
+    assert float(again.embed([text])[0] @ passages[0]) > 0.9999
 
 
 def test_the_cli_indexes_with_e5_and_queries_with_the_model_the_store_was_built_with(
