@@ -1,4 +1,5 @@
-"""One progress bar for the long steps (index builds, embedding): tqdm when installed, nothing when not asked."""
+"""One progress bar for the long steps (contexts, embedding, index builds): tqdm when installed, nothing when not
+asked."""
 
 from __future__ import annotations
 
@@ -7,27 +8,36 @@ import logging
 from collections.abc import Iterator
 from typing import Any
 
+__all__ = ["NoBar", "make_bar", "progress_bar"]
+
 logger = logging.getLogger("ctx_retrieval")
 
 
-class _NoBar:
+class NoBar:
+    """What a step updates when no bar is shown."""
+
     def update(self, n: int = 1) -> None: ...
+
+    def close(self) -> None: ...
+
+
+def make_bar(total: int, desc: str, *, enabled: bool = True, unit: str = "chunk") -> Any:
+    """A tqdm bar over ``total`` items when ``enabled`` and tqdm is installed, else a ``NoBar``; the caller closes
+    it."""
+    if enabled:
+        try:
+            from tqdm.auto import tqdm
+        except ImportError:
+            logger.info("a progress bar needs tqdm: pip install tqdm")
+        else:
+            return tqdm(total=total, desc=desc, unit=unit)
+    return NoBar()
 
 
 @contextlib.contextmanager
 def progress_bar(total: int, desc: str, *, enabled: bool = True, unit: str = "chunk") -> Iterator[Any]:
-    """A bar over ``total`` items when ``enabled`` (and tqdm is installed), else an object whose ``update`` does
-    nothing; closed on exit."""
-    if not enabled or total <= 0:
-        yield _NoBar()
-        return
-    try:
-        from tqdm.auto import tqdm
-    except ImportError:
-        logger.info("a progress bar needs tqdm: pip install tqdm")
-        yield _NoBar()
-        return
-    bar = tqdm(total=total, desc=desc, unit=unit)
+    """``make_bar`` for a ``with`` block (no bar for nothing to do), closed on exit."""
+    bar = make_bar(total, desc, enabled=enabled and total > 0, unit=unit)
     try:
         yield bar
     finally:

@@ -125,8 +125,9 @@ class ContextualHybridRetriever(BaseRetriever):
         if not isinstance(self.vectorstore, ContextualVectorStore):
             wrapped = ContextualVectorStore(self.vectorstore, self.bm25_path or beside(self.vectorstore),
                                             embed_layout=self.embed_layout, tokenizer=self.bm25_tokenizer)
-            if not len(wrapped.bm25) and list_documents(self.vectorstore) is not None:
-                wrapped.sync()  # a store indexed before BM25 lived beside it: filled once, then kept
+            stored = list_documents(self.vectorstore) if not len(wrapped.bm25) else None
+            if stored is not None:
+                wrapped.sync(stored)  # a store indexed before BM25 lived beside it: filled once, then kept
             self.vectorstore = wrapped
         self.embed_layout = self.vectorstore.embed_layout
         self._fixed_bm25 = self.bm25 is not None

@@ -213,13 +213,13 @@ class ContextualVectorStore(VectorStore):
 
     def documents(self) -> list[Document]:
         """Every stored chunk, whole (reads the whole BM25 index)."""
-        return self.get_by_ids(self.bm25.ids())
+        return [decode(e) for e in self.bm25.entries()]
 
-    def sync(self) -> int:
+    def sync(self, stored: list[Document] | None = None) -> int:
         """Backfill BM25 from the vector store when it holds chunks BM25 does not (written to it directly, or
-        before this wrapper existed); stores that list their documents only (Chroma, InMemoryVectorStore).
-        Returns how many chunks were added."""
-        stored = list_documents(self.inner)
+        before this wrapper existed); stores that list their documents only (Chroma, InMemoryVectorStore), or
+        ``stored``, the store's documents as the caller listed them. Returns how many chunks were added."""
+        stored = stored if stored is not None else list_documents(self.inner)
         if stored is None:
             raise TypeError(f"{type(self.inner).__name__} cannot list its documents, so BM25 cannot be filled from "
                             "it: add the chunks through this store (add_documents, or LangChain's index())")

@@ -251,8 +251,8 @@ class ContextualVectorStore(BasePydanticVectorStore):
 
     def get_nodes(self, node_ids: list[str] | None = None, filters: MetadataFilters | None = None) -> list[BaseNode]:
         """Whole nodes, read from BM25 (which holds every node the store holds, without vectors)."""
-        ids = node_ids if node_ids is not None else self._bm25.ids()
-        nodes = [decode(e) for e in self._bm25.get(ids).values()]
+        entries = self._bm25.entries() if node_ids is None else self._bm25.get(node_ids).values()
+        nodes = [decode(e) for e in entries]
         if filters is not None and filters.filters:
             by_id = {n.node_id: n for n in nodes}
             keep = build_metadata_filter_fn(lambda i: by_id[i].metadata, filters)

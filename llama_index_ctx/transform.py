@@ -218,6 +218,8 @@ class ContextualNodeTransform(TransformComponent):
     # -- the transform API -------------------------------------------------------------------------------
 
     def __call__(self, nodes: Sequence[BaseNode], **kwargs: Any) -> Sequence[BaseNode]:
+        # Read here, on the pipeline's own stack: acall runs in an event loop (or on a helper thread) whose frames
+        # do not lead back to run_transformations.
         if "show_progress" not in kwargs and _pipeline_shows_progress():
             kwargs["show_progress"] = True
         return run_sync(self.acall(nodes, **kwargs))

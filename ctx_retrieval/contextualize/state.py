@@ -15,6 +15,7 @@ from ctx_retrieval.contextualize.leases import DocumentLeases
 from ctx_retrieval.contextualize.planning import Plan, RunSettings
 from ctx_retrieval.contextualize.scheduling import DOCUMENTS_PER_SLOT, Limiter, PrioritySlots, server_shape
 from ctx_retrieval.errors import CtxRetrievalError
+from ctx_retrieval.progress import NoBar, make_bar
 from ctx_retrieval.types import ContextResult
 from ctx_retrieval.usage import RunReport
 
@@ -85,25 +86,13 @@ class RunState:
 
 
 
-class _NoBar:
-    def update(self, n: int = 1) -> None: ...
-    def close(self) -> None: ...
-
-
 def progress_bar(enabled: bool, total: int) -> Any:
-    if enabled:
-        try:
-            from tqdm.auto import tqdm
-
-            return tqdm(total=total, unit="chunk", desc="contextualizing")
-        except ImportError:
-            logger.info("progress bar needs tqdm: pip install tqdm")
-    return _NoBar()
+    return make_bar(total, "contextualizing", enabled=enabled)
 
 
 def logs_above(bar: Any) -> contextlib.AbstractContextManager[Any]:
     """While a progress bar runs, log lines go above it (through ``tqdm.write``) instead of breaking it."""
-    if isinstance(bar, _NoBar):
+    if isinstance(bar, NoBar):
         return contextlib.nullcontext()
     from tqdm.contrib.logging import logging_redirect_tqdm
 

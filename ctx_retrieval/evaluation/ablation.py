@@ -49,10 +49,6 @@ def _rankings(vector: Side[str] | None, bm25: Side[str] | None, queries: list[st
     return [[hit.item for hit in retriever.retrieve(q, candidates)] for q in queries]
 
 
-def _same(items: Any) -> Any:
-    return items
-
-
 def _score(name: str, results: list[list[str]], corpus: EvalCorpus, text_of: dict[str, str]) -> VariantScore:
     passes = {k: pass_at_k(results, corpus.queries, text_of, k) for k in K_VALUES}
     return VariantScore(name, passes, 1.0 - passes[20])
@@ -172,8 +168,8 @@ def run_ablation(
                 window_of.append(text)
                 owners.append(c.id)
         say(f"windows layout: {len(window_of)} vectors for {len(chunks)} chunks")
-        windows = WindowedSide(NumpyDenseSide(owners, embedder.embed(window_of), query_vector.__getitem__,
-                                              chunk_ids=owners), _same)
+        windows: Side[str] = WindowedSide(NumpyDenseSide(owners, embedder.embed(window_of), query_vector.__getitem__,
+                                              chunk_ids=owners))
         rankings["contextual dense (windows)"] = _rankings(windows, None, queries, candidates)
         rankings["contextual hybrid (windows)"] = _rankings(windows, bm25_sides["contextual"], queries, candidates)
         rows += [_score(name, rankings[name], corpus, text_of)

@@ -378,14 +378,18 @@ class BM25Store:
                 found[entry.id] = entry
         return {i: found[i] for i in wanted if i in found}
 
-    def ids(self) -> list[str]:
-        """Every stored chunk id (for reconciling with a vector store; reads the whole index)."""
+    def entries(self) -> list[StoredEntry]:
+        """Every stored chunk, in one pass over the index (reads it whole)."""
         searcher = self._searcher()
         total = int(searcher.num_docs)
         if not total:
             return []
         hits = searcher.search(self._tantivy.Query.all_query(), total, count=False).hits
-        return [searcher.doc(address)["id"][0] for _, address in hits]
+        return [_entry(searcher.doc(address)) for _, address in hits]
+
+    def ids(self) -> list[str]:
+        """Every stored chunk id (for reconciling with a vector store; reads the whole index)."""
+        return [entry.id for entry in self.entries()]
 
 class _WhereQuery:
     """A ``where`` filter as an engine query; ``_NotExpressibleError`` for what the engine cannot express (ranges

@@ -77,22 +77,11 @@ class E5Embedder(CachingEmbedder):
 
     def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
         """Queries' vectors (``query: `` prefix), shape ``(len(texts), 384)``, cached apart from passages."""
-        import numpy as np
+        return self._embed_cached(texts, f"{self.model_id}/query", self._embed_queries)
 
-        self._load()
-        model = f"{self.model_id}/query"
-        digests = [EmbeddingCache.digest(t) for t in texts]
-        cached = self._cache.get_many(model, digests) if self._cache else {}
-        missing = [i for i, d in enumerate(digests) if d not in cached]
-        result = np.zeros((len(texts), self.dimension), dtype=np.float32)
-        for i, d in enumerate(digests):
-            if d in cached:
-                result[i] = np.frombuffer(cached[d], dtype=np.float32)
-        if missing:
-            vectors = np.asarray(self._model.query([texts[i] for i in missing]), dtype=np.float32)
-            result[missing] = vectors
-            self._store(model, [(digests[i], v.tobytes()) for i, v in zip(missing, vectors, strict=True)])
-        return result
+    def _embed_queries(self, texts: Sequence[str]) -> np.ndarray:
+        vectors: np.ndarray = self._model.query(list(texts))
+        return vectors
 
     def count_tokens(self, text: str) -> int:
         """Tokens of ``text`` as a passage (prefix and special tokens included)."""

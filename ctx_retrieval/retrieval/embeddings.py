@@ -23,6 +23,7 @@ from ctx_retrieval._optional import require
 from ctx_retrieval._sqlite import guarded, open_cache_database, transaction
 from ctx_retrieval.contextualize.cache import default_cache_path
 from ctx_retrieval.errors import CacheError
+from ctx_retrieval.progress import progress_bar
 
 if TYPE_CHECKING:
     import numpy as np
@@ -110,40 +111,34 @@ class CachingEmbedder:
 
     def embed(self, texts: Sequence[str], *, on_batch: Callable[[int], None] | None = None) -> np.ndarray:
         """Unit-length vectors for ``texts``, shape ``(len(texts), dimension)``; cached vectors are not recomputed."""
+        return self._embed_cached(texts, self.model_id, self._embed_batch, on_batch)
+
+    def _embed_cached(self, texts: Sequence[str], model: str, compute: Callable[[Sequence[str]], np.ndarray],
+                      on_batch: Callable[[int], None] | None = None) -> np.ndarray:
+        """``compute`` over the texts the cache does not hold under ``model``, in batches sorted by length."""
         self._load()
         import numpy as np
 
         result = np.zeros((len(texts), self.dimension), dtype=np.float32)
         digests = [EmbeddingCache.digest(t) for t in texts]
-        cached = self._cache.get_many(self.model_id, digests) if self._cache else {}
+        cached = self._cache.get_many(model, digests) if self._cache else {}
         missing = [i for i, d in enumerate(digests) if d not in cached]
         for i, d in enumerate(digests):
             if d in cached:
                 result[i] = np.frombuffer(cached[d], dtype=np.float32)
         # Sorting by length keeps padding, and so time, low within each batch.
         order = sorted(missing, key=lambda i: len(texts[i]))
-        bar = None
-        if self.progress and len(order) > self.batch_size:
-            try:
-                from tqdm.auto import tqdm
-
-                bar = tqdm(total=len(order), unit="text", desc="embedding")
-            except ImportError:
-                bar = None
-        try:
+        with progress_bar(len(order), "embedding", enabled=self.progress and len(order) > self.batch_size,
+                          unit="text") as bar:
             for start in range(0, len(order), self.batch_size):
                 batch = order[start : start + self.batch_size]
-                vectors = self._embed_batch([texts[i] for i in batch])
+                vectors = compute([texts[i] for i in batch])
                 result[batch] = vectors
                 if self._cache is not None:
-                    self._store(self.model_id, [(digests[i], v.tobytes()) for i, v in zip(batch, vectors, strict=True)])
-                if bar is not None:
-                    bar.update(len(batch))
+                    self._store(model, [(digests[i], v.tobytes()) for i, v in zip(batch, vectors, strict=True)])
+                bar.update(len(batch))
                 if on_batch is not None:
                     on_batch(len(batch))
-        finally:
-            if bar is not None:
-                bar.close()
         return result
 
     def _store(self, model: str, items: list[tuple[str, bytes]]) -> None:

@@ -235,11 +235,12 @@ class _DecodedRanking(Generic[T]):
 class WindowedSide(Generic[T, W]):
     """A vector side whose vectors are windows of chunks (``embed_layout="windows"``): asks ``per_chunk`` times as
     many windows, ranks each chunk by its best window, and answers with whole chunks (``wholes`` reads them, e.g.
-    from the ``BM25Store``, for the windows at some positions)."""
+    from the ``BM25Store``, for the windows at some positions; by default the inner side's items already are)."""
 
-    def __init__(self, inner: Side[W], wholes: Callable[[Sequence[W]], Sequence[T]], *, per_chunk: int = 4) -> None:
+    def __init__(self, inner: Side[W], wholes: Callable[[Sequence[W]], Sequence[T]] | None = None, *,
+                 per_chunk: int = 4) -> None:
         self.inner = inner
-        self.wholes = wholes
+        self.wholes: Callable[[Sequence[W]], Sequence[Any]] = wholes or _as_they_are
         self.per_chunk = per_chunk
 
     def __repr__(self) -> str:
@@ -252,6 +253,10 @@ class WindowedSide(Generic[T, W]):
         inner = await _asearch(self.inner, query, k * self.per_chunk, where)
         assert inner is not None
         return _WholeRanking(inner, k, self.wholes)
+
+
+def _as_they_are(items: Sequence[W]) -> Sequence[W]:
+    return items
 
 
 class _WholeRanking(Generic[T, W]):

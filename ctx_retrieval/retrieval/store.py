@@ -81,8 +81,7 @@ class HybridStore:
         self.embed_layout = embed_layout
         self._bm25_side: Side[IndexedChunk] = BM25Side(bm25, _chunk)
         dense = ChromaSide(collection, embedder.embed_query, chunk_id_key="chunk_id", resolve=self._chunks)
-        self._vector_side: Side[IndexedChunk] = (WindowedSide(dense, lambda chunks: chunks)
-                                                 if embed_layout == "windows" else dense)
+        self._vector_side: Side[IndexedChunk] = WindowedSide(dense) if embed_layout == "windows" else dense
 
     def __len__(self) -> int:
         return len(self.bm25)
@@ -164,8 +163,7 @@ def open_store(path: str | Path, *, embedder: Embedder, client: Any = None) -> H
         logger.info("%s: building its BM25 store from %s (once)", path, _CHUNKS_FILE)
         with chunks_file.open(encoding="utf-8") as lines:
             bm25.upsert(_entry(IndexedChunk(**json.loads(line))) for line in lines if line.strip())
-    layout_file = path / _LAYOUT_FILE
-    meta = json.loads(layout_file.read_text(encoding="utf-8")) if layout_file.exists() else {}
+    meta = _layout(path)
     built_with = meta.get("embedder")
     if built_with is not None and built_with != embedder.model_id:
         raise InvalidInputError(f"{path} was indexed with {built_with}, not {embedder.model_id}: open it with the "
@@ -175,13 +173,18 @@ def open_store(path: str | Path, *, embedder: Embedder, client: Any = None) -> H
 
 def store_embedder(path: str | Path) -> str | None:
     """``"e5"`` or ``"minilm"`` for a store built by ``build_store`` (``None`` when it does not say: MiniLM then)."""
-    layout_file = Path(path) / _LAYOUT_FILE
-    model = json.loads(layout_file.read_text(encoding="utf-8")).get("embedder") if layout_file.exists() else None
+    model = _layout(Path(path)).get("embedder")
     if model is None:
         return None
     from ctx_retrieval.retrieval.e5 import E5_MODEL_ID
 
     return "e5" if model == E5_MODEL_ID else "minilm"
+
+
+def _layout(path: Path) -> dict[str, Any]:
+    """What ``build_store`` recorded of a store's vectors (layout, embedder); ``{}`` for stores from before."""
+    layout_file = path / _LAYOUT_FILE
+    return dict(json.loads(layout_file.read_text(encoding="utf-8"))) if layout_file.exists() else {}
 
 
 def _token_counter(embedder: Embedder) -> Callable[[str], int]:
