@@ -330,6 +330,14 @@ class FakeAnthropicServer(LoopbackServer):
         with self._lock:
             self.requests.append(record)
 
+    def undelivered(self, record: RecordedRequest) -> None:
+        """A recorded answer the client never received (it gave up): not an answer after all."""
+        with self._lock:
+            record.status = -2
+            record.usage = None
+            record.response_text = None
+            record.finished = time.monotonic()
+
     def next_id(self) -> str:
         return f"msg_fake_{next(self._ids):08d}"
 
@@ -572,15 +580,13 @@ class _Handler(LoopbackHandler):
             self.wfile.flush()
             self.close_connection = True
             return
-        try:
-            self._send(200, payload, limit_headers)
-        except OSError:  # the client gave up (timeout): nothing was delivered
-            record.status = -2
-            record.finished = time.monotonic()
-            fake.record(record)
-            return
+        # Recorded before the answer leaves: a client that has read it (and the test that asks next) finds it.
         record.status = 200
         record.usage = usage
         record.response_text = text
         record.finished = time.monotonic()
         fake.record(record)
+        try:
+            self._send(200, payload, limit_headers)
+        except OSError:  # the client gave up (timeout): nothing was delivered
+            fake.undelivered(record)
