@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ctx_retrieval.chunking import DEFAULT_CHUNK_TOKENS
 from ctx_retrieval.contextualize.cache import ContextCache, default_cache_path
 from ctx_retrieval.contextualize.heuristic import HeuristicContextualizer
 from ctx_retrieval.errors import ConfigurationError, ContextGenerationError, CtxRetrievalError, InvalidInputError
@@ -34,12 +35,12 @@ CONTEXTUALIZERS = ["auto", "anthropic", "openai", "openai-compatible", "heuristi
 
 DEMO_QUERIES = 3
 DEFAULT_MODEL = "claude-haiku-5-5"
-# Text input is cut into chunks of whole paragraphs up to this many characters, so that a chunk and its context fit
-# the embedder's 256 tokens: on the cookbook corpus 2% of 450-character chunks overflow with a median-length
-# context (50 tokens), 8% with a long one (91, the 90th percentile); 900 characters overflowed 59% / 80%.
-DEFAULT_CHUNK_CHARS = 450
-CHUNK_CHARS_HELP = ("paragraph chunk size for text input, in characters (default %(default)s: chunk and context fit "
-                    "the embedder's 256 tokens)")
+# Text input is cut into chunks of at most this many of the embedder's tokens, so that a chunk and a context of up
+# to 100 tokens fit MiniLM's 256 (ctx_retrieval.chunking); --chunk-chars cuts by characters instead (450 kept
+# chunk + context within 256 tokens for 98% of the cookbook's code, and for far fewer in Chinese).
+CHUNK_TOKENS_HELP = ("chunk size for text input, in tokens of --embedder (default %(default)s: the chunk and a "
+                     "100-token context fit MiniLM's 256; e5 reads 512)")
+CHUNK_CHARS_HELP = "size chunks in characters instead (the 0.x default was 450)"
 
 
 _FAKE_KEY = "sk-ant-fake-cli-key-0000000"
@@ -256,7 +257,7 @@ def _dry_run(args: argparse.Namespace, items: list[tuple[SourceDocument, list[Ch
 
 
 def _cmd_contextualize(args: argparse.Namespace) -> int:
-    items = load_documents(args.inputs, args.chunk_chars, max_bytes=int(args.max_input_mb * 2**20))
+    items = load_documents(args.inputs, _splitter(args), max_bytes=int(args.max_input_mb * 2**20))
     if args.dry_run:
         return _dry_run(args, items)
     _check_out(args.out)
@@ -296,10 +297,26 @@ def _embedder(progress: bool = True, name: str = "minilm") -> Any:
     return MiniLMEmbedder(cache=True, progress=progress)
 
 
+def _splitter(args: argparse.Namespace) -> int | Callable[[str], list[str]]:
+    """``--chunk-chars`` as it is, else a splitter in ``--embedder``'s tokens (its tokenizer only is loaded)."""
+    if args.chunk_chars is not None:
+        return int(args.chunk_chars)
+    from ctx_retrieval.chunking import token_chunker
+
+    return token_chunker(_embedder(progress=False, name=args.embedder), args.chunk_tokens)
+
+
+def _add_chunking_args(parser: argparse.ArgumentParser, embedder_help: str) -> None:
+    sizes = parser.add_mutually_exclusive_group()
+    sizes.add_argument("--chunk-tokens", type=_positive_int, default=DEFAULT_CHUNK_TOKENS, help=CHUNK_TOKENS_HELP)
+    sizes.add_argument("--chunk-chars", type=_positive_int, help=CHUNK_CHARS_HELP)
+    parser.add_argument("--embedder", choices=EMBEDDERS, default="minilm", help=embedder_help)
+
+
 def _cmd_index(args: argparse.Namespace) -> int:
     from ctx_retrieval.retrieval.store import IndexedChunk, build_store
 
-    items = load_documents(args.inputs, args.chunk_chars, max_bytes=int(args.max_input_mb * 2**20))
+    items = load_documents(args.inputs, _splitter(args), max_bytes=int(args.max_input_mb * 2**20))
     if args.contexts:
         from ctx_retrieval.loaders import numbered_jsonl
 
@@ -316,8 +333,8 @@ def _cmd_index(args: argparse.Namespace) -> int:
         covered = sum(1 for i in wanted if i in contexts)
         if covered < len(wanted):
             _say(f"warning: {args.contexts} covers {covered} of {len(wanted)} chunks; the other "
-                 f"{len(wanted) - covered} are indexed without a context (same inputs and --chunk-chars as the "
-                 "'contextualize' run give the same chunk ids)")
+                 f"{len(wanted) - covered} are indexed without a context (the same inputs and chunk size "
+                 "(--chunk-tokens, --embedder or --chunk-chars) as the 'contextualize' run give the same chunk ids)")
         unused = len(set(contexts) - set(wanted))
         if unused:
             _say(f"warning: {unused} contexts in {args.contexts} match no chunk of these inputs")
@@ -579,8 +596,7 @@ def _build_parser(*, twin: bool = False) -> argparse.ArgumentParser:
                          "codebase_chunks.json), write one JSON line per chunk with its context, and report usage.")
     ctx.add_argument("inputs", nargs="+", help="files or folders")
     ctx.add_argument("--out", default="-", help="output JSONL (default: standard output)")
-    ctx.add_argument("--chunk-chars", type=_positive_int, default=DEFAULT_CHUNK_CHARS,
-                     help=CHUNK_CHARS_HELP)
+    _add_chunking_args(ctx, "the embedder whose tokens size the chunks (minilm, the default, or e5)")
     ctx.add_argument("--dry-run", action="store_true", help="only estimate requests, tokens and dollars")
     _add_input_limit(ctx)
     ctx.add_argument("--on-error", choices=["raise", "skip"], default="raise")
@@ -592,13 +608,11 @@ def _build_parser(*, twin: bool = False) -> argparse.ArgumentParser:
     index.add_argument("--store", required=True, help="index folder")
     index.add_argument("--contexts", help="use contexts from a 'contextualize' output instead of generating them")
     _add_input_limit(index)
-    index.add_argument("--chunk-chars", type=_positive_int, default=DEFAULT_CHUNK_CHARS, help=CHUNK_CHARS_HELP)
     index.add_argument("--embed-layout", choices=["whole", "windows"], default="whole",
                        help="windows: a chunk whose context + text overflow the embedder gets one vector per window")
     index.add_argument("--quiet", action="store_true", help="no progress bars (contexts, embeddings)")
-    index.add_argument("--embedder", choices=EMBEDDERS, default="minilm",
-                       help="minilm: all-MiniLM-L6-v2, English (default); e5: multilingual-e5-small, ~100 languages, "
-                            "about 5x slower ([multilingual] extra)")
+    _add_chunking_args(index, "minilm: all-MiniLM-L6-v2, English (default); e5: multilingual-e5-small, ~100 "
+                              "languages, about 5x slower ([multilingual] extra); its tokens size the chunks")
     _add_contextualizer_args(index, twin=twin)
     index.set_defaults(func=_cmd_index)
 

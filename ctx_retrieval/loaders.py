@@ -164,10 +164,18 @@ def load_sample() -> tuple[SourceDocument, list[Chunk]]:
     return document, split_into_chunks(document, split_paragraphs(text))
 
 
-def load_documents(paths: Sequence[str], chunk_chars: int, *, max_bytes: int = DEFAULT_MAX_INPUT_BYTES
-                   ) -> list[tuple[SourceDocument, list[Chunk]]]:
+def load_documents(paths: Sequence[str], split: int | Callable[[str], list[str]], *,
+                   max_bytes: int = DEFAULT_MAX_INPUT_BYTES) -> list[tuple[SourceDocument, list[Chunk]]]:
     """Documents from the cookbook's JSON, a documents JSONL (``id``, ``text``, optional ``chunks``), or text
-    files and folders (one document per file, split at blank lines); regular files only, ``max_bytes`` in all."""
+    files and folders (one document per file); regular files only, ``max_bytes`` in all. Text without chunks is cut
+    by ``split``: a splitter (e.g. ``chunking.token_chunker(embedder)``), or a size in characters for
+    ``split_paragraphs``."""
+    if isinstance(split, int):
+        chunk_chars = split
+
+        def split(text: str) -> list[str]:
+            return split_paragraphs(text, chunk_chars)
+
     budget = InputBudget(max_bytes)
     items: list[tuple[SourceDocument, list[Chunk]]] = []
     for raw in paths:
@@ -179,23 +187,22 @@ def load_documents(paths: Sequence[str], chunk_chars: int, *, max_bytes: int = D
             if not files:
                 raise InvalidInputError(f"{path} holds no text files ({', '.join(sorted(TEXT_SUFFIXES))})")
             for file in files:
-                items.append(_text_file(file, chunk_chars, budget, doc_id=str(file.relative_to(path))))
+                items.append(_text_file(file, split, budget, doc_id=str(file.relative_to(path))))
         elif path.suffix == ".json":
             items.extend(load_cookbook_documents(path, budget))
         elif path.suffix == ".jsonl":
-            items.extend(document_from_row(row, f"{path}:{n}", chunks_required=False,
-                                           split=lambda text: split_paragraphs(text, chunk_chars))
+            items.extend(document_from_row(row, f"{path}:{n}", chunks_required=False, split=split)
                          for n, row in numbered_jsonl(path, budget))
         else:
-            items.append(_text_file(path, chunk_chars, budget, doc_id=path.name))
+            items.append(_text_file(path, split, budget, doc_id=path.name))
     return items
 
 
-def _text_file(path: Path, chunk_chars: int, budget: InputBudget, *, doc_id: str
+def _text_file(path: Path, split: Callable[[str], list[str]], budget: InputBudget, *, doc_id: str
                ) -> tuple[SourceDocument, list[Chunk]]:
     text = notebook_text(path, budget) if path.suffix.lower() == ".ipynb" else budget.read_text(path)
     document = SourceDocument(doc_id, text, {"source": str(path)})
-    return document, split_into_chunks(document, split_paragraphs(text, chunk_chars))
+    return document, split_into_chunks(document, split(text))
 
 
 def cookbook_chunk_id(doc_uuid: str, index: int) -> str:

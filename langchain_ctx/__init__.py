@@ -14,6 +14,7 @@ from .embeddings import E5Embeddings, MiniLMEmbeddings  # noqa: E402 - after the
 from .providers import LangChainChatProvider  # noqa: E402
 from .rerank import ClaudeRerankCompressor  # noqa: E402
 from .retrievers import BM25IndexRetriever, ContextualHybridRetriever, ContextualVectorStore  # noqa: E402
+from .splitters import EmbedderTokenSplitter  # noqa: E402
 from .transformer import (  # noqa: E402
     ContextualDocumentTransformer,
     for_answering,
@@ -28,6 +29,7 @@ __all__ = [
     "ContextualHybridRetriever",
     "ContextualVectorStore",
     "E5Embeddings",
+    "EmbedderTokenSplitter",
     "LangChainChatProvider",
     "MiniLMEmbeddings",
     "for_answering",

@@ -16,6 +16,7 @@ from .late import LateChunkingTransform  # noqa: E402
 from .providers import LlamaIndexLLMProvider  # noqa: E402
 from .rerank import ClaudeRerankPostprocessor  # noqa: E402
 from .retrievers import ContextualHybridRetriever, ContextualVectorStore, chroma_vector_store  # noqa: E402
+from .splitters import EmbedderTokenSplitter  # noqa: E402
 from .transform import ContextualNodeTransform  # noqa: E402
 
 __all__ = [
@@ -25,6 +26,7 @@ __all__ = [
     "ContextualNodeTransform",
     "ContextualVectorStore",
     "E5Embedding",
+    "EmbedderTokenSplitter",
     "LateChunkingTransform",
     "LlamaIndexLLMProvider",
     "MiniLMEmbedding",

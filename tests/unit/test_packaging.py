@@ -147,11 +147,11 @@ EXPECTED_ALL = {
                                 "TokenCountingProvider"],
     "llama_index_ctx": [
         "BM25IndexRetriever", "ClaudeRerankPostprocessor", "ContextualHybridRetriever", "ContextualNodeTransform",
-        "ContextualVectorStore", "E5Embedding",
+        "ContextualVectorStore", "E5Embedding", "EmbedderTokenSplitter",
         "LateChunkingTransform", "LlamaIndexLLMProvider", "MiniLMEmbedding", "chroma_vector_store"],
     "langchain_ctx": [
         "BM25IndexRetriever", "ClaudeRerankCompressor", "ContextualDocumentTransformer", "ContextualHybridRetriever",
-        "E5Embeddings",
+        "E5Embeddings", "EmbedderTokenSplitter",
         "ContextualVectorStore",
         "LangChainChatProvider", "MiniLMEmbeddings", "for_answering", "original_text", "split_and_contextualize"],
 }
