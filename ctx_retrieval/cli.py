@@ -413,7 +413,9 @@ def _run_eval(args: argparse.Namespace, corpus: Any, contextualizer: _Contextual
                           vector_store=args.vector_store, chroma_client=client,
                           reranker=reranker.rerank_ids if reranker else None, progress=_say, baseline=baseline,
                           tokenizer=args.bm25_tokenizer, late_chunking=args.late_chunking,
-                          embed_layout=args.embed_layout)
+                          embed_layout=args.embed_layout,
+                          second_embedder=((args.also_embedder, _embedder(name=args.also_embedder))
+                                           if args.also_embedder else None))
     return result
 
 
@@ -557,6 +559,8 @@ def _add_eval_output_args(parser: argparse.ArgumentParser) -> None:
                              "window (context + one window of the chunk), as extra rows")
     parser.add_argument("--embedder", choices=EMBEDDERS, default="minilm",
                         help="minilm: all-MiniLM-L6-v2, English (default); e5: multilingual-e5-small ([multilingual])")
+    parser.add_argument("--also-embedder", choices=EMBEDDERS,
+                        help="add three-way fusion rows: the --embedder's and this embedder's dense sides with BM25")
     parser.add_argument("--late-chunking", action="store_true",
                         help="add late chunking rows: the no-LLM alternative on the embedding side (each chunk pooled "
                              "from its whole document's token outputs; about a minute more on 2 cores)")

@@ -42,7 +42,7 @@ def _bm25(ids: list[str], texts: list[str], tokenizer: str) -> Side[str]:
     return BM25Side(store, _entry_id)
 
 
-def _rankings(vector: Side[str] | None, bm25: Side[str] | None, queries: list[str],
+def _rankings(vector: Side[str] | list[Side[str]] | None, bm25: Side[str] | None, queries: list[str],
               candidates: int) -> list[list[str]]:
     """Each query's ranking (chunk ids, up to ``candidates``) through the core hybrid query."""
     retriever = HybridRetriever(vector, bm25, candidates=candidates)
@@ -98,6 +98,7 @@ def run_ablation(
     tokenizer: str = "identifiers",
     late_chunking: bool = False,
     embed_layout: str = "whole",
+    second_embedder: tuple[str, Embedder] | None = None,
 ) -> EvalResult:
     """Pass@5/10/20 for plain and contextual dense, BM25 and hybrid retrieval (and hybrid + rerank).
 
@@ -105,7 +106,8 @@ def run_ablation(
     contexts instead, so LLM contexts are read against a cheap alternative. ``late_chunking`` adds the no-LLM
     alternative on the embedding side: "late-chunked dense" (each chunk pooled from its document's token outputs,
     ``ctx_retrieval.retrieval.late``) and "late-chunked hybrid" (that with plain BM25, which late chunking does
-    not change)."""
+    not change). ``second_embedder`` (a label and an embedder, e.g. ``("e5", E5Embedder())``) adds "plain/contextual
+    hybrid (+ label)": three-way fusion of both embedders' dense sides and BM25."""
     say = progress or (lambda message: logger.info("%s", message))
     started = time.perf_counter()
     chunks = corpus.chunks
@@ -155,6 +157,16 @@ def run_ablation(
         rankings[name] = _rankings(dense(texts, embedder.embed(texts), "baseline"), _bm25(ids, texts, tokenizer),
                                    queries, candidates)
         rows.append(_score(name, rankings[name], corpus, text_of))
+    if second_embedder is not None:
+        label, other = second_embedder
+        say(f"embedding with {label} too, for three-way fusion")
+        other_queries = dict(zip(queries, getattr(other, "embed_queries", other.embed)(queries), strict=True))
+        for variant, texts in (("plain", plain), ("contextual", contextual)):
+            name = f"{variant} hybrid (+ {label})"
+            vectors = [dense(texts, plain_vectors if variant == "plain" else contextual_vectors, variant),
+                       NumpyDenseSide(ids, other.embed(texts), other_queries.__getitem__)]
+            rankings[name] = _rankings(vectors, bm25_sides[variant], queries, candidates)
+            rows.append(_score(name, rankings[name], corpus, text_of))
     if embed_layout == "windows":
         from ctx_retrieval.retrieval.layout import window_texts
 
@@ -208,6 +220,7 @@ def run_ablation(
             "late_chunking": late_chunking, "embed_layout": embed_layout,
             "candidates": candidates, "rrf_k": 60,
             "embedder": getattr(embedder, "model_id", type(embedder).__name__),
+            "second_embedder": getattr(second_embedder[1], "model_id", second_embedder[0]) if second_embedder else None,
             "chunks_with_context": with_context, "contextual_texts_truncated_for_embedding": truncated,
             "embedding_seconds": round(embed_s, 1), "wall_seconds": round(time.perf_counter() - started, 1)}
     return EvalResult(corpus.name, contextualizer_label, len(queries), len(chunks), rows, meta, rankings,

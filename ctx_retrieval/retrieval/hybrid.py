@@ -67,14 +67,16 @@ class AsyncSide(Protocol[T_co]):
 
 @dataclass(frozen=True)
 class Hit(Generic[T]):
-    """A result: the item, its chunk key, the fused score in (0, 1] (``FusedHit``: 1.0 is first on both sides; for
-    one side alone ``1 / rank``) and each side's rank from 1, ``None`` where that side did not return it."""
+    """A result: the item, its chunk key, the fused score in (0, 1] (``FusedHit``: 1.0 is first on every side; for
+    one side alone ``1 / rank``) and each side's rank from 1, ``None`` where that side did not return it: with more
+    than one vector side, ``vector_rank`` is the best of them and ``dense_ranks`` holds each."""
 
     item: T
     key: int
     score: float
     vector_rank: int | None
     bm25_rank: int | None
+    dense_ranks: tuple[int | None, ...] = ()
 
 
 @runtime_checkable
@@ -93,7 +95,9 @@ class HybridRetriever(Generic[T]):
     """Contextual embeddings + contextual BM25 for one query: ``candidates`` from each side, fused by reciprocal
     rank fusion (``weights`` as ``(vector, bm25)``, ``rrf_k``), reranked if a ``reranker`` is given, cut to ``k``.
 
-    Either side may be ``None`` (dense only, BM25 only: each result scores ``1 / rank``).
+    Either side may be ``None`` (dense only, BM25 only: each result scores ``1 / rank``). ``vector`` may also be a
+    list of vector sides (two embedders, e.g. MiniLM and multilingual e5): every side is then one ranking of the
+    fusion, each vector side weighted ``weights[0]`` (or give one weight per vector side, then BM25's).
 
     Use:
         .. code-block:: python
@@ -101,44 +105,54 @@ class HybridRetriever(Generic[T]):
             retriever = HybridRetriever(vector_side, BM25Side(store, decode=...))
             hits = retriever.retrieve("How did ACME's revenue change in Q2 2023?", k=20, where={"tenant": "a"})
             hits[0].item, hits[0].score, hits[0].vector_rank, hits[0].bm25_rank
+            three_way = HybridRetriever([minilm_side, e5_side], BM25Side(store, decode=...))
     """
 
-    def __init__(self, vector: Side[T] | None, bm25: Side[T] | None, *, candidates: int = DEFAULT_CANDIDATES,
-                 weights: Sequence[float] | Mapping[str, float] = (1.0, 1.0), rrf_k: int = DEFAULT_RRF_K,
-                 reranker: Reranker[T] | None = None) -> None:
-        if vector is None and bm25 is None:
+    def __init__(self, vector: Side[T] | Sequence[Side[T]] | None, bm25: Side[T] | None, *,
+                 candidates: int = DEFAULT_CANDIDATES, weights: Sequence[float] | Mapping[str, float] = (1.0, 1.0),
+                 rrf_k: int = DEFAULT_RRF_K, reranker: Reranker[T] | None = None) -> None:
+        vectors: tuple[Side[T], ...]
+        if vector is None:
+            vectors = ()
+        elif isinstance(vector, (list, tuple)):
+            vectors = tuple(vector)
+        else:
+            vectors = (vector,)  # type: ignore[assignment]
+        if not vectors and bm25 is None:
             raise ConfigurationError("a hybrid retriever needs a vector side, a BM25 side or both", setting="vector")
         if candidates < 1:
             raise ConfigurationError(f"candidates must be >= 1, not {candidates}", setting="candidates")
         if rrf_k < 0:
             raise ConfigurationError(f"rrf_k must be >= 0, not {rrf_k}", setting="rrf_k")
-        self.vector = vector
+        self.vectors = vectors
+        self.vector = vectors[0] if vectors else None
         self.bm25 = bm25
         self.candidates = candidates
-        self.weights = side_weights(weights)
+        self.weights = _all_weights(weights, len(vectors))
         self.rrf_k = rrf_k
         self.reranker = reranker
 
     def __repr__(self) -> str:
-        return (f"HybridRetriever(vector={self.vector!r}, bm25={self.bm25!r}, candidates={self.candidates}, "
+        vector = self.vector if len(self.vectors) < 2 else list(self.vectors)
+        return (f"HybridRetriever(vector={vector!r}, bm25={self.bm25!r}, candidates={self.candidates}, "
                 f"weights={self.weights}, rrf_k={self.rrf_k})")
 
     def retrieve(self, query: str, k: int = 20, where: Any = None) -> list[Hit[T]]:
-        """The ``k`` best hits for ``query``; ``where`` goes to both sides (each applies it in its own terms)."""
+        """The ``k`` best hits for ``query``; ``where`` goes to every side (each applies it in its own terms)."""
         _check_k(k)
-        vector = self.vector.search(query, self.candidates, where) if self.vector is not None else None
+        vectors = [side.search(query, self.candidates, where) for side in self.vectors]
         bm25 = self.bm25.search(query, self.candidates, where) if self.bm25 is not None else None
-        hits = self._fused(vector, bm25, self._depth(k))
+        hits = self._fused(vectors, bm25, self._depth(k))
         if self.reranker is not None and hits:
             hits = self.reranker.rerank(query, hits)
         return hits[:k]
 
     async def aretrieve(self, query: str, k: int = 20, where: Any = None) -> list[Hit[T]]:
-        """``retrieve``, with both sides queried concurrently."""
+        """``retrieve``, with the sides queried concurrently."""
         _check_k(k)
-        vector, bm25 = await asyncio.gather(_asearch(self.vector, query, self.candidates, where),
-                                            _asearch(self.bm25, query, self.candidates, where))
-        hits = self._fused(vector, bm25, self._depth(k))
+        *vectors, bm25 = await asyncio.gather(*(_asearch(side, query, self.candidates, where)
+                                                for side in (*self.vectors, self.bm25)))
+        hits = self._fused([v for v in vectors if v is not None], bm25, self._depth(k))
         if self.reranker is not None and hits:
             hits = await self.reranker.arerank(query, hits)
         return hits[:k]
@@ -146,25 +160,41 @@ class HybridRetriever(Generic[T]):
     def _depth(self, k: int) -> int:
         return max(k, self.reranker.depth) if self.reranker is not None else k
 
-    def _fused(self, vector: Ranking[T] | None, bm25: Ranking[T] | None, depth: int) -> list[Hit[T]]:
-        """The first ``depth`` fused hits, each item read from the side that found it (the vector side's first)."""
-        if vector is None or bm25 is None:
-            alone = vector if vector is not None else bm25
-            assert alone is not None
-            keys = _unique(alone.keys)[:depth]
-            positions = _first_positions(alone.keys)
-            found = alone.items([positions[key] for key in keys])
-            on_vector = vector is not None
-            return [Hit(item, key, 1.0 / rank, rank if on_vector else None, None if on_vector else rank)
+    def _fused(self, vectors: list[Ranking[T]], bm25: Ranking[T] | None, depth: int) -> list[Hit[T]]:
+        """The first ``depth`` fused hits, each item read from the first side that found it (vector sides first)."""
+        sides = [*vectors, *([bm25] if bm25 is not None else [])]
+        weights = self.weights if bm25 is not None else self.weights[:-1]
+        positions = [_first_positions(side.keys) for side in sides]
+        if len(sides) == 1:
+            keys = _unique(sides[0].keys)[:depth]
+            found = sides[0].items([positions[0][key] for key in keys])
+            on_vector = bm25 is None
+            return [Hit(item, key, 1.0 / rank, rank if on_vector else None, None if on_vector else rank,
+                        (rank,) if on_vector else ())
                     for rank, (key, item) in enumerate(zip(keys, found, strict=True), start=1)]
-        fused = fuse([_unique(vector.keys), _unique(bm25.keys)], rrf_k=self.rrf_k, weights=self.weights,
-                     limit=depth)
-        vector_at, bm25_at = _first_positions(vector.keys), _first_positions(bm25.keys)
-        from_vector = [hit.id for hit in fused if hit.id in vector_at]
-        from_bm25 = [hit.id for hit in fused if hit.id not in vector_at]
-        items = dict(zip(from_vector, vector.items([vector_at[key] for key in from_vector]), strict=True))
-        items.update(zip(from_bm25, bm25.items([bm25_at[key] for key in from_bm25]), strict=True))
-        return [Hit(items[hit.id], hit.id, hit.score, hit.ranks[0], hit.ranks[1]) for hit in fused]
+        fused = fuse([_unique(side.keys) for side in sides], rrf_k=self.rrf_k, weights=weights, limit=depth)
+        wanted: dict[int, list[int]] = {}
+        for hit in fused:
+            wanted.setdefault(next(s for s, rank in enumerate(hit.ranks) if rank is not None), []).append(hit.id)
+        items: dict[int, T] = {}
+        for s, keys in wanted.items():
+            items.update(zip(keys, sides[s].items([positions[s][key] for key in keys]), strict=True))
+        n = len(vectors)
+        return [Hit(items[hit.id], hit.id, hit.score, min((r for r in hit.ranks[:n] if r is not None), default=None),
+                    hit.ranks[n] if bm25 is not None else None, hit.ranks[:n]) for hit in fused]
+
+
+def _all_weights(weights: Sequence[float] | Mapping[str, float], vectors: int) -> tuple[float, ...]:
+    """One weight per side, vector sides first: ``(vector, bm25)`` repeats the vector weight for each vector side;
+    ``vectors + 1`` weights are taken as they are."""
+    if vectors > 1 and not isinstance(weights, Mapping) and len(weights) == vectors + 1:
+        values = tuple(float(w) for w in weights)
+        if min(values) < 0 or max(values) <= 0:
+            raise ConfigurationError(f"weights must be >= 0 with at least one above 0, not {values}",
+                                     setting="weights")
+        return values
+    vector, bm25 = side_weights(weights)
+    return (vector,) * max(vectors, 1) + (bm25,)
 
 
 def _check_k(k: int) -> None:
