@@ -10,7 +10,14 @@ from ctx_retrieval import errors as _errors
 from ctx_retrieval.contextualize.cache import ContextCache, default_cache_path
 from ctx_retrieval.contextualize.generator import ContextGenerator, ContextRun, CostEstimate
 from ctx_retrieval.contextualize.heuristic import HeuristicContextualizer
-from ctx_retrieval.contextualize.prompts import DEFAULT_PROMPT, PROMPT_VERSION, PromptTemplate, clean_context
+from ctx_retrieval.contextualize.prompts import (
+    DEFAULT_PROMPT,
+    DOCUMENT_LANGUAGE_PROMPT,
+    ENGLISH_PROMPT,
+    PROMPT_VERSION,
+    PromptTemplate,
+    clean_context,
+)
 from ctx_retrieval.contextualize.scheduling import RateLimit, RetryPolicy
 from ctx_retrieval.contextualize.windowing import WindowConfig
 from ctx_retrieval.errors import *  # noqa: F403 - the error tree, named once in errors.__all__
@@ -33,6 +40,8 @@ __version__ = "0.1.0"
 
 __all__ = [
     "DEFAULT_PROMPT",
+    "DOCUMENT_LANGUAGE_PROMPT",
+    "ENGLISH_PROMPT",
     "MODELS",
     "PROMPT_VERSION",
     "AnthropicProvider",

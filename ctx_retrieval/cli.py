@@ -24,6 +24,7 @@ from typing import Any
 from ctx_retrieval.chunking import DEFAULT_CHUNK_TOKENS
 from ctx_retrieval.contextualize.cache import ContextCache, default_cache_path
 from ctx_retrieval.contextualize.heuristic import HeuristicContextualizer
+from ctx_retrieval.contextualize.prompts import DEFAULT_PROMPT, DOCUMENT_LANGUAGE_PROMPT, ENGLISH_PROMPT
 from ctx_retrieval.errors import ConfigurationError, ContextGenerationError, CtxRetrievalError, InvalidInputError
 from ctx_retrieval.loaders import DEFAULT_MAX_INPUT_BYTES, SAMPLE_DOCUMENT, load_documents, load_sample
 from ctx_retrieval.types import Chunk, SourceDocument
@@ -33,6 +34,7 @@ __all__ = ["main"]
 WORK_DIR = Path(".ctx_retrieval")
 CONTEXTUALIZERS = ["auto", "anthropic", "openai", "openai-compatible", "heuristic", "recorded", "fake", "none"]
 
+CONTEXT_LANGUAGES = {"auto": DEFAULT_PROMPT, "document": DOCUMENT_LANGUAGE_PROMPT, "english": ENGLISH_PROMPT}
 DEMO_QUERIES = 3
 DEFAULT_MODEL = "claude-haiku-5-5"
 # Text input is cut into chunks of at most this many of the embedder's tokens, so that a chunk and a context of up
@@ -143,7 +145,8 @@ def _make_contextualizer(args: argparse.Namespace) -> _Contextualizer:
                                  max_concurrency=getattr(args, "max_concurrency", None),
                                  budget_usd=getattr(args, "budget", None),
                                  progress=not getattr(args, "quiet", False),
-                                 on_error=getattr(args, "on_error", "raise"))
+                                 on_error=getattr(args, "on_error", "raise"),
+                                 prompt=CONTEXT_LANGUAGES[getattr(args, "context_language", "auto")])
 
     def run(items: list[tuple[SourceDocument, list[Chunk]]]) -> dict[str, str | None]:
         _say(generator.estimate(items).format())
@@ -522,6 +525,10 @@ def _add_contextualizer_args(parser: argparse.ArgumentParser, *, twin: bool, def
                         help="requests in flight (default: found by the run, from 8 up to what the rate limits and "
                              "latency call for)")
     parser.add_argument("--budget", type=float, help="stop before spending more than this many dollars")
+    parser.add_argument("--context-language", choices=list(CONTEXT_LANGUAGES), default="auto",
+                        help="the language contexts are asked in: auto = the document's (English documents and code "
+                             "get the course's prompt unchanged) (default); document = always the document's; "
+                             "english = the course's prompt for every document")
     parser.add_argument("--timeout", type=_positive_mb, metavar="SECONDS",
                         help="the most one request may take, sending to its last byte (default 60); a server that "
                              "runs past it gets twice the time on the next request")

@@ -106,7 +106,7 @@ class Engine:
         self.state.results[plan.offset + i] = ContextResult(
             document_id=plan.document.id, chunk_id=plan.chunks[i].id, position=plan.chunks[i].position,
             context=context, status=status, provider=s.provider.name, model=s.provider.model,
-            prompt_version=s.prompt.version, usage=usage, windowed=plan.windowed, error=error, error_kind=error_kind)
+            prompt_version=plan.prompt.version, usage=usage, windowed=plan.windowed, error=error, error_kind=error_kind)
         self.state.progress.update(1)
 
     def settle(self, parts: Partition) -> None:
@@ -227,7 +227,7 @@ class Engine:
         for plan in near:
             exact = planner.exact_counts.get((counter.model, plan.digest))
             if exact is not None:
-                plan.prefix_tokens = planner.whole_document_prefix(exact)
+                plan.prefix_tokens = planner.whole_document_prefix(plan, exact)
 
     async def generate(self, plan: Plan, i: int, *, priority: int) -> bool:
         """Request one chunk's context with retries; True when it got one."""
@@ -286,7 +286,7 @@ class Engine:
                 if answer.problem is not None:
                     self.fail(plan, i, *answer.problem, response.usage)
                     return False
-                await self.cache.store(key, response)
+                await self.cache.store(key, response, plan.prompt.version)
                 state.report.generated += 1
                 self.set(plan, i, answer.context, "generated", response.usage)
                 return True

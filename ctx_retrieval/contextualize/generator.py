@@ -53,7 +53,7 @@ class ContextGenerator:
         cache: the persistent context cache: ``True`` (default location, see ``default_cache_path``), a
             path, a ``postgresql://`` URL (``$CTX_RETRIEVAL_CACHE_URL``: the default when set), a ``ContextCache``
             or ``PostgresContextCache``, or ``False`` for none.
-        prompt: the prompt template (``DEFAULT_PROMPT``); its text and version are part of the cache key.
+        prompt: the template (``DEFAULT_PROMPT``: contexts in the document's language); part of the cache key.
         window: windowing for documents larger than ``max_document_tokens``.
         max_context_tokens: the length cap of a context (about 100 tokens by default).
         max_concurrency: requests in flight at once; None (default): found by the run (from 8 up to 256, growing
@@ -161,7 +161,7 @@ class ContextGenerator:
         """Everything that changes the contexts this generator writes, as text without secrets: provider and
         endpoint (and ``extra_body``), model, prompt, windowing and the context length. The same inputs as the
         context cache's key; frameworks key their own caches by it (LlamaIndex's ``IngestionCache``)."""
-        return "|".join((self.provider.cache_namespace, self.provider.model, self.prompt.fingerprint,
+        return "|".join((self.provider.cache_namespace, self.provider.model, self.prompt.identity,
                          self.window.cache_key_part(self._planner.limit()), f"max_tokens:{self.request_max_tokens}"))
 
     @property

@@ -125,6 +125,7 @@ class Plan:
     windowed: bool
     keys: list[str | None]  # None for empty chunks
     prefix_tokens: int
+    prompt: PromptTemplate  # the template that asks for this document's contexts (``PromptTemplate.for_document``)
     cache_warm: bool = False
     cache_checked: bool = False
 
@@ -194,7 +195,7 @@ class Planner:
 
     def view(self, plan: Plan, index: int, limit: int | None = None) -> DocumentView:
         s = self.settings
-        return document_view(plan.document, plan.chunks, index, prompt=s.prompt, config=s.window,
+        return document_view(plan.document, plan.chunks, index, prompt=plan.prompt, config=s.window,
                              limit=self.limit() if limit is None else limit, document_tokens=plan.tokens,
                              count=s.count_tokens)
 
@@ -203,12 +204,12 @@ class Planner:
         view = self.view(plan, i)
         return ContextRequest(
             document_id=plan.document.id, chunk_id=chunk.id, document_prefix=view.prefix, document_rest=view.rest,
-            chunk_block=self.settings.prompt.render_chunk_block(chunk.text, windowed=view.windowed),
+            chunk_block=plan.prompt.render_chunk_block(chunk.text, windowed=view.windowed),
             max_tokens=self.settings.request_max_tokens)
 
-    def whole_document_prefix(self, document_tokens: int) -> int:
+    def whole_document_prefix(self, plan: Plan, document_tokens: int) -> int:
         """Tokens of the cached block of a document sent whole: the document and the prompt's tags around it."""
-        prompt = self.settings.prompt
+        prompt = plan.prompt
         return document_tokens + self.settings.count_tokens(prompt.document_open + prompt.document_close)
 
     def near_minimum(self, tokens: int) -> bool:
@@ -266,7 +267,8 @@ class Planner:
             exact = self.exact_counts.get((provider.model, digest))
             tokens = exact if exact is not None else s.count_tokens(document.text)
             plan = Plan(document=document, chunks=chunks, offset=offset, tokens=tokens, digest=digest,
-                        windowed=tokens > limit, keys=[], prefix_tokens=0)
+                        windowed=tokens > limit, keys=[], prefix_tokens=0,
+                        prompt=s.prompt.for_document(document.text))
             for i, chunk in enumerate(chunks):
                 if not chunk.text.strip():
                     plan.keys.append(None)
@@ -277,10 +279,10 @@ class Planner:
                     extra += ":view:" + text_digest(view.prefix + "\x00" + view.rest)
                 plan.keys.append(context_cache_key(
                     provider=provider.cache_namespace, model=provider.model,
-                    prompt_fingerprint=s.prompt.fingerprint, window=window_part, document_digest=digest,
+                    prompt_fingerprint=plan.prompt.fingerprint, window=window_part, document_digest=digest,
                     chunk_text=chunk.text, extra=extra))
             if chunks and exact is not None and not plan.windowed:
-                plan.prefix_tokens = self.whole_document_prefix(exact)
+                plan.prefix_tokens = self.whole_document_prefix(plan, exact)
             elif chunks:
                 plan.prefix_tokens = s.count_tokens(self.view(plan, len(chunks) - 1, limit).prefix)
             plans.append(plan)
@@ -349,7 +351,7 @@ class Planner:
             for n, i in enumerate(pending):
                 view = self.view(plan, i, limit)
                 variable = s.count_tokens(view.rest) + s.count_tokens(
-                    s.prompt.render_chunk_block(plan.chunks[i].text, windowed=view.windowed))
+                    plan.prompt.render_chunk_block(plan.chunks[i].text, windowed=view.windowed))
                 if not cacheable:
                     one = TokenUsage(input_tokens=plan.prefix_tokens + variable, output_tokens=output_guess)
                 elif n == 0:

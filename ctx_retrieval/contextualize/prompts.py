@@ -4,20 +4,29 @@ The default is the prompt from Anthropic's course on contextual retrieval, restr
 is the first content block on its own (it carries the cache breakpoint and is shared by every chunk of the
 document) and the chunk and the instruction follow in a second block. The template text is part of the
 context-cache key, and a snapshot test pins it: any change is a reviewed diff and a new ``PROMPT_VERSION``.
+
+Contexts in the document's language: ``DEFAULT_PROMPT`` asks for English documents (and code) exactly as the
+course does, and for a document in another language (``language.written_in_english``) switches to
+``DOCUMENT_LANGUAGE_PROMPT``, the same text plus one sentence asking for the context in the document's language,
+under its own version (``ctx-v1-lang``) and cache key. ``ENGLISH_PROMPT`` never switches, ``DOCUMENT_LANGUAGE_PROMPT``
+always asks.
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from ctx_retrieval.contextualize.language import written_in_english
 from ctx_retrieval.errors import ConfigurationError
 from ctx_retrieval.tokens import TokenCounter, estimate_tokens
 
-__all__ = ["DEFAULT_PROMPT", "PROMPT_VERSION", "PromptTemplate", "clean_context"]
+__all__ = ["DEFAULT_PROMPT", "DOCUMENT_LANGUAGE_PROMPT", "ENGLISH_PROMPT", "PROMPT_VERSION", "PromptTemplate",
+           "clean_context"]
 
 PROMPT_VERSION = "ctx-v1"
+LANGUAGE_PROMPT_VERSION = "ctx-v1-lang"
 
 
 @dataclass(frozen=True)
@@ -26,7 +35,8 @@ class PromptTemplate:
 
     ``document_open``/``document_close`` wrap the document text (or its window); ``chunk_block`` must contain
     ``{chunk}`` and may contain ``{window_note}``, which is ``window_note`` for a windowed document and empty
-    otherwise. Change ``version`` whenever the text changes.
+    otherwise. Change ``version`` whenever the text changes. ``other_languages``: the template for a document not
+    written in English (``for_document``), or None to ask every document alike.
     """
 
     version: str
@@ -35,6 +45,7 @@ class PromptTemplate:
     chunk_block: str
     window_note: str
     gap_marker: str
+    other_languages: PromptTemplate | None = None
 
     def __post_init__(self) -> None:
         if "{chunk}" not in self.chunk_block:
@@ -55,11 +66,23 @@ class PromptTemplate:
                  self.gap_marker)
         return hashlib.sha256("\x00".join(parts).encode("utf-8")).hexdigest()[:16]
 
+    @property
+    def identity(self) -> str:
+        """``fingerprint``, and the other-language template's: what changes the contexts of some document."""
+        other = self.other_languages
+        return self.fingerprint if other is None else f"{self.fingerprint}+{other.identity}"
+
+    def for_document(self, text: str) -> PromptTemplate:
+        """The template that asks for the context of a document with this text."""
+        if self.other_languages is None or written_in_english(text):
+            return self
+        return self.other_languages.for_document(text)
+
     def render_chunk_block(self, chunk_text: str, *, windowed: bool) -> str:
         return self.chunk_block.format(chunk=chunk_text, window_note=self.window_note if windowed else "")
 
 
-DEFAULT_PROMPT = PromptTemplate(
+ENGLISH_PROMPT = PromptTemplate(
     version=PROMPT_VERSION,
     document_open="Here is the original source document:\n<document>\n",
     document_close="\n</document>",
@@ -77,6 +100,11 @@ DEFAULT_PROMPT = PromptTemplate(
     ),
     gap_marker="\n[...]\n",
 )
+DOCUMENT_LANGUAGE_PROMPT = replace(
+    ENGLISH_PROMPT, version=LANGUAGE_PROMPT_VERSION,
+    chunk_block=ENGLISH_PROMPT.chunk_block.replace(
+        "Answer only with", "Write it in the language the document is written in.\nAnswer only with"))
+DEFAULT_PROMPT = replace(ENGLISH_PROMPT, other_languages=DOCUMENT_LANGUAGE_PROMPT)
 
 _PREAMBLE = re.compile(
     r"^\s*(?:(?:sure|certainly|okay|ok)\b[,.!]?\s*)?"

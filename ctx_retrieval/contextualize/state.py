@@ -57,7 +57,8 @@ class RunState:
         """A run's state: its report, limiter, request and document slots (shaped by the server), progress bar;
         the provider's ``notes`` are logged and reported."""
         provider = settings.provider
-        report = RunReport(provider=provider.name, model=provider.model, prompt_version=settings.prompt.version,
+        versions = sorted({p.prompt.version for p in plans if p.chunks}) or [settings.prompt.version]
+        report = RunReport(provider=provider.name, model=provider.model, prompt_version=", ".join(versions),
                            documents=len(plans), chunks=sum(len(p.chunks) for p in plans),
                            document_tokens=sum(p.tokens for p in plans if p.chunks),
                            windowed_documents=sum(p.windowed for p in plans))

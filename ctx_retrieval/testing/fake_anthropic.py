@@ -72,7 +72,8 @@ class RecordedRequest:
 
 
 def default_responder(body: dict[str, Any]) -> str:
-    """A deterministic context: the document's first line and the chunk's first words."""
+    """A deterministic context in the chunk's script: the document's first line and the start of the chunk, a few
+    dozen tokens whatever the language (never near ``max_tokens``, as a real context is not)."""
     blocks = body["messages"][-1]["content"]
     if isinstance(blocks, str):
         blocks = [{"text": blocks}]
@@ -84,8 +85,24 @@ def default_responder(body: dict[str, Any]) -> str:
     chunk = texts[-1]
     if "<chunk>" in chunk and "</chunk>" in chunk:
         chunk = chunk.split("<chunk>", 1)[1].split("</chunk>", 1)[0]
-    words = [word[:24] for word in chunk.split()[:12]]  # short, like a real context: never near max_tokens
+    if _unspaced_script(chunk):  # Chinese, Japanese: no words to count, and a character is about a token
+        covers = "".join(chunk.split())[:30]
+        if _has_kana(chunk):
+            return f"この部分は「{title[:30]}」の一部で、内容は{covers}。"
+        return f"本段出自「{title[:30]}」，内容：{covers}。"
+    words = [word[:24] for word in chunk.split()[:12]]
     return f"This chunk is from the document that begins '{title[:80]}' and covers: {' '.join(words)}."
+
+
+def _unspaced_script(text: str) -> bool:
+    """Mostly Han or Kana: written without spaces between words."""
+    letters = [ch for ch in text if ch.isalpha()]
+    cjk = sum(1 for ch in letters if "\u3040" <= ch <= "\u30ff" or "\u4e00" <= ch <= "\u9fff")
+    return bool(letters) and cjk > len(letters) / 2
+
+
+def _has_kana(text: str) -> bool:
+    return any("\u3040" <= ch <= "\u30ff" for ch in text)
 
 
 class FakeAnthropicServer(LoopbackServer):

@@ -14,12 +14,13 @@ from pathlib import Path
 from ctx_retrieval.contextualize.cache import ContextCache
 from ctx_retrieval.contextualize.leases import TRUST_SHARE, DocumentLeases, dead_here, worker_id
 from ctx_retrieval.contextualize.planning import Plan
+from ctx_retrieval.contextualize.prompts import DEFAULT_PROMPT
 from ctx_retrieval.types import SourceDocument
 
 
 def _plan(name: str = "d") -> Plan:
     return Plan(document=SourceDocument(name, "text"), chunks=(), offset=0, tokens=1, digest="x", windowed=False,
-                keys=[f"key-{name}"], prefix_tokens=0)
+                keys=[f"key-{name}"], prefix_tokens=0, prompt=DEFAULT_PROMPT)
 
 
 class Clock:

@@ -1,0 +1,41 @@
+"""Whether a document is written in English: which prompt asks for its context (``PromptTemplate.for_document``).
+
+No language-identification model: a document is taken as English (or code, or text without letters) unless more
+than 8% of its letters are outside ASCII (Chinese, Japanese, Korean, Vietnamese, Thai, Cyrillic, Greek, Arabic...)
+or its commonest function words are those of another Latin-script language (German, French, Spanish, Portuguese,
+Italian, Dutch, Indonesian) more than English ones. Read over the first 20,000 characters.
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["written_in_english"]
+
+_SAMPLE = 20_000
+_NON_ASCII_SHARE = 0.08
+_WORD = re.compile(r"[^\W\d_]+")
+_FUNCTION_WORDS = (  # English first, then the Latin-script languages a document may be written in instead
+    "the and of to in is that for it with as was on are be this by from or which an not",
+    "der die und das ist nicht mit den von zu ein eine im auf für sich des dem wird sind auch",  # German
+    "le la les et des est une un du que pour dans sur pas au ce qui sont avec",  # French
+    "el los las y que es una por con para del se al lo su como más",  # Spanish
+    "os as que do da em um uma para com não dos das ao pelo",  # Portuguese
+    "il di che è della per del sono gli le una nel alla",  # Italian
+    "het een en van dat op te zijn niet met voor ook aan",  # Dutch
+    "yang dan di ini itu dengan untuk dari dalam tidak akan pada",  # Indonesian
+)
+_ENGLISH, *_OTHERS = (frozenset(words.split(" ")) for words in _FUNCTION_WORDS)
+
+
+def written_in_english(text: str) -> bool:
+    """True for English, code and text without letters; False for a document in another language."""
+    sample = text[:_SAMPLE]
+    letters = [ch for ch in sample if ch.isalpha()]
+    if not letters:
+        return True
+    if sum(1 for ch in letters if ord(ch) >= 128) > _NON_ASCII_SHARE * len(letters):
+        return False
+    words = [w.lower() for w in _WORD.findall(sample)]
+    english = sum(1 for w in words if w in _ENGLISH)
+    return all(sum(1 for w in words if w in others) <= english for others in _OTHERS)
