@@ -147,8 +147,9 @@ def _ja(org: tuple[str, ...], n: int, f: dict[str, Any]) -> tuple[list[str], lis
     sections = [
         f"# {name} 2023年度 第2四半期報告\n\n{name}は{city}に本社を置く{industry}で、{founded}年に設立された。"
         "本報告書は2023年度第2四半期の業績をまとめたものである。\n\n",
-        (f"## 売上高\n\n当四半期の売上高は{f['rev']}億円で、前四半期比{f['pct']}%増加した。主な要因は{driver}である。\n\n"
-         if a else f"## 業績\n\n第2四半期の売上は{f['rev']}億円となり、前期から{f['pct']}%伸びた。\n\n"),
+        (f"## 売上高\n\n当四半期の売上高は{f['rev']}億円で、前四半期比{f['pct']}%増加した。"
+         f"主な要因は{driver}である。\n\n" if a else
+         f"## 業績\n\n第2四半期の売上は{f['rev']}億円となり、前期から{f['pct']}%伸びた。\n\n"),
         (f"## 従業員\n\n6月末時点の従業員数は{f['staff']}人で、そのうち研究開発部門が{f['rd']}%を占める。\n\n" if a else
          f"## 人員\n\n6月末の社員数は{f['staff']}人となり、年初から{f['hired']}人増えた。\n\n"),
         (f"## 新拠点\n\n{site}の新しい{facility}が{f['month']}月に稼働を開始した。\n\n" if a else
@@ -158,7 +159,8 @@ def _ja(org: tuple[str, ...], n: int, f: dict[str, Any]) -> tuple[list[str], lis
         f"## 見通し\n\n経営陣は第3四半期の売上高が{f['pct2']}%{'増加' if f['up'] else '減少'}すると見込んでいる。\n",
     ]
     questions = [
-        ("revenue", f"{name}の第2四半期の売上高はどれくらい増えましたか？" if a else f"{name}の売上は前期比で何%伸びましたか？"),
+        ("revenue", f"{name}の第2四半期の売上高はどれくらい増えましたか？" if a else
+         f"{name}の売上は前期比で何%伸びましたか？"),
         ("staff", f"{name}の従業員は何人ですか？" if a else f"{name}の社員数を教えてください"),
         ("site", f"{name}の新しい{facility}はどこにありますか？" if a else f"{name}はどこに{facility}を作りましたか？"),
         ("chief", f"{name}の社長は誰ですか？" if a else f"{name}の代表取締役は誰？"),
@@ -219,7 +221,8 @@ def _vi(org: tuple[str, ...], n: int, f: dict[str, Any]) -> tuple[list[str], lis
         (f"## Nhân sự\n\nĐến cuối tháng 6, tổng số nhân viên là {f['staff']} người, trong đó {f['rd']}% làm việc ở bộ "
          "phận nghiên cứu và phát triển.\n\n" if a else
          f"## Lao động\n\nCuối tháng 6, công ty có {f['staff']} lao động, tăng {f['hired']} người so với đầu năm.\n\n"),
-        (f"## Dự án mới\n\n{facility} mới tại {site} đã chính thức đi vào hoạt động từ tháng {f['month']}.\n\n" if a else
+        (f"## Dự án mới\n\n{facility} mới tại {site} đã chính thức đi vào hoạt động từ tháng "
+         f"{f['month']}.\n\n" if a else
          f"## Đầu tư\n\nTháng {f['month']}, công ty khánh thành {facility.lower()} tại {site}.\n\n"),
         (f"## Ban lãnh đạo\n\n{ceo} giữ chức tổng giám đốc từ năm {f['ceo_year']}.\n\n" if a else
          f"## Quản trị\n\nHội đồng quản trị bổ nhiệm {ceo} làm tổng giám đốc vào năm {f['ceo_year']}.\n\n"),
