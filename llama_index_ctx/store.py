@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -411,14 +412,23 @@ def _document_name(node: BaseNode) -> str:
 
 
 def with_stable_id(node: BaseNode) -> BaseNode:
-    """A copy of ``node`` whose id derives from its source, offset and text (node parsers draw random ids, so the
-    same chunk indexed twice would be two entries); nodes without a source keep their id."""
+    """A copy of ``node`` whose id derives from its source, offset and text (node parsers draw random UUIDs, so the
+    same chunk indexed twice would be two entries); nodes without a source, and ids that are not UUIDs (chosen
+    by you), are kept."""
     source = node.ref_doc_id
-    if source is None:
+    if source is None or not _is_uuid(node.node_id):
         return node
     start = getattr(node, "start_char_idx", None)
     text = node.get_content(metadata_mode=MetadataMode.NONE)
     return node.model_copy(update={"id_": make_chunk_id(source, start if isinstance(start, int) else -1, text)})
+
+
+def _is_uuid(value: str) -> bool:
+    try:
+        uuid.UUID(value)
+    except ValueError:
+        return False
+    return True
 
 
 _PAGE = 5000
