@@ -21,11 +21,19 @@ from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict, Field, PrivateAttr, field_validator
 
 from ctx_retrieval.errors import ConfigurationError, InvalidInputError
-from ctx_retrieval.keys import BM25_RANK_KEY, CHUNK_ID_KEY, FUSED_SCORE_KEY, VECTOR_RANK_KEY
+from ctx_retrieval.keys import BM25_RANK_KEY, CHUNK_ID_KEY, DENSE_RANKS_KEY, FUSED_SCORE_KEY, VECTOR_RANK_KEY
 from ctx_retrieval.progress import progress_bar
 from ctx_retrieval.retrieval.bm25 import resolve_tokenizer
 from ctx_retrieval.retrieval.fusion import DEFAULT_RRF_K, chunk_key, side_weights
-from ctx_retrieval.retrieval.hybrid import DEFAULT_CANDIDATES, Hit, HybridRetriever, Ranked, Side, WindowedSide
+from ctx_retrieval.retrieval.hybrid import (
+    DEFAULT_CANDIDATES,
+    Hit,
+    HybridRetriever,
+    Ranked,
+    Side,
+    WindowedSide,
+    all_weights,
+)
 
 from .store import (
     WHOLE_KEY,
@@ -56,8 +64,9 @@ class ContextualHybridRetriever(BaseRetriever):
             with BM25 on disk beside a persistent Chroma (``<persist_directory>/ctx_bm25/<collection>``) or in
             memory, filled once from the store's documents if it is empty.
         k: results returned (20); candidates: results taken from each side before fusion (150).
-        weights: fusion weights, ``(vector, bm25)`` or ``{"vector": .., "bm25": ..}``; rrf_k: the RRF constant
-            (``EnsembleRetriever``'s ``c``).
+        weights: fusion weights, ``(vector, bm25)`` or ``{"vector": .., "bm25": ..}`` (with a second embedder,
+            ``also_embeddings``, the vector weight goes to each dense side, or give one weight per side, BM25's
+            last); rrf_k: the RRF constant (``EnsembleRetriever``'s ``c``).
         search_kwargs: passed to the vector store's search (``{"filter": ...}`` in the store's own filter format;
             the BM25 side applies the same filter: a ``where`` dict or a ``Document -> bool`` callable).
         bm25: another keyword retriever instead of the store's BM25 (then it is yours to filter and keep in sync).
@@ -68,6 +77,8 @@ class ContextualHybridRetriever(BaseRetriever):
         .. code-block:: python
 
             retriever = ContextualHybridRetriever.from_documents(contextual_chunks, MiniLMEmbeddings())
+            three_way = ContextualHybridRetriever.from_documents(contextual_chunks, MiniLMEmbeddings(),
+                                                                 also_embeddings=[E5Embeddings()])
             retriever = ContextualHybridRetriever(vectorstore=ContextualVectorStore(Chroma(...), bm25="db/bm25"))
             index(new_chunks, record_manager, retriever.vectorstore, cleanup="incremental", source_id_key="source")
 
@@ -116,8 +127,9 @@ class ContextualHybridRetriever(BaseRetriever):
     @field_validator("weights")
     @classmethod
     def _two_weights(cls, value: Any) -> Any:
-        side_weights(value)
-        return value
+        if isinstance(value, Mapping) or len(value) == 2:
+            side_weights(value)
+        return value  # one per side: checked against the store's sides below
 
     def model_post_init(self, context: Any, /) -> None:
         if self.k < 1 or self.candidates < 1:
@@ -130,6 +142,7 @@ class ContextualHybridRetriever(BaseRetriever):
                 wrapped.sync(stored)  # a store indexed before BM25 lived beside it: filled once, then kept
             self.vectorstore = wrapped
         self.embed_layout = self.vectorstore.embed_layout
+        all_weights(self.weights, 1 + len(self.vectorstore.also))
         self._fixed_bm25 = self.bm25 is not None
         if self.bm25 is None:
             self.bm25 = BM25IndexRetriever(store=self.vectorstore.bm25, k=self.candidates)
@@ -139,20 +152,28 @@ class ContextualHybridRetriever(BaseRetriever):
     @classmethod
     def from_documents(cls, documents: Sequence[Document], embedding: Any, *, client: Any = None,
                        persist_directory: str | Path | None = None, collection_name: str = DEFAULT_COLLECTION,
-                       show_progress: bool = False, batch_size: int = 256, **kwargs: Any
-                       ) -> ContextualHybridRetriever:
+                       show_progress: bool = False, batch_size: int = 256, also_embeddings: Sequence[Any] = (),
+                       **kwargs: Any) -> ContextualHybridRetriever:
         """Index contextualized chunks: in LangChain's ``InMemoryVectorStore`` by default (nothing written to
         disk), or in Chroma when you pass a Chroma ``client`` or a ``persist_directory`` (needs
         ``ctx-retrieval[langchain-chroma]``; BM25 then lives in ``<persist_directory>/ctx_bm25/<collection>``).
         Chunks are upserted under their chunk id, so indexing the same chunks again replaces them instead of adding
-        copies; ``show_progress`` draws a bar over the embedding batches."""
-        if client is None and persist_directory is None:
-            from langchain_core.vectorstores import InMemoryVectorStore
+        copies; ``show_progress`` draws a bar over the embedding batches. ``also_embeddings``: more embedders, each
+        with its own store of the same kind (Chroma collections ``<collection_name>_also<n>``), fused with the
+        first and BM25."""
+        def store(embeddings: Any, name: str) -> Any:
+            if client is None and persist_directory is None:
+                from langchain_core.vectorstores import InMemoryVectorStore
 
-            inner: Any = InMemoryVectorStore(embedding)
-        else:
-            inner = chroma_store(embedding, client=client, persist_directory=persist_directory,
-                            collection_name=collection_name)
+                return InMemoryVectorStore(embeddings)
+            return chroma_store(embeddings, client=client, persist_directory=persist_directory, collection_name=name)
+
+        inner: Any = store(embedding, collection_name)
+        if also_embeddings:
+            inner = ContextualVectorStore(
+                inner, kwargs.pop("bm25_path", None) or beside(inner), embed_layout=kwargs.pop("embed_layout", "whole"),
+                tokenizer=kwargs.pop("bm25_tokenizer", "identifiers"),
+                also=[store(e, f"{collection_name}_also{n}") for n, e in enumerate(also_embeddings, start=1)])
         retriever = cls(vectorstore=inner, **kwargs)
         retriever._add(documents, show_progress=show_progress, batch_size=batch_size, warn=False)
         return retriever
@@ -212,9 +233,12 @@ class ContextualHybridRetriever(BaseRetriever):
     def _hybrid(self, run_manager: Any, filter: Filter | None) -> tuple[HybridRetriever[Document], Any]:  # noqa: A002
         chosen = filter if filter is not None else self.search_kwargs.get("filter")
         config = {"callbacks": run_manager.get_child()}
-        vector: Side[Document] = _VectorSide(self.vectorstore.inner, self.search_kwargs, config)
+        first: Side[Document] = _VectorSide(self.vectorstore.inner, self.search_kwargs, config)
+        vector: Side[Document] | list[Side[Document]] = first
         if self.embed_layout == "windows":
-            vector = WindowedSide(vector, self._wholes)
+            vector = WindowedSide(first, self._wholes)
+        elif self.vectorstore.also:
+            vector = [first, *(_VectorSide(s, self.search_kwargs, config) for s in self.vectorstore.also)]
         if isinstance(self.bm25, BM25IndexRetriever):
             bm25: Side[Document] = _TracedSide(bm25_side(self.bm25.store), config["callbacks"])
         else:
@@ -259,7 +283,8 @@ class ContextualHybridRetriever(BaseRetriever):
 def _documents(hits: list[Hit[Document]]) -> list[Document]:
     return [Document(page_content=h.item.page_content, id=h.item.id, metadata={
         **{k: v for k, v in h.item.metadata.items() if k not in (WHOLE_KEY, WINDOW_KEY)},
-        FUSED_SCORE_KEY: h.score, VECTOR_RANK_KEY: h.vector_rank, BM25_RANK_KEY: h.bm25_rank}) for h in hits]
+        FUSED_SCORE_KEY: h.score, VECTOR_RANK_KEY: h.vector_rank, BM25_RANK_KEY: h.bm25_rank,
+        **({DENSE_RANKS_KEY: list(h.dense_ranks)} if len(h.dense_ranks) > 1 else {})}) for h in hits]
 
 
 def _key(document: Document) -> int:

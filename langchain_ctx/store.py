@@ -87,6 +87,9 @@ class ContextualVectorStore(VectorStore):
             is stored in ``inner`` as several vectors (context + one window each, ids ``<id>#w<n>``, each naming
             its chunk under ``metadata["ctx_whole_id"]``); BM25 holds the whole chunk.
         tokenizer: the BM25 tokenizer (``"identifiers"`` default, ``"parts"``, or a callable).
+        also: more vector stores of the same kind written with every chunk, each with its own embedding (a second
+            embedder, e.g. ``E5Embeddings`` beside ``MiniLMEmbeddings``): the retriever fuses every store's
+            ranking with BM25 (three-way fusion). Not with the windows layout.
 
     Use:
         .. code-block:: python
@@ -98,18 +101,24 @@ class ContextualVectorStore(VectorStore):
 
     def __init__(self, inner: VectorStore, bm25: BM25Store | str | Path | None = None, *,
                  embed_layout: Literal["whole", "windows"] = "whole",
-                 tokenizer: str | Callable[[str], list[str]] = "identifiers") -> None:
+                 tokenizer: str | Callable[[str], list[str]] = "identifiers", also: Sequence[VectorStore] = ()) -> None:
         if isinstance(inner, ContextualVectorStore):
             raise ConfigurationError("this store is already a ContextualVectorStore: use it as it is", setting="inner")
         if embed_layout not in ("whole", "windows"):
             raise ConfigurationError(f"embed_layout must be 'whole' or 'windows', not {embed_layout!r}",
                                      setting="embed_layout")
+        if also and embed_layout == "windows":
+            raise ConfigurationError("also= (more vector stores) and the windows layout do not go together: each "
+                                     "embedder would cut its own windows", setting="also")
         self.inner = inner
+        self.also = list(also)
         self.bm25 = bm25 if isinstance(bm25, BM25Store) else BM25Store(bm25, tokenizer=tokenizer)
         self.embed_layout = embed_layout
 
     def __repr__(self) -> str:
-        return f"ContextualVectorStore({type(self.inner).__name__}, {self.bm25!r}, embed_layout={self.embed_layout!r})"
+        also = f", also={[type(s).__name__ for s in self.also]}" if self.also else ""
+        return (f"ContextualVectorStore({type(self.inner).__name__}, {self.bm25!r}, embed_layout={self.embed_layout!r}"
+                f"{also})")
 
     @property
     def embeddings(self) -> Any:
@@ -168,6 +177,8 @@ class ContextualVectorStore(VectorStore):
             if stale:
                 self.inner.delete(ids=stale)
         self.inner.add_documents(rows, ids=row_ids, **kwargs)
+        for store in self.also:
+            store.add_documents(rows, ids=row_ids, **kwargs)
         self.bm25.upsert(entries)
         return [e.id for e in entries]
 
@@ -178,6 +189,8 @@ class ContextualVectorStore(VectorStore):
             if stale:
                 await self.inner.adelete(ids=stale)
         await self.inner.aadd_documents(rows, ids=row_ids, **kwargs)
+        for store in self.also:
+            await store.aadd_documents(rows, ids=row_ids, **kwargs)
         await asyncio.to_thread(self.bm25.upsert, entries)
         return [e.id for e in entries]
 
@@ -195,6 +208,8 @@ class ContextualVectorStore(VectorStore):
         wanted = [str(i) for i in ids]
         rows = self._stale_windows(wanted) if self.embed_layout == "windows" else wanted
         result = self.inner.delete(ids=rows, **kwargs) if rows else True
+        for store in self.also:
+            store.delete(ids=rows, **kwargs)
         self.bm25.delete(wanted)
         return result
 
@@ -204,6 +219,8 @@ class ContextualVectorStore(VectorStore):
         wanted = [str(i) for i in ids]
         rows = await asyncio.to_thread(self._stale_windows, wanted) if self.embed_layout == "windows" else wanted
         result = await self.inner.adelete(ids=rows, **kwargs) if rows else True
+        for store in self.also:
+            await store.adelete(ids=rows, **kwargs)
         await asyncio.to_thread(self.bm25.delete, wanted)
         return result
 

@@ -12,6 +12,7 @@ configure (it wants one even with ``num_queries=1``), with each result's per-sid
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -28,9 +29,17 @@ from llama_index.core.schema import (
 from llama_index.core.vector_stores.types import MetadataFilters
 
 from ctx_retrieval.errors import ConfigurationError
-from ctx_retrieval.keys import BM25_RANK_KEY, FUSED_SCORE_KEY, RETRIEVAL_KEYS, VECTOR_RANK_KEY
-from ctx_retrieval.retrieval.fusion import DEFAULT_RRF_K, chunk_key, side_weights
-from ctx_retrieval.retrieval.hybrid import DEFAULT_CANDIDATES, Hit, HybridRetriever, Ranked, Side, WindowedSide
+from ctx_retrieval.keys import BM25_RANK_KEY, DENSE_RANKS_KEY, FUSED_SCORE_KEY, RETRIEVAL_KEYS, VECTOR_RANK_KEY
+from ctx_retrieval.retrieval.fusion import DEFAULT_RRF_K, chunk_key
+from ctx_retrieval.retrieval.hybrid import (
+    DEFAULT_CANDIDATES,
+    Hit,
+    HybridRetriever,
+    Ranked,
+    Side,
+    WindowedSide,
+    all_weights,
+)
 
 from .store import (
     BM25IndexRetriever,
@@ -59,7 +68,12 @@ class ContextualHybridRetriever(BaseRetriever):
             it is wrapped in one (BM25 on disk beside a persistent Chroma, ``<path>/ctx_bm25/<collection>``, or
             ``bm25_path``, else in memory), filled once from the stored nodes if empty.
         similarity_top_k: results returned (20); candidates: results taken from each side before fusion (150).
-        weights: fusion weights, ``(vector, bm25)`` or ``{"vector": .., "bm25": ..}``; rrf_k: the RRF constant.
+        weights: fusion weights, ``(vector, bm25)`` or ``{"vector": .., "bm25": ..}`` (with ``also``, the vector
+            weight goes to each dense side, or give one weight per side, BM25's last); rrf_k: the RRF constant.
+        also: more ``VectorStoreIndex`` over the same nodes, each with its own embedding model (a second
+            embedder, e.g. ``E5Embedding`` beside ``MiniLMEmbedding``): every index's ranking is fused with BM25
+            (three-way fusion), and ``insert_nodes`` / ``delete_nodes`` / ``delete_ref_doc`` write them too. Not
+            with the windows layout.
         filters: ``MetadataFilters`` applied to both sides.
         node_postprocessors: applied to the fused candidates before the cut (``ClaudeRerankPostprocessor``...).
         bm25: another keyword retriever (then it is yours to filter and keep in sync).
@@ -72,6 +86,8 @@ class ContextualHybridRetriever(BaseRetriever):
             retriever = ContextualHybridRetriever.from_defaults(nodes=nodes, embed_model=MiniLMEmbedding(),
                                                                 show_progress=True)
             retriever = ContextualHybridRetriever.from_vector_store(store, embed_model=MiniLMEmbedding())
+            three_way = ContextualHybridRetriever.from_defaults(nodes=nodes, embed_model=MiniLMEmbedding(),
+                                                                also_embed_models=[E5Embedding()])
 
     Use:
         .. code-block:: python
@@ -91,11 +107,16 @@ class ContextualHybridRetriever(BaseRetriever):
                  filters: MetadataFilters | None = None, node_postprocessors: Sequence[BaseNodePostprocessor] = (),
                  bm25: BaseRetriever | None = None, callback_manager: CallbackManager | None = None,
                  verbose: bool = False, bm25_tokenizer: str | Callable[[str], list[str]] = "identifiers",
-                 bm25_path: str | Path | None = None, embed_layout: Literal["whole", "windows"] = "whole") -> None:
+                 bm25_path: str | Path | None = None, embed_layout: Literal["whole", "windows"] = "whole",
+                 also: Sequence[VectorStoreIndex] = ()) -> None:
         super().__init__(callback_manager=callback_manager, verbose=verbose)
         if embed_layout not in ("whole", "windows"):
             raise ConfigurationError(f"embed_layout must be 'whole' or 'windows', not {embed_layout!r}",
                                      setting="embed_layout")
+        if also and embed_layout == "windows":
+            raise ConfigurationError("also= (more indexes) and the windows layout do not go together: each embedder "
+                                     "would cut its own windows", setting="also")
+        self.also = list(also)
         if similarity_top_k < 1:
             raise ConfigurationError(f"similarity_top_k must be >= 1, not {similarity_top_k}",
                                      setting="similarity_top_k")
@@ -114,7 +135,7 @@ class ContextualHybridRetriever(BaseRetriever):
         if candidates < 1 or rrf_k < 0:
             raise ConfigurationError(f"candidates must be >= 1 and rrf_k >= 0 (got {candidates}, {rrf_k})",
                                      setting="candidates")
-        self.candidates, self.weights, self.rrf_k = candidates, side_weights(weights), rrf_k
+        self.candidates, self.weights, self.rrf_k = candidates, all_weights(weights, 1 + len(self.also)), rrf_k
 
     # -- construction ------------------------------------------------------------------------------------
 
@@ -137,10 +158,13 @@ class ContextualHybridRetriever(BaseRetriever):
 
     @classmethod
     def from_nodes(cls, nodes: Sequence[BaseNode], *, vector_store: Any = None, embed_model: Any = None,
-                   show_progress: bool = False, **kwargs: Any) -> ContextualHybridRetriever:
+                   show_progress: bool = False, also_embed_models: Sequence[Any] = (),
+                   **kwargs: Any) -> ContextualHybridRetriever:
         """Index contextualized nodes into ``vector_store`` (LlamaIndex's in-memory ``SimpleVectorStore`` by
         default, as ``VectorStoreIndex(nodes)``) and BM25 beside it. Nodes are stored under a stable id (source,
-        offset and text digest), so indexing the same nodes into a persistent store again replaces them."""
+        offset and text digest), so indexing the same nodes into a persistent store again replaces them.
+        ``also_embed_models``: more embedders, each indexing the nodes in memory (``also=`` takes your own
+        indexes), fused with the first and BM25."""
         stable = [with_stable_id(n) for n in nodes]
         windows = kwargs.get("embed_layout", "whole") == "windows"
         indexed = window_children(stable, embed_model) if windows else stable
@@ -155,6 +179,10 @@ class ContextualHybridRetriever(BaseRetriever):
         storage = StorageContext.from_defaults(vector_store=vector_store)
         index = VectorStoreIndex(indexed, storage_context=storage, embed_model=embed_model, show_progress=show_progress,
                                  insert_batch_size=max(2048, len(indexed)))  # a node's windows in one write
+        if also_embed_models:
+            kwargs["also"] = [*kwargs.get("also", ()), *(
+                VectorStoreIndex(_unembedded(indexed), embed_model=model, show_progress=show_progress)
+                for model in also_embed_models)]
         return cls(index, **kwargs)
 
     @classmethod
@@ -180,23 +208,33 @@ class ContextualHybridRetriever(BaseRetriever):
             if stale:
                 self.index.delete_nodes(sorted(stale), delete_from_docstore=True)
         self.index.insert_nodes(indexed)
+        for other in self.also:
+            other.insert_nodes(_unembedded(indexed))
 
     def delete_nodes(self, node_ids: Sequence[str]) -> None:
         """Delete nodes (by node id; in the windows layout, their windows too) from both sides."""
         rows = self.store.rows(list(node_ids)) if self.embed_layout == "windows" else list(node_ids)
         self.index.delete_nodes(rows, delete_from_docstore=True)
+        for other in self.also:
+            other.delete_nodes(rows, delete_from_docstore=True)
         self.store.bm25.delete(node_ids)
 
     def delete_ref_doc(self, ref_doc_id: str) -> None:
         """Delete a source document's nodes from both sides."""
         self.index.delete_ref_doc(ref_doc_id, delete_from_docstore=True)
+        for other in self.also:
+            other.delete_ref_doc(ref_doc_id, delete_from_docstore=True)
 
     # -- retrieval ---------------------------------------------------------------------------------------
 
     def _core(self, query_bundle: QueryBundle) -> tuple[HybridRetriever[BaseNode], int]:
-        vector: Side[BaseNode] = _IndexSide(self.index, query_bundle, self.callback_manager)
+        first: Side[BaseNode] = _IndexSide(self.index, query_bundle, self.callback_manager)
+        vector: Side[BaseNode] | list[Side[BaseNode]] = first
         if self.embed_layout == "windows":
-            vector = WindowedSide(vector, self._wholes)
+            vector = WindowedSide(first, self._wholes)
+        elif self.also:  # each index embeds the query with its own model (a retriever writes its vector on the bundle)
+            vector = [first, *(_IndexSide(other, dataclasses.replace(query_bundle, embedding=None),
+                                          self.callback_manager) for other in self.also)]
         if isinstance(self.bm25, BM25IndexRetriever):
             bm25: Side[BaseNode] = _TracedSide(bm25_side(self.bm25.store), self.callback_manager)
         else:
@@ -210,8 +248,7 @@ class ContextualHybridRetriever(BaseRetriever):
         return [found.get(i, c) for i, c in zip(ids, children, strict=True)]
 
     def _finish(self, query_bundle: QueryBundle, hits: list[Hit[BaseNode]]) -> list[NodeWithScore]:
-        results = [NodeWithScore(node=_annotated(h.item, h.score, h.vector_rank, h.bm25_rank), score=h.score)
-                   for h in hits]
+        results = [NodeWithScore(node=_annotated(h.item, h), score=h.score) for h in hits]
         for postprocessor in self.node_postprocessors:
             results = postprocessor.postprocess_nodes(results, query_bundle=query_bundle)
         return results[: self.similarity_top_k]
@@ -277,10 +314,17 @@ class _TracedSide:
         return ranking
 
 
-def _annotated(node: BaseNode, score: float, vector_rank: int | None, bm25_rank: int | None) -> BaseNode:
+def _unembedded(nodes: Sequence[BaseNode]) -> list[BaseNode]:
+    """Copies without the vector a pipeline or the first index put on them: another index embeds them itself."""
+    return [n.model_copy(update={"embedding": None}) if n.embedding is not None else n for n in nodes]
+
+
+def _annotated(node: BaseNode, hit: Hit[BaseNode]) -> BaseNode:
     """A copy of ``node`` carrying its fused score and per-side ranks in metadata, hidden from the embedding and
     the answering LLM (the stored node is not changed)."""
-    metadata = {**node.metadata, FUSED_SCORE_KEY: score, VECTOR_RANK_KEY: vector_rank, BM25_RANK_KEY: bm25_rank}
+    metadata = {**node.metadata, FUSED_SCORE_KEY: hit.score, VECTOR_RANK_KEY: hit.vector_rank,
+                BM25_RANK_KEY: hit.bm25_rank,
+                **({DENSE_RANKS_KEY: list(hit.dense_ranks)} if len(hit.dense_ranks) > 1 else {})}
     hidden = [k for k in RETRIEVAL_KEYS if k not in node.excluded_embed_metadata_keys]
     hidden_llm = [k for k in RETRIEVAL_KEYS if k not in node.excluded_llm_metadata_keys]
     return node.model_copy(update={

@@ -15,12 +15,12 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
-from ctx_retrieval.errors import ConfigurationError
+from ctx_retrieval.errors import ConfigurationError, InvalidInputError
 from ctx_retrieval.retrieval.bm25_store import BM25Results, BM25Store, StoredEntry
 from ctx_retrieval.retrieval.fusion import DEFAULT_RRF_K, chunk_key, fuse, side_weights
 
 __all__ = ["DEFAULT_CANDIDATES", "AsyncSide", "BM25Side", "Hit", "HybridRetriever", "Ranked", "Ranking", "Reranker",
-           "Side", "WindowedSide", "chunk_key"]
+           "Side", "WindowedSide", "all_weights", "chunk_key"]
 
 T = TypeVar("T")
 T_co = TypeVar("T_co", covariant=True)
@@ -128,7 +128,7 @@ class HybridRetriever(Generic[T]):
         self.vector = vectors[0] if vectors else None
         self.bm25 = bm25
         self.candidates = candidates
-        self.weights = _all_weights(weights, len(vectors))
+        self.weights = all_weights(weights, len(vectors))
         self.rrf_k = rrf_k
         self.reranker = reranker
 
@@ -184,7 +184,7 @@ class HybridRetriever(Generic[T]):
                     hit.ranks[n] if bm25 is not None else None, hit.ranks[:n]) for hit in fused]
 
 
-def _all_weights(weights: Sequence[float] | Mapping[str, float], vectors: int) -> tuple[float, ...]:
+def all_weights(weights: Sequence[float] | Mapping[str, float], vectors: int) -> tuple[float, ...]:
     """One weight per side, vector sides first: ``(vector, bm25)`` repeats the vector weight for each vector side;
     ``vectors + 1`` weights are taken as they are."""
     if vectors > 1 and not isinstance(weights, Mapping) and len(weights) == vectors + 1:
@@ -193,7 +193,11 @@ def _all_weights(weights: Sequence[float] | Mapping[str, float], vectors: int) -
             raise ConfigurationError(f"weights must be >= 0 with at least one above 0, not {values}",
                                      setting="weights")
         return values
-    vector, bm25 = side_weights(weights)
+    try:
+        vector, bm25 = side_weights(weights)
+    except InvalidInputError as exc:
+        raise ConfigurationError(f"{exc} (or, with {vectors} vector sides, {vectors + 1} weights: each vector side's, "
+                                 "then BM25's)" if vectors > 1 else str(exc), setting="weights") from None
     return (vector,) * max(vectors, 1) + (bm25,)
 
 

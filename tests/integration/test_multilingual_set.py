@@ -132,3 +132,52 @@ def test_contextual_hybrid_with_e5_finds_every_answer_in_the_top_5(adapter: str,
         found = [[hit.node.node_id for hit in retriever.retrieve(q["query"])] for q in queries]
     missed = [q["query"] for q, top in zip(queries, found, strict=True) if q["gold_chunk_ids"][0] not in top]
     assert not missed
+
+
+@pytest.mark.parametrize("adapter", ["langchain", "llama_index"])
+def test_three_way_fusion_writes_and_ranks_with_both_embedders(adapter: str, e5: Any,
+                                                              shared_cache_dir: Path) -> None:
+    from ctx_retrieval.retrieval.embeddings import MiniLMEmbedder
+
+    minilm = MiniLMEmbedder(cache=shared_cache_dir / "embeddings.sqlite")
+    documents, queries = _set(("zh",))
+    if adapter == "langchain":
+        from langchain_ctx import ContextualHybridRetriever, E5Embeddings, MiniLMEmbeddings
+
+        retriever: Any = ContextualHybridRetriever.from_documents(
+            _langchain_chunks(documents), MiniLMEmbeddings(minilm), also_embeddings=[E5Embeddings(e5)], k=5)
+
+        def search(query: str) -> list[tuple[str, Any]]:
+            return [(d.metadata["chunk_id"], d.metadata) for d in retriever.invoke(query)]
+
+        def vectors_hold(chunk_id: str) -> list[bool]:
+            store = retriever.vectorstore
+            return [bool(s.get_by_ids([chunk_id])) for s in (store.inner, *store.also)]
+    else:
+        from llama_index_ctx import ContextualHybridRetriever, E5Embedding, MiniLMEmbedding
+
+        retriever = ContextualHybridRetriever.from_defaults(
+            nodes=_llama_index_nodes(documents), embed_model=MiniLMEmbedding(minilm),
+            also_embed_models=[E5Embedding(e5)], similarity_top_k=5)
+
+        def search(query: str) -> list[tuple[str, Any]]:
+            return [(hit.node.node_id, hit.node.metadata) for hit in retriever.retrieve(query)]
+
+        def vectors_hold(chunk_id: str) -> list[bool]:
+            stores = [getattr(i.vector_store, "inner", i.vector_store) for i in (retriever.index, *retriever.also)]
+            return [chunk_id in store.data.embedding_dict for store in stores]  # SimpleVectorStore's vectors
+
+    for query in queries:
+        found = search(query["query"])
+        assert query["gold_chunk_ids"][0] in [i for i, _ in found], query["query"]
+        first = found[0][1]
+        assert len(first["dense_ranks"]) == 2 and first["vector_rank"] == min(
+            r for r in first["dense_ranks"] if r is not None)
+    gold = queries[0]["gold_chunk_ids"][0]
+    assert vectors_hold(gold) == [True, True]
+    if adapter == "langchain":
+        retriever.delete([gold])
+    else:
+        retriever.delete_nodes([gold])
+    assert vectors_hold(gold) == [False, False]  # gone from both vector stores and BM25
+    assert gold not in [i for i, _ in search(queries[0]["query"])]
