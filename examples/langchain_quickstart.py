@@ -13,12 +13,17 @@ import tempfile
 from pathlib import Path
 
 from langchain_core.documents import Document
-from langchain_text_splitters import RecursiveCharacterTextSplitter
 
 from ctx_retrieval import AnthropicProvider, ContextGenerator
 from ctx_retrieval.loaders import load_sample
 from ctx_retrieval.testing import FakeAnthropicServer
-from langchain_ctx import ContextualDocumentTransformer, ContextualHybridRetriever, MiniLMEmbeddings, for_answering
+from langchain_ctx import (
+    ContextualDocumentTransformer,
+    ContextualHybridRetriever,
+    EmbedderTokenSplitter,
+    MiniLMEmbeddings,
+    for_answering,
+)
 
 QUESTIONS = ["How much did ACME's revenue grow over the previous quarter?",
              "Who is ACME's new chief financial officer?"]
@@ -27,8 +32,9 @@ QUESTIONS = ["How much did ACME's revenue grow over the previous quarter?",
 def main() -> None:
     sample, _ = load_sample()
     documents = [Document(page_content=sample.text, metadata={"source": "acme_q2_2023.md"})]
-    chunks = RecursiveCharacterTextSplitter(chunk_size=600, chunk_overlap=60, add_start_index=True).split_documents(
-        documents)
+    embeddings = MiniLMEmbeddings()
+    # chunks of at most 150 MiniLM tokens: with a context of up to 100 they fit its 256-token input, in any language
+    chunks = EmbedderTokenSplitter(embeddings, add_start_index=True).split_documents(documents)
 
     server = None
     if os.environ.get("ANTHROPIC_API_KEY"):
@@ -48,7 +54,7 @@ def main() -> None:
         print(f"{len(contextual)} chunks contextualized\n" + transformer.last_report.format())  # type: ignore[union-attr]
 
         # LangChain's InMemoryVectorStore + the core BM25; pass client= or persist_directory= for Chroma.
-        retriever = ContextualHybridRetriever.from_documents(contextual, MiniLMEmbeddings(), k=3)
+        retriever = ContextualHybridRetriever.from_documents(contextual, embeddings, k=3)
         for question in QUESTIONS:
             print(f"\nQ: {question}")
             for n, doc in enumerate(for_answering(retriever.invoke(question)), start=1):

@@ -14,13 +14,12 @@ from pathlib import Path
 
 from llama_index.core import Document
 from llama_index.core.ingestion import IngestionPipeline
-from llama_index.core.node_parser import SentenceSplitter
 from llama_index.core.schema import MetadataMode
 
 from ctx_retrieval import AnthropicProvider, ContextGenerator
 from ctx_retrieval.loaders import load_sample
 from ctx_retrieval.testing import FakeAnthropicServer
-from llama_index_ctx import ContextualHybridRetriever, ContextualNodeTransform, MiniLMEmbedding
+from llama_index_ctx import ContextualHybridRetriever, ContextualNodeTransform, EmbedderTokenSplitter, MiniLMEmbedding
 
 QUESTIONS = ["How much did ACME's revenue grow over the previous quarter?",
              "Which company did ACME agree to acquire after the quarter?"]
@@ -28,6 +27,7 @@ QUESTIONS = ["How much did ACME's revenue grow over the previous quarter?",
 
 def main() -> None:
     sample, _ = load_sample()
+    embed_model = MiniLMEmbedding()
     documents = [Document(text=sample.text, id_="acme-q2-2023", metadata={"file_name": "acme_q2_2023.md"})]
 
     server = None
@@ -41,7 +41,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         transform = ContextualNodeTransform(llm=ContextGenerator(provider, cache=Path(tmp) / "c.sqlite"))
         try:
-            splitter = SentenceSplitter(chunk_size=150, chunk_overlap=15)
+            # nodes of at most 150 MiniLM tokens (metadata it embeds included): with a context of up to 100 they
+            # fit its 256-token input, in any language
+            splitter = EmbedderTokenSplitter(embed_model)
             pipeline = IngestionPipeline(transformations=[splitter, transform])
             nodes = pipeline.run(documents=documents)
         finally:
@@ -50,7 +52,7 @@ def main() -> None:
         print(f"{len(nodes)} nodes contextualized\n" + transform.last_report.format())
 
         # In memory (SimpleVectorStore, as VectorStoreIndex(nodes)); vector_store= takes any other store.
-        retriever = ContextualHybridRetriever.from_defaults(nodes=nodes, embed_model=MiniLMEmbedding(),
+        retriever = ContextualHybridRetriever.from_defaults(nodes=nodes, embed_model=embed_model,
                                                             similarity_top_k=3)
         for question in QUESTIONS:
             print(f"\nQ: {question}")
