@@ -571,9 +571,11 @@ def _add_eval_output_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--late-chunking", action="store_true",
                         help="add late chunking rows: the no-LLM alternative on the embedding side (each chunk pooled "
                              "from its whole document's token outputs; about a minute more on 2 cores)")
-    parser.add_argument("--bm25-tokenizer", choices=["identifiers", "folded", "parts"], default="identifiers",
-                        help="BM25 tokens: identifier parts and whole identifiers, CJK as characters + bigrams "
-                             "(default); folded: the same without diacritics; parts: identifier parts only")
+    parser.add_argument("--bm25-tokenizer", choices=["identifiers", "folded", "thai", "parts"],
+                        default="identifiers",
+                        help="BM25 tokens: identifier parts and whole identifiers, CJK and Thai as characters + "
+                             "bigrams, words also without diacritics (default); folded: only without diacritics; "
+                             "thai: Thai segmented into words ([thai] extra); parts: identifier parts only")
     parser.add_argument("--work-dir", default=str(WORK_DIR), help="Chroma data and outputs (default %(default)s)")
     parser.add_argument("--json", help="write the results as JSON here (default WORK_DIR/eval/*.json)")
     parser.add_argument("--chart", help="write the Pass@k chart here (default WORK_DIR/eval/*.png)")

@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     import numpy as np
 
 __all__ = ["TOKENIZERS", "BM25Index", "fold_accents", "resolve_tokenizer", "tokenize", "tokenize_folded",
-           "tokenize_parts"]
+           "tokenize_parts", "tokenize_thai"]
 
 _WORD = re.compile(r"[^\W_]+", re.UNICODE)
 _IDENTIFIER = re.compile(r"\w+", re.UNICODE)
@@ -67,6 +67,24 @@ def _cjk_grams(run: str) -> list[str]:
     return grams
 
 
+# Thai (and Lao) is written without spaces between words and with combining vowel and tone marks, which ``\w``
+# does not match: its runs are cut out first, whole.
+_THAI = re.compile("([\u0e00-\u0eff]+)")
+
+
+def _thai_grams(run: str) -> list[str]:
+    """A Thai or Lao run as overlapping character bigrams plus single letters (marks stay with the letter before
+    them), the same approach as for CJK where no word segmenter is installed."""
+    letters = [m for m in re.findall("[\u0e00-\u0eff][\u0e31\u0e34-\u0e3a\u0e47-\u0e4e\u0eb1\u0eb4-\u0ebc"
+                                      "\u0ec8-\u0ecd]*", run)]
+    grams: list[str] = []
+    for n, letter in enumerate(letters):
+        grams.append(letter)
+        if n + 1 < len(letters):
+            grams.append(letter + letters[n + 1])
+    return grams
+
+
 def tokenize(text: str) -> list[str]:
     """``tokenize_parts`` plus each whole identifier, lower-cased, where it has several parts
     (``DiffExecutor.run_target`` -> ``diff executor diffexecutor run target run_target``): a query naming the
@@ -78,9 +96,33 @@ def tokenize(text: str) -> list[str]:
     indexes them); other scripts keep their words whole, as before, and a word with diacritics is also emitted
     without them (``công`` -> ``công cong``, as Lucene's ASCII folding with ``preserve_original``): a query typed
     without them still matches, one typed with them matches both (issue 25: Vietnamese queries typed without
-    diacritics, contextual BM25 failure@5 19% -> 2%)."""
-    tokens: list[str] = []
-    for identifier in _IDENTIFIER.findall(unicodedata.normalize("NFKC", text)):
+    diacritics, contextual BM25 failure@5 19% -> 0%). Thai and Lao runs become letter bigrams plus letters
+    (``tokenize_thai`` segments Thai into words instead)."""
+    return _tokenize(text, _thai_grams)
+
+
+def tokenize_thai(text: str) -> list[str]:
+    """``tokenize`` with Thai runs cut into words by PyThaiNLP's dictionary segmenter (``newmm``; the ``[thai]``
+    extra, offline) instead of letter bigrams."""
+    return _tokenize(text, _thai_words)
+
+
+def _thai_words(run: str) -> list[str]:
+    from pythainlp.tokenize import word_tokenize
+
+    return [word for word in word_tokenize(run, engine="newmm", keep_whitespace=False) if word.strip()]
+
+
+def _tokenize(text: str, thai: Callable[[str], list[str]]) -> list[str]:
+    text = unicodedata.normalize("NFKC", text)
+    if _THAI.search(text):
+        tokens = []
+        for piece in _THAI.split(text):
+            if piece:
+                tokens.extend(thai(piece) if _THAI.fullmatch(piece) else _tokenize(piece, thai))
+        return tokens
+    tokens = []
+    for identifier in _IDENTIFIER.findall(text):
         if _CJK.search(identifier):
             for piece in _CJK.split(identifier):
                 if _CJK.fullmatch(piece):
@@ -129,14 +171,16 @@ def tokenize_folded(text: str) -> list[str]:
 
 
 TOKENIZERS: dict[str, Callable[[str], list[str]]] = {"identifiers": tokenize, "folded": tokenize_folded,
-                                                     "parts": tokenize_parts}
-"""The BM25 tokenizers by name: ``identifiers`` (the default: identifier parts and wholes, CJK bigrams),
-``folded`` (the same without diacritics) and ``parts`` (the one before issue 16)."""
+                                                     "thai": tokenize_thai, "parts": tokenize_parts}
+"""The BM25 tokenizers by name: ``identifiers`` (the default: identifier parts and wholes, CJK and Thai bigrams,
+words with diacritics also without them), ``folded`` (only without diacritics), ``thai`` (Thai segmented into
+words, ``[thai]``) and ``parts`` (the one before issue 16)."""
+_NEEDS = {"thai": ("pythainlp", "thai")}
 
-ANALYSIS_VERSIONS: dict[str, int] = {"identifiers": 3, "folded": 1, "parts": 1}
+ANALYSIS_VERSIONS: dict[str, int] = {"identifiers": 3, "folded": 2, "thai": 1, "parts": 1}
 """Bumped when a named tokenizer changes what it emits (``identifiers`` 2: CJK bigrams and width folding; 3: words
-with diacritics also without them; issue 25), so an index on disk built with the former tokens is refused instead
-of silently mismatching its queries."""
+with diacritics also without them, Thai runs as bigrams; ``folded`` 2: Thai; issue 25), so an index on disk built
+with the former tokens is refused instead of silently mismatching its queries."""
 
 
 def resolve_tokenizer(tokenizer: str | Callable[[str], list[str]]) -> Callable[[str], list[str]]:
@@ -148,6 +192,8 @@ def resolve_tokenizer(tokenizer: str | Callable[[str], list[str]]) -> Callable[[
 
         raise ConfigurationError(f"unknown BM25 tokenizer {tokenizer!r}: use one of {', '.join(TOKENIZERS)} or a "
                                  "callable text -> list of tokens", setting="tokenizer")
+    if tokenizer in _NEEDS:
+        require(*_NEEDS[tokenizer])
     return TOKENIZERS[tokenizer]
 
 

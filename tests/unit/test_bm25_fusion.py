@@ -45,7 +45,7 @@ def test_tokenizer_splits_identifiers_keeps_them_whole_and_keeps_scripts() -> No
     assert margin["parts"] < 0 < margin["identifiers"]  # only the whole identifier puts the definition first
     from ctx_retrieval.errors import ConfigurationError
 
-    with pytest.raises(ConfigurationError, match="identifiers, folded, parts"):
+    with pytest.raises(ConfigurationError, match="identifiers, folded, thai, parts"):
         BM25Index(["a"], ["a"], tokenizer="whitespace")
 
 
@@ -191,3 +191,22 @@ def test_folded_tokens_match_queries_typed_without_diacritics() -> None:
     found = dict(default.search("Công", 2))
     assert found["vi"] > found["vi-other"]
     assert tokenize("Grüße aus Köln") == ["grüße", "grusse", "aus", "köln", "koln"]
+
+
+def test_thai_queries_match_inside_unspaced_text_by_default_and_with_the_segmenter() -> None:
+    texts = ["ยอดขายไตรมาสที่สองของบริษัทเพิ่มขึ้นร้อยละสาม", "จำนวนพนักงานของบริษัทเพิ่มเป็นหนึ่งพันสองร้อยคน"]
+    ids = ["sales", "staff"]
+    for tokenizer in ("identifiers", "thai"):
+        index = BM25Index(ids, texts, tokenizer=tokenizer)
+        assert index.search("ยอดขาย", 1)[0][0] == "sales", tokenizer
+        assert index.search("พนักงานกี่คน", 1)[0][0] == "staff", tokenizer
+    assert BM25Index(ids, texts, tokenizer="parts").search("ยอดขาย", 1) == []  # the run cut at its vowel marks
+    from ctx_retrieval.retrieval.bm25 import tokenize_thai
+
+    assert tokenize_thai(texts[0])[:4] == ["ยอดขาย", "ไตรมาส", "ที่สอง", "ของ"]  # words, not letter pairs
+    assert "ที่" in tokenize(texts[0])  # a letter keeps its vowel and tone marks
+    from ctx_retrieval import BM25Entry, BM25Store
+
+    store = BM25Store(tokenizer="thai")  # the store takes it by name, and records it
+    store.upsert(BM25Entry(i, t) for i, t in zip(ids, texts, strict=True))
+    assert store.search("ยอดขาย", 1).entries()[0].id == "sales"
