@@ -111,14 +111,20 @@ def chunk_token_limit(embedder: Any, context_tokens: int = CONTEXT_TOKENS) -> in
     return max_tokens - context_tokens
 
 
-def check_chunk_tokens(embedder: Any, chunk_tokens: int, context_tokens: int = CONTEXT_TOKENS) -> None:
-    """``ConfigurationError`` unless a ``chunk_tokens`` chunk and a ``context_tokens`` context fit ``embedder``."""
+def check_chunk_tokens(embedder: Any, chunk_tokens: int, context_tokens: int = CONTEXT_TOKENS) -> Any:
+    """``embedder`` (MiniLM when ``None``), or ``ConfigurationError`` unless a ``chunk_tokens`` chunk and a
+    ``context_tokens`` context fit it."""
+    if embedder is None:
+        from ctx_retrieval.retrieval.embeddings import MiniLMEmbedder
+
+        embedder = MiniLMEmbedder()
     limit = chunk_token_limit(embedder, context_tokens)
     if not 1 <= chunk_tokens <= limit:
         raise ConfigurationError(
             f"chunk_tokens={chunk_tokens} does not fit {getattr(embedder, 'model_id', embedder)!r}: its input is "
             f"{embedder.max_tokens} tokens and {context_tokens} are kept for the context, so a chunk may have 1 to "
             f"{limit}; pass a smaller chunk_tokens (or context_tokens)", setting="chunk_tokens")
+    return embedder
 
 
 def token_chunker(embedder: Any, chunk_tokens: int = DEFAULT_CHUNK_TOKENS, *,

@@ -32,12 +32,7 @@ class EmbedderTokenSplitter(TextSplitter):
 
     def __init__(self, embeddings: Any = None, chunk_tokens: int = DEFAULT_CHUNK_TOKENS, *,
                  context_tokens: int = CONTEXT_TOKENS, **kwargs: Any) -> None:
-        embedder = getattr(embeddings, "embedder", embeddings)
-        if embedder is None:
-            from ctx_retrieval.retrieval.embeddings import MiniLMEmbedder
-
-            embedder = MiniLMEmbedder()
-        check_chunk_tokens(embedder, chunk_tokens, context_tokens)
+        embedder = check_chunk_tokens(getattr(embeddings, "embedder", embeddings), chunk_tokens, context_tokens)
         kwargs.setdefault("chunk_overlap", 0)
         super().__init__(chunk_size=chunk_tokens, length_function=embedder.count_tokens, **kwargs)
         self.chunk_tokens = chunk_tokens

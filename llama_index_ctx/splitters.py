@@ -41,12 +41,7 @@ class EmbedderTokenSplitter(MetadataAwareTextSplitter):
 
     def __init__(self, embed_model: Any = None, chunk_tokens: int = DEFAULT_CHUNK_TOKENS, *,
                  context_tokens: int = CONTEXT_TOKENS, **kwargs: Any) -> None:
-        embedder = getattr(embed_model, "_embedder", embed_model)
-        if embedder is None:
-            from ctx_retrieval.retrieval.embeddings import MiniLMEmbedder
-
-            embedder = MiniLMEmbedder()
-        check_chunk_tokens(embedder, chunk_tokens, context_tokens)
+        embedder = check_chunk_tokens(getattr(embed_model, "_embedder", embed_model), chunk_tokens, context_tokens)
         super().__init__(chunk_tokens=chunk_tokens, context_tokens=context_tokens,  # type: ignore[call-arg]
                          embed_model_id=getattr(embedder, "model_id", type(embedder).__name__), **kwargs)
         self._count = TokenCount(embedder)
