@@ -305,8 +305,15 @@ def _splitter(args: argparse.Namespace) -> int | Callable[[str], list[str]]:
     if args.chunk_chars is not None:
         return int(args.chunk_chars)
     from ctx_retrieval.chunking import token_chunker
+    from ctx_retrieval.errors import MissingDependencyError
 
-    return token_chunker(_embedder(progress=False, name=args.embedder), args.chunk_tokens)
+    embedder = _embedder(progress=False, name=args.embedder)
+    try:
+        embedder.count_tokens("")  # loads the tokenizer only
+    except MissingDependencyError as exc:
+        raise MissingDependencyError(f"{exc}; or size chunks in characters with --chunk-chars N (no tokenizer "
+                                     "needed)", extra=exc.extra, module=exc.module) from exc
+    return token_chunker(embedder, args.chunk_tokens)
 
 
 def _add_chunking_args(parser: argparse.ArgumentParser, embedder_help: str) -> None:

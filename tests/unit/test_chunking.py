@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -125,3 +126,22 @@ def test_llama_index_splitter_counts_the_embedded_node(which: str, minilm: MiniL
     assert splitter.to_dict()["embed_model_id"] == embedder.model_id  # a pipeline cache key changes with the model
     with pytest.raises(ConfigurationError, match="excluded_embed_metadata_keys"):
         splitter.get_nodes_from_documents([Document(text=ZH, metadata={"summary": "很长的摘要" * 100})])
+
+
+def test_without_the_tokenizer_the_cli_names_both_fixes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                         capsys: pytest.CaptureFixture[str]) -> None:
+    from ctx_retrieval.errors import MissingDependencyError
+    from ctx_retrieval.retrieval import embeddings
+
+    def missing(module: str, extra: str) -> Any:
+        raise MissingDependencyError(f"{module!r} is not installed; install it with: pip install "
+                                     f"\"ctx-retrieval[{extra}]\"", extra=extra, module=module)
+
+    monkeypatch.setattr(embeddings, "require", missing)  # as on a machine with only ctx-retrieval[anthropic]
+    doc = tmp_path / "huaxin.md"
+    doc.write_text(ZH, encoding="utf-8")
+    assert main(["contextualize", str(doc), "--contextualizer", "none", "--out", str(tmp_path / "o.jsonl")]) == 2
+    err = capsys.readouterr().err
+    assert 'pip install "ctx-retrieval[local]"' in err and "--chunk-chars N" in err
+    assert main(["contextualize", str(doc), "--contextualizer", "none", "--chunk-chars", "450",
+                 "--out", str(tmp_path / "o.jsonl")]) == 0
