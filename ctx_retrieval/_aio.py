@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import threading
 from collections.abc import Coroutine
 from typing import Any, TypeVar
@@ -21,10 +22,11 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     if not running:  # outside the except: an error of the run is not chained to "no running event loop"
         return asyncio.run(coro)
     box: dict[str, Any] = {}
+    context = contextvars.copy_context()  # the caller's context variables (tracing, OpenTelemetry) go along
 
     def target() -> None:
         try:
-            box["value"] = asyncio.run(coro)
+            box["value"] = context.run(asyncio.run, coro)
         except BaseException as exc:  # re-raised in the caller's thread
             box["error"] = exc
 

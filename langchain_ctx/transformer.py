@@ -9,6 +9,7 @@ from typing import Any, Literal
 from langchain_core.documents import BaseDocumentTransformer, Document
 
 from ctx_retrieval._aio import run_sync
+from ctx_retrieval.contextualize.tracing import tracing
 from ctx_retrieval.errors import InvalidInputError
 from ctx_retrieval.keys import (
     CHUNK_ID_KEY,
@@ -26,6 +27,8 @@ from ctx_retrieval.reconstruct import Piece, source_document
 from ctx_retrieval.text import indexed_header, indexed_text
 from ctx_retrieval.types import Chunk, ContextResult, SourceDocument, make_chunk_id
 from ctx_retrieval.usage import RunReport
+
+from .tracing import LangChainRequestTracer
 
 __all__ = ["ContextualDocumentTransformer", "UnplaceableChunkError", "for_answering", "original_text",
            "split_and_contextualize"]
@@ -171,9 +174,15 @@ class ContextualDocumentTransformer(BaseDocumentTransformer):
         return run_sync(self.atransform_documents(documents, **kwargs))
 
     async def atransform_documents(self, documents: Sequence[Document], **kwargs: Any) -> Sequence[Document]:
-        """Like ``transform_documents``, with the provider's requests running concurrently."""
+        """Like ``transform_documents``, with the provider's requests running concurrently. ``callbacks``
+        (LangChain's, and those LangChain configures from the environment, such as LangSmith) see each context
+        request as a chat-model run with its usage and cost."""
         items, placement = self._plan(documents, kwargs.get("source_documents"))
-        results = await self.contextualizer.acontextualize_many(items, **({"progress": True} if self.progress else {}))
+        tracer = LangChainRequestTracer(kwargs.get("callbacks"), tags=kwargs.get("tags"),
+                                        metadata=kwargs.get("metadata"))
+        with tracing(*([tracer] if tracer else [])):
+            results = await self.contextualizer.acontextualize_many(
+                items, **({"progress": True} if self.progress else {}))
         self.last_report = getattr(results, "report", None) or self.contextualizer.last_report
         return self._documents(documents, placement, results)
 

@@ -10,6 +10,7 @@ from llama_index.core.schema import BaseNode, MetadataMode, TextNode, TransformC
 from pydantic import ConfigDict, Field, PrivateAttr
 
 from ctx_retrieval._aio import run_sync
+from ctx_retrieval.contextualize.tracing import tracing
 from ctx_retrieval.errors import ConfigurationError
 from ctx_retrieval.keys import (
     CONTEXT_KEY,
@@ -24,6 +25,8 @@ from ctx_retrieval.protocols import ServerDescribingProvider
 from ctx_retrieval.reconstruct import Piece, source_document
 from ctx_retrieval.types import Chunk, SourceDocument
 from ctx_retrieval.usage import RunReport
+
+from .tracing import LlamaIndexRequestTracer
 
 __all__ = ["ContextualNodeTransform"]
 
@@ -235,8 +238,10 @@ class ContextualNodeTransform(TransformComponent):
             self._last_report = None
             return list(nodes)
         show = self.show_progress or bool(kwargs.get("show_progress"))
-        # per call: a generator shared with other pipelines keeps its own setting
-        results = await self._contextualizer.acontextualize_many(items, **({"progress": True} if show else {}))
+        # per call: a generator shared with other pipelines keeps its own setting; each request is traced as an
+        # LLM call (instrumentation events, and the callback manager's LLM events)
+        with tracing(LlamaIndexRequestTracer(kwargs.get("callback_manager"))):
+            results = await self._contextualizer.acontextualize_many(items, **({"progress": True} if show else {}))
         report = getattr(results, "report", None) or getattr(self._contextualizer, "last_report", None)
         if report is not None:
             report.warnings.extend(self._notes)

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from ctx_retrieval.contextualize.planning import Plan, RunSettings
 from ctx_retrieval.contextualize.scheduling import pace_after
 from ctx_retrieval.contextualize.state import RunState, grow_if_bound
+from ctx_retrieval.contextualize.tracing import TracedAnswer, TracedRequest
 from ctx_retrieval.errors import ProviderUnavailableError
 from ctx_retrieval.models import cost_usd, request_cost_usd
 from ctx_retrieval.naming import document_name, printable
@@ -67,6 +68,19 @@ class Tries:
 
 
 
+def traced_request(s: RunSettings, plan: Plan, request: ContextRequest, *, batch: bool = False) -> TracedRequest:
+    return TracedRequest(document_id=plan.document.id, chunk_id=request.chunk_id, provider=s.provider.name,
+                         model=s.provider.model, prompt_version=plan.prompt.version, chunk_block=request.chunk_block,
+                         document_chars=len(request.document_prefix) + len(request.document_rest),
+                         max_tokens=request.max_tokens, batch=batch)
+
+
+def traced_answer(s: RunSettings, response: ProviderResponse, *, batch: bool = False) -> TracedAnswer:
+    info = s.provider.model_info
+    cost = request_cost_usd(response.usage, info, cache_ttl=s.provider.cache_ttl, batch=batch) if info else None
+    return TracedAnswer(response.text, response.usage, response.stop_reason, s.provider.model, cost)
+
+
 class Attempts:
     """Sends one chunk's requests for a run (``settings``, ``state``), by the run's clock."""
 
@@ -99,7 +113,13 @@ class Attempts:
                     return Lost()
                 state.report.requests += 1
                 sent_at, reserved = state.limiter.sent(tokens, request.max_tokens), False
-                response = await s.provider.agenerate(request)
+                traced = state.tracers.start(traced_request(s, plan, request)) if state.tracers else []
+                try:
+                    response = await s.provider.agenerate(request)
+                except BaseException as exc:
+                    state.tracers.error(traced, exc)
+                    raise
+                state.tracers.end(traced, traced_answer(s, response))
                 if state.outage_since is not None:
                     logger.warning("the server answers again after %.0f s; the run goes on",
                                    state.limiter.clock.monotonic() - state.outage_since)

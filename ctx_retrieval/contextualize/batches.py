@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Literal
 
+from ctx_retrieval.contextualize.attempts import traced_answer, traced_request
 from ctx_retrieval.contextualize.engine import Engine, count_usage, note_cache_use, read_answer
 from ctx_retrieval.contextualize.planning import Plan, RunSettings
 from ctx_retrieval.errors import ConfigurationError
@@ -123,6 +124,10 @@ async def _batch_phase(engine: Engine, provider: BatchProvider, items: list[tupl
                     if item is None:
                         continue
                     plan, i = item
+                    if engine.state.tracers:  # a batch result is traced as a request that started and ended now
+                        traced = engine.state.tracers.start(traced_request(s, plan, engine.planner.request(plan, i),
+                                                                           batch=True))
+                        engine.state.tracers.end(traced, traced_answer(s, response, batch=True))
                     note_cache_use(engine, plan, response.usage)
                     if answer.problem is None:
                         report.generated += 1

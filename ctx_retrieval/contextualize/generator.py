@@ -33,6 +33,7 @@ from ctx_retrieval.contextualize.results import ContextRun, CostEstimate
 from ctx_retrieval.contextualize.scheduling import SYSTEM_CLOCK, Clock, RateLimit, RetryPolicy, SharedBudget
 from ctx_retrieval.contextualize.state import RunState, logs_above
 from ctx_retrieval.contextualize.stores import ContextStore, open_context_cache
+from ctx_retrieval.contextualize.tracing import RequestTracer
 from ctx_retrieval.contextualize.windowing import WindowConfig
 from ctx_retrieval.errors import ConfigurationError
 from ctx_retrieval.providers.base import Provider
@@ -73,6 +74,7 @@ class ContextGenerator:
         shared_rate_limit: a rate limit the fleet shares (``ctx_retrieval.distributed``), on top of ``rate_limit``.
         clock: the time every decision of a run reads (waits, backoff, outages, leases); the system's by default,
             one that moves only when slept on in tests.
+        tracers: see every context request with its usage and cost (``contextualize.tracing``).
 
     Use:
         .. code-block:: python
@@ -103,6 +105,7 @@ class ContextGenerator:
         lease_ttl_s: float | None = DEFAULT_LEASE_TTL_S,
         shared_rate_limit: SharedBudget | None = None,
         clock: Clock | None = None,
+        tracers: Sequence[RequestTracer] = (),
     ) -> None:
         if provider is None:
             from ctx_retrieval.providers.anthropic import AnthropicProvider
@@ -119,8 +122,7 @@ class ContextGenerator:
         self.retry = retry or RetryPolicy()
         self.rate_limit = rate_limit
         self.on_error: OnError = on_error
-        self.budget_usd = budget_usd
-        self.check_chunks_in_document = check_chunks_in_document
+        self.budget_usd, self.check_chunks_in_document = budget_usd, check_chunks_in_document
         self.progress = progress
         info = provider.model_info
         if info is not None and info.max_output_tokens and self.request_max_tokens > info.max_output_tokens:
@@ -129,10 +131,8 @@ class ContextGenerator:
                 f"than {info.name}'s maximum output ({info.max_output_tokens:,}): lower max_context_tokens",
                 setting="max_context_tokens")
         self.count_tokens: TokenCounter = count_tokens or model_token_estimate(info)
-        self.exact_token_counts = exact_token_counts
-        self._seed = seed
-        self.lease_ttl_s = lease_ttl_s
-        self.shared_rate_limit = shared_rate_limit
+        self.exact_token_counts, self._seed = exact_token_counts, seed
+        self.lease_ttl_s, self.shared_rate_limit, self.tracers = lease_ttl_s, shared_rate_limit, list(tracers)
         self.clock = clock or SYSTEM_CLOCK
         self._cache_setting = CacheURL(cache) if is_postgres_url(cache) else cache  # pickles without the password
         self._cache: ContextStore | None = None

@@ -24,6 +24,7 @@ from ctx_retrieval.contextualize.scheduling import (
     SharedBudget,
 )
 from ctx_retrieval.contextualize.stores import ContextStore
+from ctx_retrieval.contextualize.tracing import RequestTracer
 from ctx_retrieval.contextualize.validation import locate_chunks
 from ctx_retrieval.contextualize.windowing import DocumentView, WindowConfig, document_view
 from ctx_retrieval.errors import ChunkTooLargeError, ConfigurationError, CtxRetrievalError, InvalidInputError
@@ -68,6 +69,9 @@ class RunSettings(Protocol):
     check_chunks_in_document: bool
     count_tokens: TokenCounter
     exact_token_counts: bool | None
+
+    @property
+    def tracers(self) -> Sequence[RequestTracer]: ...
     clock: Clock
 
     @property

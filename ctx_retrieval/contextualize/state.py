@@ -8,12 +8,13 @@ import asyncio
 import contextlib
 import logging
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ctx_retrieval.contextualize.leases import DocumentLeases
 from ctx_retrieval.contextualize.planning import Plan, RunSettings
 from ctx_retrieval.contextualize.scheduling import DOCUMENTS_PER_SLOT, Limiter, PrioritySlots, server_shape
+from ctx_retrieval.contextualize.tracing import RunTracers, current_tracers
 from ctx_retrieval.errors import CtxRetrievalError
 from ctx_retrieval.progress import NoBar, make_bar
 from ctx_retrieval.types import ContextResult
@@ -50,6 +51,7 @@ class RunState:
     grow_to: int | None = None  # requests in flight may grow up to this (None: fixed)
     documents_capacity: int = 0
     documents_per_slot: float = 2.0
+    tracers: RunTracers = field(default_factory=lambda: RunTracers(()))  # who sees each request (tracing.py)
 
     @classmethod
     def start(cls, plans: list[Plan], settings: RunSettings, *, seed: int | None, progress: bool, notes: list[str],
@@ -71,7 +73,7 @@ class RunState:
                     limiter=Limiter(settings.rate_limit, shared=settings.shared_rate_limit, clock=settings.clock),
                     slots=PrioritySlots(concurrency), doc_slots=asyncio.Semaphore(documents),
                     rng=random.Random(seed), per_slot=per_slot, progress=progress_bar(progress, report.chunks),
-                    leases=leases, grow_to=shape.grow_to,
+                    leases=leases, grow_to=shape.grow_to, tracers=RunTracers(current_tracers(settings.tracers)),
                     documents_per_slot=0.0 if settings.max_documents_in_flight else float(DOCUMENTS_PER_SLOT))
         report.peak_concurrency = concurrency
         state.documents_capacity = documents

@@ -1,0 +1,124 @@
+"""Every context request as a traced call: what the frameworks' tracing (LangChain callbacks, LlamaIndex
+instrumentation, OpenTelemetry) records for an LLM call, for any provider.
+
+A ``RequestTracer`` sees each request start, then end with its answer (text, usage with cache reads and writes,
+stop reason, dollars) or fail with its error; a Message Batch result is seen when it arrives. Tracers come from
+``ContextGenerator(tracers=...)`` and, for one call, from ``tracing(...)`` (a context variable: the adapters pass
+the caller's callbacks this way, and it reaches the run's tasks and the helper thread of a synchronous call). A
+tracer that raises is logged once and left out of the rest of the run: tracing never fails an ingestion.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import logging
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol, runtime_checkable
+
+from ctx_retrieval.types import TokenUsage
+
+__all__ = ["RequestTracer", "TracedAnswer", "TracedRequest", "current_tracers", "tracing"]
+
+logger = logging.getLogger(__name__)
+
+_TRACERS: contextvars.ContextVar[tuple[RequestTracer, ...]] = contextvars.ContextVar("ctx_retrieval_tracers",
+                                                                                       default=())
+
+
+@dataclass(frozen=True)
+class TracedRequest:
+    """One context request, as traced: the chunk block is the prompt's text; the document (the cached block,
+    the same for every chunk) is named by id and size, not repeated in every trace."""
+
+    document_id: str
+    chunk_id: str
+    provider: str
+    model: str
+    prompt_version: str
+    chunk_block: str
+    document_chars: int
+    max_tokens: int
+    batch: bool = False
+
+    @property
+    def prompt(self) -> str:
+        return f"[document {self.document_id}: {self.document_chars:,} characters]\n\n{self.chunk_block}"
+
+
+@dataclass(frozen=True)
+class TracedAnswer:
+    """A request's answer: its text, the usage the provider reported, why it stopped, its list price."""
+
+    text: str
+    usage: TokenUsage
+    stop_reason: str | None
+    model: str
+    cost_usd: float | None
+
+
+@runtime_checkable
+class RequestTracer(Protocol):
+    """Sees every context request: ``start`` returns a handle that ``end`` or ``error`` receives."""
+
+    def start(self, request: TracedRequest) -> Any: ...
+
+    def end(self, handle: Any, answer: TracedAnswer) -> None: ...
+
+    def error(self, handle: Any, error: BaseException) -> None: ...
+
+
+@contextlib.contextmanager
+def tracing(*tracers: RequestTracer) -> Iterator[None]:
+    """Add ``tracers`` for the runs started inside the block (in this thread or task)."""
+    token = _TRACERS.set(_TRACERS.get() + tuple(tracers))
+    try:
+        yield
+    finally:
+        _TRACERS.reset(token)
+
+
+def current_tracers(configured: Sequence[RequestTracer] = ()) -> list[RequestTracer]:
+    """The tracers of a run starting now: the generator's and those of ``tracing`` blocks around the call."""
+    return [*configured, *_TRACERS.get()]
+
+
+class RunTracers:
+    """A run's tracers, each call guarded: one that raises is logged and dropped."""
+
+    def __init__(self, tracers: Sequence[RequestTracer]) -> None:
+        self.tracers = list(tracers)
+
+    def __bool__(self) -> bool:
+        return bool(self.tracers)
+
+    def start(self, request: TracedRequest) -> list[tuple[RequestTracer, Any]]:
+        handles = []
+        for tracer in list(self.tracers):
+            try:
+                handles.append((tracer, tracer.start(request)))
+            except Exception as exc:
+                self._drop(tracer, exc)
+        return handles
+
+    def end(self, handles: list[tuple[RequestTracer, Any]], answer: TracedAnswer) -> None:
+        for tracer, handle in handles:
+            if tracer in self.tracers:
+                try:
+                    tracer.end(handle, answer)
+                except Exception as exc:
+                    self._drop(tracer, exc)
+
+    def error(self, handles: list[tuple[RequestTracer, Any]], error: BaseException) -> None:
+        for tracer, handle in handles:
+            if tracer in self.tracers:
+                try:
+                    tracer.error(handle, error)
+                except Exception as exc:
+                    self._drop(tracer, exc)
+
+    def _drop(self, tracer: RequestTracer, exc: Exception) -> None:
+        logger.warning("tracer %s raised %r; it is left out of the rest of this run (the run goes on)",
+                       type(tracer).__name__, exc)
+        self.tracers.remove(tracer)
