@@ -180,3 +180,35 @@ def test_llama_index_handlers_see_an_llm_call_per_request(fake_server: Any, make
     assert sum(r["usage"]["prompt_tokens"] for r in raw) == report.usage.prompt_tokens
     assert sum(r["cost_usd"] for r in raw) == pytest.approx(report.cost_usd)
     assert len(debug.get_event_pairs(CBEventType.LLM)) == len(chunks)
+
+
+def test_opentelemetry_spans_carry_the_genai_attributes(fake_server: Any, make_generator: Any) -> None:
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from ctx_retrieval.contextualize.otel import OpenTelemetryRequestTracer
+
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    tracer = OpenTelemetryRequestTracer(provider)
+    document, chunks = make_document("otel", paragraphs=4)
+    fake_server.script_faults(["server_error"])
+    outer = provider.get_tracer("the caller")
+    with outer.start_as_current_span("nightly ingestion") as parent:
+        run = make_generator(tracers=[tracer]).contextualize(document, chunks)
+    spans = [s for s in exporter.get_finished_spans() if s.name.startswith("chat ")]
+    ok = [s for s in spans if s.status.is_ok or s.status.status_code.name == "UNSET"]
+    failed = [s for s in spans if s.status.status_code.name == "ERROR"]
+    assert len(ok) == len(chunks) and len(failed) == 1 and failed[0].attributes["error.type"]
+    assert all(s.parent is not None and s.parent.span_id == parent.get_span_context().span_id for s in spans)
+    first = ok[0].attributes
+    assert first["gen_ai.operation.name"] == "chat" and first["gen_ai.provider.name"] == "anthropic"
+    assert first["gen_ai.request.model"] == "claude-haiku-5-5" and first["ctx_retrieval.document_id"] == "otel"
+    usage = run.report.usage
+    assert sum(s.attributes["gen_ai.usage.input_tokens"] for s in ok) == usage.prompt_tokens
+    assert sum(s.attributes["gen_ai.usage.cache_read.input_tokens"] for s in ok) == usage.cache_read_input_tokens
+    assert sum(s.attributes["gen_ai.usage.cache_creation.input_tokens"] for s in ok) == \
+        usage.cache_creation_input_tokens
+    assert sum(s.attributes["ctx_retrieval.cost_usd"] for s in ok) == pytest.approx(run.report.cost_usd)
