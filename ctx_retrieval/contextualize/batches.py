@@ -120,7 +120,8 @@ async def _batch_phase(engine: Engine, provider: BatchProvider, items: list[tupl
                     count_usage(report, response.usage, s, batch=True)
                     answer = read_answer(response, s.max_context_tokens, s.count_tokens)
                     if answer.problem is None:  # a refused, cut-off or empty answer is never cached
-                        await engine.cache.store(key, response, (item[0].prompt if item else s.prompt).version)
+                        await engine.cache.store(key, response, (item[0].prompt if item else s.prompt).version,
+                                                 item[0].document.id if item else None)
                     if item is None:
                         continue
                     plan, i = item

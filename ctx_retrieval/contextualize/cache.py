@@ -13,6 +13,7 @@ import hashlib
 import json
 import logging
 import os
+import sqlite3
 import threading
 import time
 from collections.abc import Iterable, Sequence
@@ -21,9 +22,11 @@ from pathlib import Path
 from typing import Any
 
 from ctx_retrieval._sqlite import guarded, open_cache_database, transaction
+from ctx_retrieval.errors import CacheError, ConfigurationError
 from ctx_retrieval.usage import TokenUsage
 
-__all__ = ["CachedContext", "ContextCache", "context_cache_key", "default_cache_path", "text_digest"]
+__all__ = ["CacheStats", "CachedContext", "ContextCache", "context_cache_key", "default_cache_path", "prune_cutoff",
+           "text_digest"]
 
 logger = logging.getLogger(__name__)
 
@@ -35,9 +38,13 @@ CREATE TABLE IF NOT EXISTS contexts (
     model TEXT NOT NULL,
     prompt_version TEXT NOT NULL,
     usage TEXT NOT NULL,
-    created_at REAL NOT NULL
+    created_at REAL NOT NULL,
+    document_id TEXT
 )
 """
+# Caches made before document ids were stored gain the column (their rows stay unattributed: NULL).
+_DOCUMENT_COLUMN = "ALTER TABLE contexts ADD COLUMN document_id TEXT"
+_DOCUMENT_INDEX = "CREATE INDEX IF NOT EXISTS contexts_document ON contexts (document_id)"
 _BATCH_SCHEMA = """
 CREATE TABLE IF NOT EXISTS batch_items (
     key TEXT PRIMARY KEY,
@@ -77,6 +84,52 @@ class CachedContext:
     model: str
     prompt_version: str
     usage: TokenUsage
+    document_id: str | None = None  # the document it was written for (housekeeping: ``prune``)
+
+
+@dataclass(frozen=True)
+class CacheStats:
+    """What a context cache holds: contexts (by model), the documents they were written for (``unattributed``:
+    contexts stored before document ids were recorded), when the oldest and newest were written (Unix time),
+    its size in bytes, exact token counts and batch requests in flight."""
+
+    contexts: int
+    documents: int
+    unattributed: int
+    by_model: dict[str, int]
+    oldest: float | None
+    newest: float | None
+    bytes: int
+    token_counts: int
+    batch_requests_in_flight: int
+
+    def format(self) -> str:
+        import datetime
+
+        def day(t: float | None) -> str:
+            return "-" if t is None else datetime.datetime.fromtimestamp(t, datetime.timezone.utc).strftime(
+                "%Y-%m-%d %H:%M UTC")
+
+        models = ", ".join(f"{m} {n:,}" for m, n in sorted(self.by_model.items())) or "none"
+        return (f"{self.contexts:,} contexts for {self.documents:,} documents ({self.unattributed:,} from before "
+                f"document ids were recorded), {self.bytes / 2**20:,.1f} MB; written {day(self.oldest)} to "
+                f"{day(self.newest)}; by model: {models}; {self.token_counts:,} exact token counts, "
+                f"{self.batch_requests_in_flight:,} batch requests in flight")
+
+
+def prune_cutoff(older_than: float | Any | None) -> float | None:
+    """A ``prune`` date as Unix time: a number as it is, a ``datetime`` (naive means UTC) or ``date``."""
+    import datetime
+
+    if older_than is None or isinstance(older_than, (int, float)):
+        return None if older_than is None else float(older_than)
+    if isinstance(older_than, datetime.datetime):
+        moment = older_than if older_than.tzinfo else older_than.replace(tzinfo=datetime.timezone.utc)
+        return moment.timestamp()
+    if isinstance(older_than, datetime.date):
+        return datetime.datetime(older_than.year, older_than.month, older_than.day,
+                                 tzinfo=datetime.timezone.utc).timestamp()
+    raise TypeError(f"older_than takes a date, a datetime or Unix seconds, not {type(older_than).__name__}")
 
 
 def default_cache_path() -> Path:
@@ -128,6 +181,13 @@ class ContextCache:
             {"contexts": {"key", "raw_text", "provider", "model", "prompt_version", "usage"}},
             what="context cache", timeout_s=timeout_s)
         self._warned_read_only = False
+        columns = {row[1] for row in self._conn.execute("PRAGMA table_info(contexts)")}
+        if "document_id" not in columns and not self.read_only:
+            with guarded(self.path, "context cache"), contextlib.suppress(sqlite3.OperationalError):
+                self._conn.execute(_DOCUMENT_COLUMN)  # another process may have added it first
+        if not self.read_only:
+            with guarded(self.path, "context cache"):
+                self._conn.execute(_DOCUMENT_INDEX)
 
     def _writable(self) -> bool:
         """False for a read-only cache file: it serves what it holds and says, once, that it stores nothing."""
@@ -176,10 +236,10 @@ class ContextCache:
             return
         with self._lock, self._errors():
             self._conn.execute(
-                "INSERT OR IGNORE INTO contexts (key, raw_text, provider, model, prompt_version, usage, created_at) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                "INSERT OR IGNORE INTO contexts (key, raw_text, provider, model, prompt_version, usage, created_at, "
+                "document_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 (key, entry.raw_text, entry.provider, entry.model, entry.prompt_version,
-                 json.dumps(entry.usage.to_dict()), time.time()),
+                 json.dumps(entry.usage.to_dict()), time.time(), entry.document_id),
             )
 
     # -- exact token counts ------------------------------------------------------------------------------
@@ -273,6 +333,47 @@ class ContextCache:
             (n,) = self._conn.execute("SELECT COUNT(*) FROM contexts").fetchone()
         return int(n)
 
+    # -- housekeeping ----------------------------------------------------------------------------------------
+
+    def stats(self) -> CacheStats:
+        """What the cache holds, and its size on disk (the file and its write-ahead log)."""
+        with self._lock, self._errors():
+            contexts, documents, unattributed, oldest, newest = self._conn.execute(
+                "SELECT COUNT(*), COUNT(DISTINCT document_id), SUM(document_id IS NULL), MIN(created_at), "
+                "MAX(created_at) FROM contexts").fetchone()
+            by_model = dict(self._conn.execute("SELECT model, COUNT(*) FROM contexts GROUP BY model").fetchall())
+            (counts,) = self._conn.execute("SELECT COUNT(*) FROM token_counts").fetchone()
+            (batched,) = self._conn.execute("SELECT COUNT(*) FROM batch_items").fetchone()
+        size = sum(p.stat().st_size for p in (self.path, Path(f"{self.path}-wal")) if p.exists())
+        return CacheStats(int(contexts), int(documents), int(unattributed or 0), {str(m): int(n) for m, n in
+                          by_model.items()}, oldest, newest, size, int(counts), int(batched))
+
+    def prune(self, *, keep_documents: Iterable[str] | None = None, older_than: Any = None,
+              dry_run: bool = False, compact: bool = False) -> int:
+        """Delete the contexts of documents not in ``keep_documents`` (your live document ids) and/or those
+        written before ``older_than`` (a date, datetime or Unix seconds); how many were (or, ``dry_run``, would
+        be) deleted. Contexts stored before document ids were recorded are pruned by date only. ``compact``
+        gives the freed pages back to the file system (SQLite's VACUUM: rewrites the file)."""
+        where, params = _prune_where(keep_documents, older_than)
+        if not dry_run and self.read_only:
+            raise CacheError(f"the context cache {self.path} is read-only: nothing can be pruned", path=str(self.path))
+        with self._lock, self._errors():
+            if keep_documents is not None:
+                self._conn.execute("CREATE TEMP TABLE IF NOT EXISTS ctx_live (id TEXT PRIMARY KEY)")
+                self._conn.execute("DELETE FROM ctx_live")
+                self._conn.executemany("INSERT OR IGNORE INTO ctx_live VALUES (?)", [(str(i),) for i in keep_documents])
+            try:
+                if dry_run:
+                    (n,) = self._conn.execute(f"SELECT COUNT(*) FROM contexts WHERE {where}", params).fetchone()
+                    return int(n)
+                deleted = self._conn.execute(f"DELETE FROM contexts WHERE {where}", params).rowcount
+            finally:
+                if keep_documents is not None:
+                    self._conn.execute("DELETE FROM ctx_live")
+            if compact:
+                self._conn.execute("VACUUM")
+        return int(deleted)
+
     def close(self) -> None:
         with self._lock:
             self._conn.close()
@@ -282,3 +383,18 @@ class ContextCache:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _prune_where(keep_documents: Iterable[str] | None, older_than: Any) -> tuple[str, list[Any]]:
+    """The SQLite condition selecting what ``prune`` deletes (the live ids are in the temp table ``ctx_live``)."""
+    cutoff = prune_cutoff(older_than)
+    if keep_documents is None and cutoff is None:
+        raise ConfigurationError("prune needs keep_documents= (the live document ids) and/or older_than= (a date)",
+                                 setting="keep_documents")
+    parts, params = [], []
+    if keep_documents is not None:
+        parts.append("(document_id IS NOT NULL AND document_id NOT IN (SELECT id FROM ctx_live))")
+    if cutoff is not None:
+        parts.append("created_at < ?")
+        params.append(cutoff)
+    return " OR ".join(parts), params

@@ -24,8 +24,8 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from ctx_retrieval._optional import require
-from ctx_retrieval.contextualize.cache import CachedContext
-from ctx_retrieval.errors import CacheError
+from ctx_retrieval.contextualize.cache import CachedContext, CacheStats, prune_cutoff
+from ctx_retrieval.errors import CacheError, ConfigurationError
 from ctx_retrieval.types import TokenUsage
 
 __all__ = ["CACHE_URL_ENV", "CacheURL", "PostgresContextCache", "is_postgres_url", "redact_url"]
@@ -41,6 +41,9 @@ _SCHEMA = (
        PRIMARY KEY (model, digest))""",
     """CREATE TABLE IF NOT EXISTS ctx_leases (key TEXT PRIMARY KEY, owner TEXT NOT NULL,
        expires TIMESTAMPTZ NOT NULL)""",
+    # the document a context was written for (housekeeping); rows of older caches stay NULL
+    "ALTER TABLE ctx_contexts ADD COLUMN IF NOT EXISTS document_id TEXT",
+    "CREATE INDEX IF NOT EXISTS ctx_contexts_document ON ctx_contexts (document_id)",
 )
 _SCHEMA_LOCK = 0x63747872  # one advisory lock: workers creating the tables at once would race in the catalog
 
@@ -171,16 +174,52 @@ class PostgresContextCache:
         return self.get_many([key]).get(key)
 
     def put(self, key: str, entry: CachedContext) -> None:
-        self._run("INSERT INTO ctx_contexts (key, raw_text, provider, model, prompt_version, usage, created_at) "
-                  "VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT (key) DO NOTHING",
+        self._run("INSERT INTO ctx_contexts (key, raw_text, provider, model, prompt_version, usage, created_at, "
+                  "document_id) VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (key) DO NOTHING",
                   (key, entry.raw_text, entry.provider, entry.model, entry.prompt_version,
-                   json.dumps(entry.usage.to_dict()), time.time()))
+                   json.dumps(entry.usage.to_dict()), time.time(), entry.document_id))
 
     def delete(self, keys: Sequence[str]) -> None:
         self._run("DELETE FROM ctx_contexts WHERE key = ANY(%s)", (list(keys),))
 
     def __len__(self) -> int:
         return int(self._rows("SELECT COUNT(*) FROM ctx_contexts")[0][0])
+
+    # -- housekeeping ----------------------------------------------------------------------------------------
+
+    def stats(self) -> CacheStats:
+        """What the cache holds; ``bytes`` is the contexts table with its indexes and TOAST data."""
+        contexts, documents, unattributed, oldest, newest, size = self._rows(
+            "SELECT COUNT(*), COUNT(DISTINCT document_id), COUNT(*) FILTER (WHERE document_id IS NULL), "
+            "MIN(created_at), MAX(created_at), pg_total_relation_size('ctx_contexts') FROM ctx_contexts")[0]
+        by_model = dict(self._rows("SELECT model, COUNT(*) FROM ctx_contexts GROUP BY model"))
+        counts = self._rows("SELECT COUNT(*) FROM ctx_token_counts")[0][0]
+        batched = self._rows("SELECT COUNT(*) FROM ctx_batch_items")[0][0]
+        return CacheStats(int(contexts), int(documents), int(unattributed), {str(m): int(n) for m, n in
+                          by_model.items()}, oldest, newest, int(size), int(counts), int(batched))
+
+    def prune(self, *, keep_documents: Iterable[str] | None = None, older_than: Any = None,
+              dry_run: bool = False, compact: bool = False) -> int:
+        """As ``ContextCache.prune``; ``compact`` runs ``VACUUM`` on the contexts table."""
+        cutoff = prune_cutoff(older_than)
+        if keep_documents is None and cutoff is None:
+            raise ConfigurationError("prune needs keep_documents= (the live document ids) and/or older_than= "
+                                     "(a date)", setting="keep_documents")
+        parts: list[str] = []
+        params: list[Any] = []
+        if keep_documents is not None:
+            parts.append("(document_id IS NOT NULL AND NOT document_id = ANY(%s))")
+            params.append(list(dict.fromkeys(str(i) for i in keep_documents)))
+        if cutoff is not None:
+            parts.append("created_at < %s")
+            params.append(cutoff)
+        where = " OR ".join(parts)
+        if dry_run:
+            return int(self._rows(f"SELECT COUNT(*) FROM ctx_contexts WHERE {where}", params)[0][0])
+        deleted = self._run(f"DELETE FROM ctx_contexts WHERE {where}", params)
+        if compact:
+            self._run("VACUUM ctx_contexts")
+        return deleted
 
     # -- exact token counts ----------------------------------------------------------------------------------
 

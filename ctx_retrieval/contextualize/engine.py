@@ -286,7 +286,7 @@ class Engine:
                 if answer.problem is not None:
                     self.fail(plan, i, *answer.problem, response.usage)
                     return False
-                await self.cache.store(key, response, plan.prompt.version)
+                await self.cache.store(key, response, plan.prompt.version, plan.document.id)
                 state.report.generated += 1
                 self.set(plan, i, answer.context, "generated", response.usage)
                 return True

@@ -66,14 +66,15 @@ class RunCache:
 
     # -- storing ---------------------------------------------------------------------------------------
 
-    async def store(self, key: str, response: ProviderResponse, prompt_version: str) -> None:
+    async def store(self, key: str, response: ProviderResponse, prompt_version: str,
+                    document_id: str | None = None) -> None:
         """Commit an answer to the context cache at once (a killed run never pays for it again); when the cache
         cannot take it, keep it for later. Never raises: the answer is the run's result either way."""
         s = self.engine.settings
         if s.cache is None:
             return
         self.unstored[key] = CachedContext(response.text, s.provider.name, s.provider.model, prompt_version,
-                                           response.usage)
+                                           response.usage, document_id)
         await self.flush()
 
     async def flush(self, *, force: bool = False) -> None:
