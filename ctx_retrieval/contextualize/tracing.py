@@ -13,7 +13,7 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import logging
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -103,19 +103,17 @@ class RunTracers:
         return handles
 
     def end(self, handles: list[tuple[RequestTracer, Any]], answer: TracedAnswer) -> None:
-        for tracer, handle in handles:
-            if tracer in self.tracers:
-                try:
-                    tracer.end(handle, answer)
-                except Exception as exc:
-                    self._drop(tracer, exc)
+        self._each(handles, lambda tracer, handle: tracer.end(handle, answer))
 
     def error(self, handles: list[tuple[RequestTracer, Any]], error: BaseException) -> None:
+        self._each(handles, lambda tracer, handle: tracer.error(handle, error))
+
+    def _each(self, handles: list[tuple[RequestTracer, Any]], call: Callable[[RequestTracer, Any], None]) -> None:
         for tracer, handle in handles:
-            if tracer in self.tracers:
+            if tracer in self.tracers:  # not one dropped since the request started
                 try:
-                    tracer.error(handle, error)
-                except Exception as exc:
+                    call(tracer, handle)
+                except Exception as exc:  # tracing never fails the run
                     self._drop(tracer, exc)
 
     def _drop(self, tracer: RequestTracer, exc: Exception) -> None:
