@@ -289,25 +289,27 @@ def _cmd_contextualize(args: argparse.Namespace) -> int:
 EMBEDDERS = ("minilm", "e5")
 
 
-def _embedder(progress: bool = True, name: str = "minilm") -> Any:
-    """The offline embedder by name: MiniLM (English, the default) or multilingual-e5-small (``[multilingual]``)."""
+def _embedder(progress: bool = True, name: str = "minilm", *, cache: bool = True) -> Any:
+    """The offline embedder by name: MiniLM (English, the default) or multilingual-e5-small (``[multilingual]``);
+    ``cache=False`` for one that only counts tokens (no embedding cache is opened)."""
     if name == "e5":
         from ctx_retrieval.retrieval.e5 import E5Embedder
 
-        return E5Embedder(cache=True, progress=progress)
+        return E5Embedder(cache=cache, progress=progress)
     from ctx_retrieval.retrieval.embeddings import MiniLMEmbedder
 
-    return MiniLMEmbedder(cache=True, progress=progress)
+    return MiniLMEmbedder(cache=cache, progress=progress)
 
 
-def _splitter(args: argparse.Namespace) -> int | Callable[[str], list[str]]:
-    """``--chunk-chars`` as it is, else a splitter in ``--embedder``'s tokens (its tokenizer only is loaded)."""
+def _splitter(args: argparse.Namespace, embedder: Any = None) -> int | Callable[[str], list[str]]:
+    """``--chunk-chars`` as it is, else a splitter in the tokens of ``embedder`` (the one the command embeds
+    with; by default ``--embedder``'s, for counting only: its tokenizer is loaded, not its model)."""
     if args.chunk_chars is not None:
         return int(args.chunk_chars)
     from ctx_retrieval.chunking import token_chunker
     from ctx_retrieval.errors import MissingDependencyError
 
-    embedder = _embedder(progress=False, name=args.embedder)
+    embedder = embedder or _embedder(progress=False, name=args.embedder, cache=False)
     try:
         embedder.count_tokens("")  # loads the tokenizer only
     except MissingDependencyError as exc:
@@ -326,7 +328,8 @@ def _add_chunking_args(parser: argparse.ArgumentParser, embedder_help: str) -> N
 def _cmd_index(args: argparse.Namespace) -> int:
     from ctx_retrieval.retrieval.store import IndexedChunk, build_store
 
-    items = load_documents(args.inputs, _splitter(args), max_bytes=int(args.max_input_mb * 2**20))
+    embedder = _embedder(progress=not args.quiet, name=args.embedder)  # sizes the chunks and embeds them
+    items = load_documents(args.inputs, _splitter(args, embedder), max_bytes=int(args.max_input_mb * 2**20))
     if args.contexts:
         from ctx_retrieval.loaders import numbered_jsonl
 
@@ -360,8 +363,7 @@ def _cmd_index(args: argparse.Namespace) -> int:
             return 130
     _say(f"contextualizer: {label}")
     chunks = [IndexedChunk(c.id, d.id, c.text, contexts.get(c.id)) for d, cs in items for c in cs]
-    build_store(args.store, chunks, embedder=_embedder(progress=not args.quiet, name=args.embedder),
-                embed_layout=args.embed_layout)
+    build_store(args.store, chunks, embedder=embedder, embed_layout=args.embed_layout)
     print(f"indexed {len(chunks)} chunks ({sum(1 for c in chunks if c.context)} with a context) into {args.store} "
           "(Chroma + BM25)")
     return 0
