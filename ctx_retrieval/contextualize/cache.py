@@ -25,8 +25,8 @@ from ctx_retrieval._sqlite import guarded, open_cache_database, transaction
 from ctx_retrieval.errors import CacheError, ConfigurationError
 from ctx_retrieval.usage import TokenUsage
 
-__all__ = ["CacheStats", "CachedContext", "ContextCache", "context_cache_key", "default_cache_path", "prune_cutoff",
-           "text_digest"]
+__all__ = ["CacheStats", "CachedContext", "ContextCache", "context_cache_key", "default_cache_path", "prune_criteria",
+           "prune_cutoff", "text_digest"]
 
 logger = logging.getLogger(__name__)
 
@@ -354,21 +354,28 @@ class ContextCache:
         written before ``older_than`` (a date, datetime or Unix seconds); how many were (or, ``dry_run``, would
         be) deleted. Contexts stored before document ids were recorded are pruned by date only. ``compact``
         gives the freed pages back to the file system (SQLite's VACUUM: rewrites the file)."""
-        where, params = _prune_where(keep_documents, older_than)
+        live, cutoff = prune_criteria(keep_documents, older_than)
         if not dry_run and self.read_only:
             raise CacheError(f"the context cache {self.path} is read-only: nothing can be pruned", path=str(self.path))
+        parts, params = [], []
+        if live is not None:  # the live ids go into a temporary table: any number of them, one statement
+            parts.append("(document_id IS NOT NULL AND document_id NOT IN (SELECT id FROM ctx_live))")
+        if cutoff is not None:
+            parts.append("created_at < ?")
+            params.append(cutoff)
+        where = " OR ".join(parts)
         with self._lock, self._errors():
-            if keep_documents is not None:
+            if live is not None:
                 self._conn.execute("CREATE TEMP TABLE IF NOT EXISTS ctx_live (id TEXT PRIMARY KEY)")
                 self._conn.execute("DELETE FROM ctx_live")
-                self._conn.executemany("INSERT OR IGNORE INTO ctx_live VALUES (?)", [(str(i),) for i in keep_documents])
+                self._conn.executemany("INSERT INTO ctx_live VALUES (?)", [(i,) for i in live])
             try:
                 if dry_run:
                     (n,) = self._conn.execute(f"SELECT COUNT(*) FROM contexts WHERE {where}", params).fetchone()
                     return int(n)
                 deleted = self._conn.execute(f"DELETE FROM contexts WHERE {where}", params).rowcount
             finally:
-                if keep_documents is not None:
+                if live is not None:
                     self._conn.execute("DELETE FROM ctx_live")
             if compact:
                 self._conn.execute("VACUUM")
@@ -385,16 +392,12 @@ class ContextCache:
         self.close()
 
 
-def _prune_where(keep_documents: Iterable[str] | None, older_than: Any) -> tuple[str, list[Any]]:
-    """The SQLite condition selecting what ``prune`` deletes (the live ids are in the temp table ``ctx_live``)."""
+def prune_criteria(keep_documents: Iterable[str] | None, older_than: Any) -> tuple[list[str] | None, float | None]:
+    """What ``prune`` deletes, as both backends read it: the live document ids (unique, as strings) and the cutoff
+    as Unix time; ``ConfigurationError`` when neither is given."""
     cutoff = prune_cutoff(older_than)
     if keep_documents is None and cutoff is None:
         raise ConfigurationError("prune needs keep_documents= (the live document ids) and/or older_than= (a date)",
                                  setting="keep_documents")
-    parts, params = [], []
-    if keep_documents is not None:
-        parts.append("(document_id IS NOT NULL AND document_id NOT IN (SELECT id FROM ctx_live))")
-    if cutoff is not None:
-        parts.append("created_at < ?")
-        params.append(cutoff)
-    return " OR ".join(parts), params
+    live = None if keep_documents is None else list(dict.fromkeys(str(i) for i in keep_documents))
+    return live, cutoff

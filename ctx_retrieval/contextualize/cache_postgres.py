@@ -24,8 +24,8 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from ctx_retrieval._optional import require
-from ctx_retrieval.contextualize.cache import CachedContext, CacheStats, prune_cutoff
-from ctx_retrieval.errors import CacheError, ConfigurationError
+from ctx_retrieval.contextualize.cache import CachedContext, CacheStats, prune_criteria
+from ctx_retrieval.errors import CacheError
 from ctx_retrieval.types import TokenUsage
 
 __all__ = ["CACHE_URL_ENV", "CacheURL", "PostgresContextCache", "is_postgres_url", "redact_url"]
@@ -201,15 +201,12 @@ class PostgresContextCache:
     def prune(self, *, keep_documents: Iterable[str] | None = None, older_than: Any = None,
               dry_run: bool = False, compact: bool = False) -> int:
         """As ``ContextCache.prune``; ``compact`` runs ``VACUUM`` on the contexts table."""
-        cutoff = prune_cutoff(older_than)
-        if keep_documents is None and cutoff is None:
-            raise ConfigurationError("prune needs keep_documents= (the live document ids) and/or older_than= "
-                                     "(a date)", setting="keep_documents")
+        live, cutoff = prune_criteria(keep_documents, older_than)
         parts: list[str] = []
         params: list[Any] = []
-        if keep_documents is not None:
+        if live is not None:
             parts.append("(document_id IS NOT NULL AND NOT document_id = ANY(%s))")
-            params.append(list(dict.fromkeys(str(i) for i in keep_documents)))
+            params.append(live)
         if cutoff is not None:
             parts.append("created_at < %s")
             params.append(cutoff)
