@@ -69,10 +69,10 @@ class RunSettings(Protocol):
     check_chunks_in_document: bool
     count_tokens: TokenCounter
     exact_token_counts: bool | None
+    clock: Clock
 
     @property
-    def tracers(self) -> Sequence[RequestTracer]: ...
-    clock: Clock
+    def tracers(self) -> Sequence[RequestTracer]: ...  # read-only: the generator keeps a list
 
     @property
     def cache(self) -> ContextStore | None: ...

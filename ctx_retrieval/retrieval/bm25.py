@@ -70,13 +70,14 @@ def _cjk_grams(run: str) -> list[str]:
 # Thai (and Lao) is written without spaces between words and with combining vowel and tone marks, which ``\w``
 # does not match: its runs are cut out first, whole.
 _THAI = re.compile("([\u0e00-\u0eff]+)")
+# A Thai or Lao letter with the vowel and tone marks written above or below it.
+_THAI_LETTER = re.compile("[\u0e00-\u0eff][\u0e31\u0e34-\u0e3a\u0e47-\u0e4e\u0eb1\u0eb4-\u0ebc\u0ec8-\u0ecd]*")
 
 
 def _thai_grams(run: str) -> list[str]:
     """A Thai or Lao run as overlapping character bigrams plus single letters (marks stay with the letter before
     them), the same approach as for CJK where no word segmenter is installed."""
-    letters = [m for m in re.findall("[\u0e00-\u0eff][\u0e31\u0e34-\u0e3a\u0e47-\u0e4e\u0eb1\u0eb4-\u0ebc"
-                                      "\u0ec8-\u0ecd]*", run)]
+    letters = _THAI_LETTER.findall(run)
     grams: list[str] = []
     for n, letter in enumerate(letters):
         grams.append(letter)
