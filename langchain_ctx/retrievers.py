@@ -21,7 +21,7 @@ from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict, Field, PrivateAttr, field_validator
 
 from ctx_retrieval.errors import ConfigurationError, InvalidInputError
-from ctx_retrieval.keys import BM25_RANK_KEY, CHUNK_ID_KEY, DENSE_RANKS_KEY, FUSED_SCORE_KEY, VECTOR_RANK_KEY
+from ctx_retrieval.keys import CHUNK_ID_KEY
 from ctx_retrieval.progress import progress_bar
 from ctx_retrieval.retrieval.bm25 import resolve_tokenizer
 from ctx_retrieval.retrieval.fusion import DEFAULT_RRF_K, chunk_key, side_weights
@@ -170,9 +170,9 @@ class ContextualHybridRetriever(BaseRetriever):
 
         inner: Any = store(embedding, collection_name)
         if also_embeddings:
-            inner = ContextualVectorStore(
-                inner, kwargs.pop("bm25_path", None) or beside(inner), embed_layout=kwargs.pop("embed_layout", "whole"),
-                tokenizer=kwargs.pop("bm25_tokenizer", "identifiers"),
+            inner = ContextualVectorStore(  # the settings stay in kwargs: the retriever's fields name them too
+                inner, kwargs.get("bm25_path") or beside(inner), embed_layout=kwargs.get("embed_layout", "whole"),
+                tokenizer=kwargs.get("bm25_tokenizer", "identifiers"),
                 also=[store(e, f"{collection_name}_also{n}") for n, e in enumerate(also_embeddings, start=1)])
         retriever = cls(vectorstore=inner, **kwargs)
         retriever._add(documents, show_progress=show_progress, batch_size=batch_size, warn=False)
@@ -282,9 +282,8 @@ class ContextualHybridRetriever(BaseRetriever):
 
 def _documents(hits: list[Hit[Document]]) -> list[Document]:
     return [Document(page_content=h.item.page_content, id=h.item.id, metadata={
-        **{k: v for k, v in h.item.metadata.items() if k not in (WHOLE_KEY, WINDOW_KEY)},
-        FUSED_SCORE_KEY: h.score, VECTOR_RANK_KEY: h.vector_rank, BM25_RANK_KEY: h.bm25_rank,
-        **({DENSE_RANKS_KEY: list(h.dense_ranks)} if len(h.dense_ranks) > 1 else {})}) for h in hits]
+        **{k: v for k, v in h.item.metadata.items() if k not in (WHOLE_KEY, WINDOW_KEY)}, **h.metadata()})
+        for h in hits]
 
 
 def _key(document: Document) -> int:

@@ -29,7 +29,7 @@ from llama_index.core.schema import (
 from llama_index.core.vector_stores.types import MetadataFilters
 
 from ctx_retrieval.errors import ConfigurationError
-from ctx_retrieval.keys import BM25_RANK_KEY, DENSE_RANKS_KEY, FUSED_SCORE_KEY, RETRIEVAL_KEYS, VECTOR_RANK_KEY
+from ctx_retrieval.keys import RETRIEVAL_KEYS
 from ctx_retrieval.retrieval.fusion import DEFAULT_RRF_K, chunk_key
 from ctx_retrieval.retrieval.hybrid import (
     DEFAULT_CANDIDATES,
@@ -322,9 +322,7 @@ def _unembedded(nodes: Sequence[BaseNode]) -> list[BaseNode]:
 def _annotated(node: BaseNode, hit: Hit[BaseNode]) -> BaseNode:
     """A copy of ``node`` carrying its fused score and per-side ranks in metadata, hidden from the embedding and
     the answering LLM (the stored node is not changed)."""
-    metadata = {**node.metadata, FUSED_SCORE_KEY: hit.score, VECTOR_RANK_KEY: hit.vector_rank,
-                BM25_RANK_KEY: hit.bm25_rank,
-                **({DENSE_RANKS_KEY: list(hit.dense_ranks)} if len(hit.dense_ranks) > 1 else {})}
+    metadata = {**node.metadata, **hit.metadata()}
     hidden = [k for k in RETRIEVAL_KEYS if k not in node.excluded_embed_metadata_keys]
     hidden_llm = [k for k in RETRIEVAL_KEYS if k not in node.excluded_llm_metadata_keys]
     return node.model_copy(update={

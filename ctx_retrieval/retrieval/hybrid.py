@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
 from ctx_retrieval.errors import ConfigurationError, InvalidInputError
+from ctx_retrieval.keys import BM25_RANK_KEY, DENSE_RANKS_KEY, FUSED_SCORE_KEY, VECTOR_RANK_KEY
 from ctx_retrieval.retrieval.bm25_store import BM25Results, BM25Store, StoredEntry
 from ctx_retrieval.retrieval.fusion import DEFAULT_RRF_K, chunk_key, fuse, side_weights
 
@@ -77,6 +78,13 @@ class Hit(Generic[T]):
     vector_rank: int | None
     bm25_rank: int | None
     dense_ranks: tuple[int | None, ...] = ()
+
+    def metadata(self) -> dict[str, Any]:
+        """The fused score and each side's rank under the keys both adapters write on a result
+        (``ctx_retrieval.keys``); ``dense_ranks`` only with more than one vector side."""
+        ranks = {DENSE_RANKS_KEY: list(self.dense_ranks)} if len(self.dense_ranks) > 1 else {}
+        return {FUSED_SCORE_KEY: self.score, VECTOR_RANK_KEY: self.vector_rank, BM25_RANK_KEY: self.bm25_rank,
+                **ranks}
 
 
 @runtime_checkable
