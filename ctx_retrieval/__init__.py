@@ -19,6 +19,7 @@ from ctx_retrieval.contextualize.prompts import (
     clean_context,
 )
 from ctx_retrieval.contextualize.scheduling import RateLimit, RetryPolicy
+from ctx_retrieval.contextualize.versions import ReusePolicy
 from ctx_retrieval.contextualize.windowing import WindowConfig
 from ctx_retrieval.errors import *  # noqa: F403 - the error tree, named once in errors.__all__
 from ctx_retrieval.loaders import split_into_chunks
@@ -34,7 +35,7 @@ from ctx_retrieval.retrieval.late import late_chunk_embeddings
 from ctx_retrieval.retrieval.rerank import ClaudeReranker
 from ctx_retrieval.text import indexed_text
 from ctx_retrieval.types import Chunk, ContextResult, SourceDocument, make_chunk_id
-from ctx_retrieval.usage import FailedChunk, RunReport, TokenUsage
+from ctx_retrieval.usage import FailedChunk, RunReport, StaleChunk, TokenUsage
 
 __version__ = "0.1.0"
 
@@ -69,8 +70,10 @@ __all__ = [
     "Provider",
     "RateLimit",
     "RetryPolicy",
+    "ReusePolicy",
     "RunReport",
     "SourceDocument",
+    "StaleChunk",
     "TokenUsage",
     "WindowConfig",
     "__version__",

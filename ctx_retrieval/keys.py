@@ -7,7 +7,10 @@ CONTEXT_PROVIDER_KEY = "context_provider"
 CONTEXT_MODEL_KEY = "context_model"
 CONTEXT_PROMPT_VERSION_KEY = "context_prompt_version"
 CONTEXT_STATUS_KEY = "context_status"
-PROVENANCE_KEYS = (CONTEXT_PROVIDER_KEY, CONTEXT_MODEL_KEY, CONTEXT_PROMPT_VERSION_KEY, CONTEXT_STATUS_KEY)
+CONTEXT_WRITTEN_FROM_KEY = "context_written_from"
+"""On a reused (stale) context only: the digest of the document version it was written from."""
+PROVENANCE_KEYS = (CONTEXT_PROVIDER_KEY, CONTEXT_MODEL_KEY, CONTEXT_PROMPT_VERSION_KEY, CONTEXT_STATUS_KEY,
+                   CONTEXT_WRITTEN_FROM_KEY)
 CONTEXT_SEPARATOR = "\n\n"
 CONTEXT_CHARS_KEY = "context_chars"
 """Characters before the chunk in a LangChain document's ``page_content`` (its context header): the original chunk

@@ -23,11 +23,14 @@ __all__ = [
     "make_chunk_id",
 ]
 
-ResultStatus = Literal["generated", "cached", "failed", "not_attempted", "empty"]
+ResultStatus = Literal["generated", "cached", "reused", "failed", "not_attempted", "empty"]
 """How a chunk's result came about.
 
 - ``generated``: written by the provider in this run (and stored in the context cache);
 - ``cached``: read from the context cache, no request made;
+- ``reused``: an earlier context of the same chunk (another version of its document, or another model or prompt),
+  served by an opt-in ``ReusePolicy`` until ``refresh_stale`` writes the new one: stale; ``written_from`` names the
+  document version, ``model`` and ``prompt_version`` the settings it was written with;
 - ``failed``: the provider failed for this chunk (``error`` says why); ``context`` is ``None``;
 - ``not_attempted``: the run stopped (first failure under ``on_error="raise"``, or the budget) before it;
 - ``empty``: the chunk is empty or whitespace, there is nothing to situate; ``context`` is ``None``.
@@ -129,6 +132,13 @@ class ContextResult:
     windowed: bool = False
     error: str | None = None  # why it has no context, for people: "<kind>: <detail>"
     error_kind: str | None = None  # the same reason for programs: "rate_limited", "max_tokens", "unreachable"...
+    written_from: str | None = None  # a reused context: the digest of the document version it was written from
+
+    @property
+    def stale(self) -> bool:
+        """True when the context was written for another version of the document, or by another model or prompt
+        (``status == "reused"``): ``ContextGenerator.refresh_stale`` rewrites it."""
+        return self.status == "reused"
 
     @property
     def cached(self) -> bool:

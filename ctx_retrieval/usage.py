@@ -13,7 +13,7 @@ from ctx_retrieval.types import TokenUsage
 if TYPE_CHECKING:
     from ctx_retrieval.types import Chunk, SourceDocument
 
-__all__ = ["FailedChunk", "RunReport", "TokenUsage"]
+__all__ = ["FailedChunk", "RunReport", "StaleChunk", "TokenUsage"]
 
 
 @dataclass(frozen=True)
@@ -33,10 +33,28 @@ class FailedChunk:
         )
 
 
+@dataclass(frozen=True)
+class StaleChunk:
+    """A chunk serving a reused context (``ReusePolicy``), with what ``refresh_stale`` needs to rewrite it."""
+
+    document: SourceDocument
+    chunk: Chunk
+    chunks: tuple[Chunk, ...]
+    written_from: str  # the document version its context was written from
+    model: str  # the model and prompt that wrote it
+    prompt_version: str
+    distance: float  # chunks between it and the nearest edit (inf: its document did not change: a migration)
+    other_settings: bool = False  # written by another model or prompt (a migration in progress)
+
+    def __repr__(self) -> str:
+        return (f"StaleChunk(document_id={self.document.id!r}, chunk_id={self.chunk.id!r}, written_from="
+                f"{self.written_from!r}, model={self.model!r}, distance={self.distance})")
+
+
 @dataclass
 class RunReport:
     """What a run did and cost. Every input chunk is counted in exactly one of
-    ``generated``, ``cached``, ``empty``, ``failed`` and ``not_attempted``."""
+    ``generated``, ``cached``, ``reused``, ``empty``, ``failed`` and ``not_attempted``."""
 
     provider: str
     model: str
@@ -70,6 +88,26 @@ class RunReport:
     shared_documents: int = 0  # documents another worker on the shared cache was writing; their contexts came from it
     unstored: int = 0  # answers paid for and returned that the context cache could not store (a full disk, an outage)
     lease_rechecks: int = 0  # requests held back because this worker's lease was stale (a stall): re-read, re-claimed
+    stale: list[StaleChunk] = field(default_factory=list)  # reused contexts (``ReusePolicy``), to refresh
+    reuse_saved_usd: float | None = 0.0  # what writing the reused contexts would have cost (estimated; None: no prices)
+    refreshed: int = 0  # stale contexts rewritten by this run (``refresh_stale``)
+
+    @property
+    def reused(self) -> int:
+        """Chunks served an earlier context: their document changed elsewhere, or another model or prompt wrote it."""
+        return len(self.stale)
+
+    @property
+    def on_previous_settings(self) -> int:
+        """Reused contexts written by another model or prompt (a migration in progress)."""
+        return sum(1 for s in self.stale if s.other_settings)
+
+    def documents_to_refresh(self) -> list[tuple[SourceDocument, tuple[Chunk, ...]]]:
+        """The documents with stale chunks, each once with its whole chunk list (what ``refresh_stale`` needs)."""
+        items: dict[str, tuple[SourceDocument, tuple[Chunk, ...]]] = {}
+        for stale in self.stale:
+            items.setdefault(stale.document.id, (stale.document, stale.chunks))
+        return list(items.values())
 
     @property
     def failed(self) -> int:
@@ -116,6 +154,10 @@ class RunReport:
             "chunks": self.chunks,
             "generated": self.generated,
             "cached": self.cached,
+            "reused": self.reused,
+            "refreshed": self.refreshed,
+            "on_previous_settings": self.on_previous_settings,
+            "reuse_saved_usd": self.reuse_saved_usd,
             "empty": self.empty,
             "failed": self.failed,
             "not_attempted": self.not_attempted,
@@ -174,6 +216,12 @@ class RunReport:
                if per_m is not None else ""),
             f"wall time {self.wall_time_s:.2f} s",
         ]
+        if self.stale or self.refreshed:
+            saved = "an unknown amount" if self.reuse_saved_usd is None else f"~${self.reuse_saved_usd:.4f}"
+            lines.append(f"reused {self.reused} earlier contexts (stale until refreshed; reuse saved {saved})"
+                         + (f", {self.on_previous_settings} ({self.on_previous_settings / self.chunks:.1%} of chunks) "
+                            "written by the previous model or prompt" if self.on_previous_settings else "")
+                         + (f"; refreshed {self.refreshed}" if self.refreshed else ""))
         if self.shared_documents:
             lines.append(f"documents another worker was writing (contexts read from the shared cache): "
                          f"{self.shared_documents}")

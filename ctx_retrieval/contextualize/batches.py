@@ -37,6 +37,11 @@ class BatchOptions:
     max_batch_bytes: int = MAX_BATCH_BYTES
     warm_up: Literal["batch", "ordinary"] = "batch"
 
+    def checked(self, settings: RunSettings) -> BatchOptions:
+        """These options, once ``check`` passed."""
+        self.check(settings)
+        return self
+
     def check(self, settings: RunSettings) -> BatchProvider:
         """The provider as a batch provider, after checking that this run can go through batches."""
         if self.warm_up not in ("batch", "ordinary"):
@@ -120,8 +125,7 @@ async def _batch_phase(engine: Engine, provider: BatchProvider, items: list[tupl
                     count_usage(report, response.usage, s, batch=True)
                     answer = read_answer(response, s.max_context_tokens, s.count_tokens)
                     if answer.problem is None:  # a refused, cut-off or empty answer is never cached
-                        await engine.cache.store(key, response, (item[0].prompt if item else s.prompt).version,
-                                                 item[0].document.id if item else None)
+                        await engine.cache.store(key, response, *(item or (None, 0)))
                     if item is None:
                         continue
                     plan, i = item

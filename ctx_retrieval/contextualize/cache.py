@@ -17,7 +17,7 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +25,8 @@ from ctx_retrieval._sqlite import guarded, open_cache_database, transaction
 from ctx_retrieval.errors import CacheError, ConfigurationError
 from ctx_retrieval.usage import TokenUsage
 
-__all__ = ["CacheStats", "CachedContext", "ContextCache", "context_cache_key", "default_cache_path", "prune_criteria",
-           "prune_cutoff", "text_digest"]
+__all__ = ["CacheStats", "CachedContext", "ContextCache", "DocumentVersion", "context_cache_key", "default_cache_path",
+           "prune_criteria", "prune_cutoff", "text_digest"]
 
 logger = logging.getLogger(__name__)
 
@@ -42,9 +42,28 @@ CREATE TABLE IF NOT EXISTS contexts (
     document_id TEXT
 )
 """
-# Caches made before document ids were stored gain the column (their rows stay unattributed: NULL).
-_DOCUMENT_COLUMN = "ALTER TABLE contexts ADD COLUMN document_id TEXT"
-_DOCUMENT_INDEX = "CREATE INDEX IF NOT EXISTS contexts_document ON contexts (document_id)"
+# Columns added since the first release: caches made before gain them, their rows stay NULL (unattributed, and not
+# candidates for reuse). ``chunk_key``: the document id and chunk text (``versions.chunk_key``), shared by every
+# context of a chunk; ``document_digest`` and ``settings_key``: the document version and the settings it was written
+# for (``versions``).
+_ADDED_COLUMNS = {"document_id": "TEXT", "chunk_key": "TEXT", "document_digest": "TEXT", "settings_key": "TEXT"}
+_INDEXES = ("CREATE INDEX IF NOT EXISTS contexts_document ON contexts (document_id)",
+            "CREATE INDEX IF NOT EXISTS contexts_chunk ON contexts (chunk_key)")
+# The versions of each document runs saw: its chunks' digests and token counts (JSON), how many chunks serve a stale
+# context, and when a run last saw it.
+_VERSION_SCHEMA = """
+CREATE TABLE IF NOT EXISTS document_versions (
+    document_id TEXT NOT NULL,
+    digest TEXT NOT NULL,
+    chunks TEXT NOT NULL,
+    n_chunks INTEGER NOT NULL,
+    stale INTEGER NOT NULL,
+    seen_at REAL NOT NULL,
+    PRIMARY KEY (document_id, digest)
+)
+"""
+_CONTEXT_COLUMNS = "key, raw_text, provider, model, prompt_version, usage, document_id, chunk_key, document_digest, " \
+                   "settings_key, created_at"
 _BATCH_SCHEMA = """
 CREATE TABLE IF NOT EXISTS batch_items (
     key TEXT PRIMARY KEY,
@@ -73,6 +92,9 @@ CREATE TABLE IF NOT EXISTS leases (
 """
 
 _SQLITE_MAX_VARIABLES = 500
+# Stale and all chunks of each document's latest version (the one a run saw last).
+_LATEST_VERSIONS = ("SELECT SUM(stale), SUM(n_chunks) FROM document_versions v WHERE seen_at = (SELECT MAX(seen_at) "
+                    "FROM document_versions w WHERE w.document_id = v.document_id)")
 
 
 @dataclass(frozen=True)
@@ -85,6 +107,33 @@ class CachedContext:
     prompt_version: str
     usage: TokenUsage
     document_id: str | None = None  # the document it was written for (housekeeping: ``prune``)
+    chunk_key: str | None = None  # the chunk it situates, whatever the version or settings (``versions.chunk_key``)
+    document_digest: str | None = None  # the document version it was written from
+    settings_key: str | None = None  # provider, model, prompt, window and length it was written with
+    created_at: float | None = field(default=None, compare=False)  # when it was stored (set on read)
+
+    @classmethod
+    def from_row(cls, row: Sequence[Any]) -> tuple[str, CachedContext]:
+        """A ``_CONTEXT_COLUMNS`` row as (key, entry)."""
+        key, raw, provider, model, version, usage, document_id, chunk, digest, settings, created = row
+        return key, cls(raw, provider, model, version, TokenUsage.from_dict(json.loads(usage)), document_id, chunk,
+                        digest, settings, created)
+
+    def values(self, key: str, now: float) -> tuple[Any, ...]:
+        """The row to insert, in ``_CONTEXT_COLUMNS`` order."""
+        return (key, self.raw_text, self.provider, self.model, self.prompt_version, json.dumps(self.usage.to_dict()),
+                self.document_id, self.chunk_key, self.document_digest, self.settings_key, now)
+
+
+@dataclass(frozen=True)
+class DocumentVersion:
+    """One version of a document as a run saw it: its text digest, each chunk's digest and token count (in
+    order), and how many of its chunks serve a stale context."""
+
+    document_id: str
+    digest: str
+    chunks: tuple[tuple[str, int], ...]
+    stale: int = 0
 
 
 @dataclass(frozen=True)
@@ -102,6 +151,8 @@ class CacheStats:
     bytes: int
     token_counts: int
     batch_requests_in_flight: int
+    stale: int = 0  # chunks of the documents' latest versions serving a stale (reused) context
+    versioned_chunks: int = 0  # chunks of the documents' latest versions
 
     def format(self) -> str:
         import datetime
@@ -114,7 +165,10 @@ class CacheStats:
         return (f"{self.contexts:,} contexts for {self.documents:,} documents ({self.unattributed:,} from before "
                 f"document ids were recorded), {self.bytes / 2**20:,.1f} MB; written {day(self.oldest)} to "
                 f"{day(self.newest)}; by model: {models}; {self.token_counts:,} exact token counts, "
-                f"{self.batch_requests_in_flight:,} batch requests in flight")
+                f"{self.batch_requests_in_flight:,} batch requests in flight"
+                + (f"; {self.stale:,} of {self.versioned_chunks:,} chunks ({self.stale / self.versioned_chunks:.1%}) "
+                   "serve a stale context (refresh them: 'ctx-retrieval contextualize --refresh-stale')"
+                   if self.versioned_chunks else ""))
 
 
 def prune_cutoff(older_than: float | Any | None) -> float | None:
@@ -177,17 +231,22 @@ class ContextCache:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         self._conn, self.read_only = open_cache_database(
-            self.path, (_SCHEMA, _BATCH_SCHEMA, _COUNT_SCHEMA, _LEASE_SCHEMA),
+            self.path, (_SCHEMA, _BATCH_SCHEMA, _COUNT_SCHEMA, _LEASE_SCHEMA, _VERSION_SCHEMA),
             {"contexts": {"key", "raw_text", "provider", "model", "prompt_version", "usage"}},
             what="context cache", timeout_s=timeout_s)
         self._warned_read_only = False
         columns = {row[1] for row in self._conn.execute("PRAGMA table_info(contexts)")}
-        if "document_id" not in columns and not self.read_only:
-            with guarded(self.path, "context cache"), contextlib.suppress(sqlite3.OperationalError):
-                self._conn.execute(_DOCUMENT_COLUMN)  # another process may have added it first
+        self._has_columns = set(_ADDED_COLUMNS) <= columns
+        if not self._has_columns and not self.read_only:
+            for name, kind in _ADDED_COLUMNS.items():
+                if name not in columns:
+                    with guarded(self.path, "context cache"), contextlib.suppress(sqlite3.OperationalError):
+                        self._conn.execute(f"ALTER TABLE contexts ADD COLUMN {name} {kind}")  # or another process did
+            self._has_columns = True
         if not self.read_only:
             with guarded(self.path, "context cache"):
-                self._conn.execute(_DOCUMENT_INDEX)
+                for statement in _INDEXES:
+                    self._conn.execute(statement)
 
     def _writable(self) -> bool:
         """False for a read-only cache file: it serves what it holds and says, once, that it stores nothing."""
@@ -222,10 +281,14 @@ class ContextCache:
 
     def get_many(self, keys: Iterable[str]) -> dict[str, CachedContext]:
         """The stored entries among ``keys`` (missing keys are absent from the result)."""
-        rows = self._select_in("SELECT key, raw_text, provider, model, prompt_version, usage FROM contexts", "key",
-                               keys)
-        return {key: CachedContext(raw, provider, model, version, TokenUsage.from_dict(json.loads(usage)))
-                for key, raw, provider, model, version, usage in rows}
+        return dict(CachedContext.from_row(row) for row in self._select_in(self._select(), "key", keys))
+
+    def _select(self) -> str:
+        """The context columns (a read-only cache from before the added columns reads them as NULL)."""
+        if self._has_columns:
+            return f"SELECT {_CONTEXT_COLUMNS} FROM contexts"
+        return ("SELECT key, raw_text, provider, model, prompt_version, usage, NULL, NULL, NULL, NULL, created_at "
+                "FROM contexts")
 
     def get(self, key: str) -> CachedContext | None:
         return self.get_many([key]).get(key)
@@ -235,12 +298,50 @@ class ContextCache:
         if not self._writable():
             return
         with self._lock, self._errors():
-            self._conn.execute(
-                "INSERT OR IGNORE INTO contexts (key, raw_text, provider, model, prompt_version, usage, created_at, "
-                "document_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (key, entry.raw_text, entry.provider, entry.model, entry.prompt_version,
-                 json.dumps(entry.usage.to_dict()), time.time(), entry.document_id),
-            )
+            self._conn.execute(f"INSERT OR IGNORE INTO contexts ({_CONTEXT_COLUMNS}) VALUES "
+                               f"({','.join('?' * 11)})", entry.values(key, time.time()))
+
+    # -- document versions and reuse (``versions``) --------------------------------------------------------
+
+    def previous_contexts(self, chunk_keys: Iterable[str]) -> dict[str, list[CachedContext]]:
+        """Every stored context of these chunks (any document version, model or prompt): chunk key -> entries."""
+        if not self._has_columns:
+            return {}
+        out: dict[str, list[CachedContext]] = {}
+        for row in self._select_in(self._select(), "chunk_key", chunk_keys):
+            _, entry = CachedContext.from_row(row)
+            out.setdefault(str(entry.chunk_key), []).append(entry)
+        return out
+
+    def get_versions(self, versions: Iterable[tuple[str, str]]) -> dict[tuple[str, str], DocumentVersion]:
+        """The recorded versions among ``(document id, digest)`` pairs."""
+        wanted = set(versions)
+        rows = self._select_in("SELECT document_id, digest, chunks, stale FROM document_versions", "digest",
+                               (digest for _, digest in wanted))
+        return {(doc, digest): DocumentVersion(doc, digest, tuple((str(d), int(t)) for d, t in json.loads(chunks)),
+                                               int(stale))
+                for doc, digest, chunks, stale in rows if (doc, digest) in wanted}
+
+    def put_versions(self, versions: Sequence[DocumentVersion]) -> None:
+        """Record the versions a run saw (or update their stale counts), all in one transaction."""
+        if not versions or not self._writable():
+            return
+        now = time.time()
+        with self._lock, self._errors(), transaction(self._conn):
+            self._conn.executemany(
+                "INSERT INTO document_versions (document_id, digest, chunks, n_chunks, stale, seen_at) VALUES "
+                "(?, ?, ?, ?, ?, ?) ON CONFLICT (document_id, digest) DO UPDATE SET stale = excluded.stale, "
+                "seen_at = excluded.seen_at",
+                [(v.document_id, v.digest, json.dumps(v.chunks, separators=(",", ":")), len(v.chunks), v.stale, now)
+                 for v in versions])
+
+    def stale_marker(self) -> str:
+        """Changes whenever a document version is recorded or its stale count changes (cheap: frameworks' caches
+        key on it, so a refreshed context is not hidden behind a cached pipeline step)."""
+        with self._lock, self._errors():
+            n, stale, seen = self._conn.execute(
+                "SELECT COUNT(*), SUM(stale), MAX(seen_at) FROM document_versions WHERE stale > 0").fetchone()
+        return f"{n}:{stale or 0}:{seen or 0}"
 
     # -- exact token counts ------------------------------------------------------------------------------
 
@@ -344,9 +445,11 @@ class ContextCache:
             by_model = dict(self._conn.execute("SELECT model, COUNT(*) FROM contexts GROUP BY model").fetchall())
             (counts,) = self._conn.execute("SELECT COUNT(*) FROM token_counts").fetchone()
             (batched,) = self._conn.execute("SELECT COUNT(*) FROM batch_items").fetchone()
+            stale, chunks = self._conn.execute(_LATEST_VERSIONS).fetchone()
         size = sum(p.stat().st_size for p in (self.path, Path(f"{self.path}-wal")) if p.exists())
         return CacheStats(int(contexts), int(documents), int(unattributed or 0), {str(m): int(n) for m, n in
-                          by_model.items()}, oldest, newest, size, int(counts), int(batched))
+                          by_model.items()}, oldest, newest, size, int(counts), int(batched), int(stale or 0),
+                          int(chunks or 0))
 
     def prune(self, *, keep_documents: Iterable[str] | None = None, older_than: Any = None,
               dry_run: bool = False, compact: bool = False) -> int:
@@ -374,6 +477,7 @@ class ContextCache:
                     (n,) = self._conn.execute(f"SELECT COUNT(*) FROM contexts WHERE {where}", params).fetchone()
                     return int(n)
                 deleted = self._conn.execute(f"DELETE FROM contexts WHERE {where}", params).rowcount
+                self._conn.execute(f"DELETE FROM document_versions WHERE {prune_versions_where(where)}", params)
             finally:
                 if live is not None:
                     self._conn.execute("DELETE FROM ctx_live")
@@ -390,6 +494,11 @@ class ContextCache:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def prune_versions_where(where: str) -> str:
+    """A prune's condition on contexts, read on the versions table (the date is when a run last saw the version)."""
+    return where.replace("document_id IS NOT NULL AND ", "").replace("created_at", "seen_at")
 
 
 def prune_criteria(keep_documents: Iterable[str] | None, older_than: Any) -> tuple[list[str] | None, float | None]:

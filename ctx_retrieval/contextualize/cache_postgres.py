@@ -24,9 +24,14 @@ from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from ctx_retrieval._optional import require
-from ctx_retrieval.contextualize.cache import CachedContext, CacheStats, prune_criteria
+from ctx_retrieval.contextualize.cache import (
+    CachedContext,
+    CacheStats,
+    DocumentVersion,
+    prune_criteria,
+    prune_versions_where,
+)
 from ctx_retrieval.errors import CacheError
-from ctx_retrieval.types import TokenUsage
 
 __all__ = ["CACHE_URL_ENV", "CacheURL", "PostgresContextCache", "is_postgres_url", "redact_url"]
 
@@ -44,7 +49,17 @@ _SCHEMA = (
     # the document a context was written for (housekeeping); rows of older caches stay NULL
     "ALTER TABLE ctx_contexts ADD COLUMN IF NOT EXISTS document_id TEXT",
     "CREATE INDEX IF NOT EXISTS ctx_contexts_document ON ctx_contexts (document_id)",
+    # reuse across document versions and settings (``versions``), as in the SQLite cache
+    "ALTER TABLE ctx_contexts ADD COLUMN IF NOT EXISTS chunk_key TEXT",
+    "ALTER TABLE ctx_contexts ADD COLUMN IF NOT EXISTS document_digest TEXT",
+    "ALTER TABLE ctx_contexts ADD COLUMN IF NOT EXISTS settings_key TEXT",
+    "CREATE INDEX IF NOT EXISTS ctx_contexts_chunk ON ctx_contexts (chunk_key)",
+    """CREATE TABLE IF NOT EXISTS ctx_document_versions (document_id TEXT NOT NULL, digest TEXT NOT NULL,
+       chunks TEXT NOT NULL, n_chunks INTEGER NOT NULL, stale INTEGER NOT NULL, seen_at DOUBLE PRECISION NOT NULL,
+       PRIMARY KEY (document_id, digest))""",
 )
+_COLUMNS = ("key, raw_text, provider, model, prompt_version, usage, document_id, chunk_key, document_digest, "
+            "settings_key, created_at")
 _SCHEMA_LOCK = 0x63747872  # one advisory lock: workers creating the tables at once would race in the catalog
 
 
@@ -165,19 +180,57 @@ class PostgresContextCache:
         wanted = list(dict.fromkeys(keys))
         if not wanted:
             return {}
-        rows = self._rows("SELECT key, raw_text, provider, model, prompt_version, usage FROM ctx_contexts "
-                          "WHERE key = ANY(%s)", (wanted,))
-        return {key: CachedContext(raw, provider, model, version, TokenUsage.from_dict(json.loads(usage)))
-                for key, raw, provider, model, version, usage in rows}
+        rows = self._rows(f"SELECT {_COLUMNS} FROM ctx_contexts WHERE key = ANY(%s)", (wanted,))
+        return dict(CachedContext.from_row(row) for row in rows)
 
     def get(self, key: str) -> CachedContext | None:
         return self.get_many([key]).get(key)
 
     def put(self, key: str, entry: CachedContext) -> None:
-        self._run("INSERT INTO ctx_contexts (key, raw_text, provider, model, prompt_version, usage, created_at, "
-                  "document_id) VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (key) DO NOTHING",
-                  (key, entry.raw_text, entry.provider, entry.model, entry.prompt_version,
-                   json.dumps(entry.usage.to_dict()), time.time(), entry.document_id))
+        self._run(f"INSERT INTO ctx_contexts ({_COLUMNS}) VALUES ({', '.join(['%s'] * 11)}) ON CONFLICT (key) DO "
+                  "NOTHING", entry.values(key, time.time()))
+
+    # -- document versions and reuse (``versions``) --------------------------------------------------------
+
+    def previous_contexts(self, chunk_keys: Iterable[str]) -> dict[str, list[CachedContext]]:
+        wanted = list(dict.fromkeys(chunk_keys))
+        out: dict[str, list[CachedContext]] = {}
+        if wanted:
+            for row in self._rows(f"SELECT {_COLUMNS} FROM ctx_contexts WHERE chunk_key = ANY(%s)", (wanted,)):
+                _, entry = CachedContext.from_row(row)
+                out.setdefault(str(entry.chunk_key), []).append(entry)
+        return out
+
+    def get_versions(self, versions: Iterable[tuple[str, str]]) -> dict[tuple[str, str], DocumentVersion]:
+        wanted = set(versions)
+        if not wanted:
+            return {}
+        rows = self._rows("SELECT document_id, digest, chunks, stale FROM ctx_document_versions WHERE digest = ANY(%s)",
+                          (list({d for _, d in wanted}),))
+        return {(doc, digest): DocumentVersion(doc, digest, tuple((str(d), int(t)) for d, t in json.loads(chunks)),
+                                               int(stale))
+                for doc, digest, chunks, stale in rows if (doc, digest) in wanted}
+
+    def put_versions(self, versions: Sequence[DocumentVersion]) -> None:
+        if not versions:
+            return
+        now = time.time()
+        rows = [(v.document_id, v.digest, json.dumps(v.chunks, separators=(",", ":")), len(v.chunks), v.stale, now)
+                for v in versions]
+
+        def put(conn: Any) -> None:
+            with conn.transaction(), conn.cursor() as cursor:
+                cursor.executemany(
+                    "INSERT INTO ctx_document_versions (document_id, digest, chunks, n_chunks, stale, seen_at) VALUES "
+                    "(%s, %s, %s, %s, %s, %s) ON CONFLICT (document_id, digest) DO UPDATE SET stale = excluded.stale, "
+                    "seen_at = excluded.seen_at", rows)
+
+        self._retried(put)
+
+    def stale_marker(self) -> str:
+        n, stale, seen = self._rows("SELECT COUNT(*), SUM(stale), MAX(seen_at) FROM ctx_document_versions "
+                                    "WHERE stale > 0")[0]
+        return f"{n}:{stale or 0}:{seen or 0}"
 
     def delete(self, keys: Sequence[str]) -> None:
         self._run("DELETE FROM ctx_contexts WHERE key = ANY(%s)", (list(keys),))
@@ -195,8 +248,12 @@ class PostgresContextCache:
         by_model = dict(self._rows("SELECT model, COUNT(*) FROM ctx_contexts GROUP BY model"))
         counts = self._rows("SELECT COUNT(*) FROM ctx_token_counts")[0][0]
         batched = self._rows("SELECT COUNT(*) FROM ctx_batch_items")[0][0]
+        stale, chunks = self._rows(
+            "SELECT SUM(stale), SUM(n_chunks) FROM ctx_document_versions v WHERE seen_at = (SELECT MAX(seen_at) FROM "
+            "ctx_document_versions w WHERE w.document_id = v.document_id)")[0]
         return CacheStats(int(contexts), int(documents), int(unattributed), {str(m): int(n) for m, n in
-                          by_model.items()}, oldest, newest, int(size), int(counts), int(batched))
+                          by_model.items()}, oldest, newest, int(size), int(counts), int(batched), int(stale or 0),
+                          int(chunks or 0))
 
     def prune(self, *, keep_documents: Iterable[str] | None = None, older_than: Any = None,
               dry_run: bool = False, compact: bool = False) -> int:
@@ -214,6 +271,7 @@ class PostgresContextCache:
         if dry_run:
             return int(self._rows(f"SELECT COUNT(*) FROM ctx_contexts WHERE {where}", params)[0][0])
         deleted = self._run(f"DELETE FROM ctx_contexts WHERE {where}", params)
+        self._run(f"DELETE FROM ctx_document_versions WHERE {prune_versions_where(where)}", params)
         if compact:
             self._run("VACUUM ctx_contexts")
         return deleted

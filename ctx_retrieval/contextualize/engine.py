@@ -17,11 +17,13 @@ import time
 from dataclasses import dataclass
 
 from ctx_retrieval.contextualize.attempts import Answered, Attempts, Lost, Tries
-from ctx_retrieval.contextualize.planning import Partition, Plan, Planner, RunSettings
+from ctx_retrieval.contextualize.planning import Partition, Plan, Planner, RunSettings, partition
 from ctx_retrieval.contextualize.prompts import clean_context
 from ctx_retrieval.contextualize.results import ContextRun
+from ctx_retrieval.contextualize.reuse import find_previous, refresh_order, reuse_savings, versioned_store
 from ctx_retrieval.contextualize.runcache import RunCache
 from ctx_retrieval.contextualize.state import RunState
+from ctx_retrieval.contextualize.versions import Previous
 from ctx_retrieval.errors import (
     BudgetExceededError,
     CacheError,
@@ -34,7 +36,7 @@ from ctx_retrieval.protocols import ServerDescribingProvider
 from ctx_retrieval.providers.base import Provider, ProviderResponse
 from ctx_retrieval.tokens import TokenCounter
 from ctx_retrieval.types import ContextResult, ResultStatus, TokenUsage
-from ctx_retrieval.usage import FailedChunk, RunReport
+from ctx_retrieval.usage import FailedChunk, RunReport, StaleChunk
 
 logger = logging.getLogger(__name__)
 
@@ -103,18 +105,49 @@ class Engine:
     def set(self, plan: Plan, i: int, context: str | None, status: ResultStatus, usage: TokenUsage, *,
             error: str | None = None, error_kind: str | None = None) -> None:
         s = self.settings
+        if status == "generated" and plan.offset + i in self.state.previous:
+            self.state.report.refreshed += 1  # a refresh wrote the context a stale one stood in for
         self.state.results[plan.offset + i] = ContextResult(
             document_id=plan.document.id, chunk_id=plan.chunks[i].id, position=plan.chunks[i].position,
             context=context, status=status, provider=s.provider.name, model=s.provider.model,
             prompt_version=plan.prompt.version, usage=usage, windowed=plan.windowed, error=error, error_kind=error_kind)
         self.state.progress.update(1)
 
+    def reuse(self, plan: Plan, i: int, previous: Previous, *, error: str | None = None,
+              error_kind: str | None = None) -> None:
+        """Serve an earlier context of the chunk (stale), with the provenance it was written with."""
+        entry = previous.entry
+        self.state.results[plan.offset + i] = ContextResult(
+            document_id=plan.document.id, chunk_id=plan.chunks[i].id, position=plan.chunks[i].position,
+            context=previous.context, status="reused", provider=entry.provider, model=entry.model,
+            prompt_version=entry.prompt_version, windowed=plan.windowed, error=error, error_kind=error_kind,
+            written_from=(entry.document_digest or "")[:16] or None)
+
     def settle(self, parts: Partition) -> None:
-        """Results for the chunks that need no request: empty ones and those found in the context cache."""
+        """Results for the chunks that need no request: empty ones, those found in the context cache, and those
+        the reuse policy serves an earlier context."""
         for plan, i in parts.empty:
             self.set(plan, i, None, "empty", TokenUsage())
         for plan, i, context in parts.cached:
             self.set(plan, i, context, "cached", TokenUsage())
+        for plan, i, previous in parts.reused:
+            self.reuse(plan, i, previous)
+            self.state.progress.update(1)
+
+    def keep_previous(self) -> int:
+        """After a refresh: a chunk whose new context was not written (failed, or the run stopped first) keeps its
+        stale one, with why; how many kept theirs."""
+        kept = 0
+        for plan in self.state.plans:
+            for i in range(len(plan.chunks)):
+                previous = self.state.previous.get(plan.offset + i)
+                result = self.state.results[plan.offset + i]
+                if previous is None or result is None or result.context is not None:
+                    continue
+                kept += 1
+                self.reuse(plan, i, previous, error=result.error or "not refreshed: the run stopped first",
+                           error_kind=result.error_kind or "not_attempted")
+        return kept
 
     def answer_followers(self, parts: Partition) -> None:
         """A chunk repeated in the run takes its first copy's answer (asked once)."""
@@ -286,7 +319,7 @@ class Engine:
                 if answer.problem is not None:
                     self.fail(plan, i, *answer.problem, response.usage)
                     return False
-                await self.cache.store(key, response, plan.prompt.version, plan.document.id)
+                await self.cache.store(key, response, plan, i)
                 state.report.generated += 1
                 self.set(plan, i, answer.context, "generated", response.usage)
                 return True
@@ -295,6 +328,53 @@ class Engine:
                 continue
             self.fail(plan, i, *failed, TokenUsage())
             return False
+
+async def sort_chunks(engine: Engine, plans: list[Plan], *, refresh: bool) -> Partition:
+    """The run's chunks sorted before any request: cached, reused (``versions``), empty, or to request (a refresh:
+    most urgent first); the ones needing no request get their results, and the document versions are recorded."""
+    planner, state = engine.planner, engine.state
+    hits = await engine.cache.call("the run", lambda: planner.lookup(plans))
+    state.previous = await engine.cache.call("the run", lambda: find_previous(engine.settings, plans, hits,
+                                                                              refreshing=refresh))
+    parts = partition(plans, hits, None if refresh else state.previous)
+    if refresh:
+        parts.work = refresh_order(parts.work, state.previous)
+    state.report.reuse_saved_usd = reuse_savings(planner, parts)
+    engine.settle(parts)
+    await record_versions(engine, plans)
+    return parts
+
+
+async def wrap_up(engine: Engine, parts: Partition, *, refresh: bool) -> None:
+    """After the requests: repeats take their first copy's answer, a refresh's unwritten chunks keep their stale
+    contexts, the versions' stale counts are brought up to date, what the cache did not take is stored."""
+    state = engine.state
+    engine.answer_followers(parts)
+    if refresh and state.previous:
+        kept = engine.keep_previous()
+        if kept:
+            message = (f"{kept} stale contexts were not rewritten (failed, or the run stopped first): they keep "
+                       "their earlier contexts; refresh again to finish")
+            logger.warning("%s", message)
+            state.report.warnings.append(message)
+        await record_versions(engine, state.plans)
+    await engine.cache.finish()
+async def record_versions(engine: Engine, plans: list[Plan]) -> None:
+    """Record each document version the run saw, with how many of its chunks serve a stale context now, in the
+    context cache (a cache without versions, or a read-only one, records nothing)."""
+    store = versioned_store(engine.settings)
+    if store is None or getattr(store, "read_only", False):
+        return
+    results = engine.state.results
+    previous = engine.state.previous
+
+    def stale(plan: Plan) -> int:  # served a reused context, or (a refresh under way) still to be rewritten
+        return sum(1 for n in range(plan.offset, plan.offset + len(plan.chunks))
+                   if ((r := results[n]) is not None and r.status == "reused") or (r is None and n in previous))
+
+    versions = [plan.version(stale(plan)) for plan in plans if plan.chunks]
+    await engine.cache.call("the run", lambda: store.put_versions(versions))
+
 
 def note_cache_use(engine: Engine, plan: Plan, usage: TokenUsage) -> None:
     """Mark the document's cache warm once a request wrote or read it; warn (once per model) when caching did
@@ -356,6 +436,11 @@ def finish_run(settings: RunSettings, state: RunState, started: float) -> Contex
                 report.paid_document_tokens += plan.tokens / nonempty
             if result.status == "cached":
                 report.cached += 1
+            elif result.status == "reused":
+                previous = state.previous[plan.offset + i]
+                report.stale.append(StaleChunk(plan.document, chunk, plan.chunks, result.written_from or "",
+                                               result.model, result.prompt_version, previous.distance,
+                                               not previous.same_settings))
             elif result.status == "empty":
                 report.empty += 1
             elif result.status == "failed":

@@ -18,7 +18,7 @@ from typing import Literal
 from ctx_retrieval._aio import run_sync
 from ctx_retrieval.contextualize.batches import MAX_BATCH_BYTES, BatchOptions, run_batched
 from ctx_retrieval.contextualize.cache_postgres import CacheURL, is_postgres_url
-from ctx_retrieval.contextualize.engine import Engine, finish_run, prepare_provider
+from ctx_retrieval.contextualize.engine import Engine, finish_run, prepare_provider, sort_chunks, wrap_up
 from ctx_retrieval.contextualize.leases import DEFAULT_LEASE_TTL_S, leases_for
 from ctx_retrieval.contextualize.planning import (
     DocumentItems,
@@ -26,14 +26,17 @@ from ctx_retrieval.contextualize.planning import (
     Planner,
     check_settings,
     model_token_estimate,
+    request_max_tokens,
     waves,
 )
 from ctx_retrieval.contextualize.prompts import DEFAULT_PROMPT, PromptTemplate
 from ctx_retrieval.contextualize.results import ContextRun, CostEstimate
+from ctx_retrieval.contextualize.reuse import estimate as estimate_run
 from ctx_retrieval.contextualize.scheduling import SYSTEM_CLOCK, Clock, RateLimit, RetryPolicy, SharedBudget
 from ctx_retrieval.contextualize.state import RunState, logs_above
 from ctx_retrieval.contextualize.stores import ContextStore, open_context_cache
 from ctx_retrieval.contextualize.tracing import RequestTracer
+from ctx_retrieval.contextualize.versions import ReusePolicy
 from ctx_retrieval.contextualize.windowing import WindowConfig
 from ctx_retrieval.errors import ConfigurationError
 from ctx_retrieval.providers.base import Provider
@@ -41,7 +44,7 @@ from ctx_retrieval.tokens import TokenCounter
 from ctx_retrieval.types import Chunk, SourceDocument
 from ctx_retrieval.usage import RunReport
 
-__all__ = ["ContextGenerator", "ContextRun", "CostEstimate", "OnError"]
+__all__ = ["ContextGenerator", "ContextRun", "CostEstimate", "OnError", "ReusePolicy"]
 
 logger = logging.getLogger(__name__)
 
@@ -75,6 +78,8 @@ class ContextGenerator:
         clock: the time every decision of a run reads (waits, backoff, outages, leases); the system's by default,
             one that moves only when slept on in tests.
         tracers: see every context request with its usage and cost (``contextualize.tracing``).
+        reuse: opt-in reuse of earlier contexts across document edits and model or prompt changes (``ReusePolicy``,
+            ``contextualize.versions``; ``refresh_stale`` rewrites them); None (default): exact.
 
     Use:
         .. code-block:: python
@@ -106,34 +111,26 @@ class ContextGenerator:
         shared_rate_limit: SharedBudget | None = None,
         clock: Clock | None = None,
         tracers: Sequence[RequestTracer] = (),
+        reuse: ReusePolicy | None = None,
     ) -> None:
         if provider is None:
             from ctx_retrieval.providers.anthropic import AnthropicProvider
 
             provider = AnthropicProvider()
         check_settings(on_error=on_error, max_concurrency=max_concurrency, max_context_tokens=max_context_tokens,
-                       max_documents_in_flight=max_documents_in_flight, budget_usd=budget_usd, lease_ttl_s=lease_ttl_s)
-        self.provider = provider
-        self.prompt = prompt
-        self.window = window or WindowConfig()
-        self.max_context_tokens = max_context_tokens
-        self.max_concurrency = max_concurrency
-        self.max_documents_in_flight = max_documents_in_flight
-        self.retry = retry or RetryPolicy()
-        self.rate_limit = rate_limit
+                       max_documents_in_flight=max_documents_in_flight, budget_usd=budget_usd, lease_ttl_s=lease_ttl_s,
+                       reuse=reuse, info=provider.model_info)
+        self.provider, self.prompt, self.window = provider, prompt, window or WindowConfig()
+        self.max_context_tokens, self.max_concurrency = max_context_tokens, max_concurrency
+        self.max_documents_in_flight, self.retry = max_documents_in_flight, retry or RetryPolicy()
         self.on_error: OnError = on_error
-        self.budget_usd, self.check_chunks_in_document = budget_usd, check_chunks_in_document
-        self.progress = progress
-        info = provider.model_info
-        if info is not None and info.max_output_tokens and self.request_max_tokens > info.max_output_tokens:
-            raise ConfigurationError(
-                f"max_context_tokens={max_context_tokens} asks for up to {self.request_max_tokens} output tokens, more "
-                f"than {info.name}'s maximum output ({info.max_output_tokens:,}): lower max_context_tokens",
-                setting="max_context_tokens")
-        self.count_tokens: TokenCounter = count_tokens or model_token_estimate(info)
+        self.rate_limit = rate_limit
+        self.budget_usd, self.check_chunks_in_document, self.progress = budget_usd, check_chunks_in_document, progress
+        self.count_tokens: TokenCounter = count_tokens or model_token_estimate(provider.model_info)
         self.exact_token_counts, self._seed = exact_token_counts, seed
         self.lease_ttl_s, self.shared_rate_limit, self.tracers = lease_ttl_s, shared_rate_limit, list(tracers)
         self.clock = clock or SYSTEM_CLOCK
+        self.reuse = reuse if reuse is not None and reuse.reuses else None
         self._cache_setting = CacheURL(cache) if is_postgres_url(cache) else cache  # pickles without the password
         self._cache: ContextStore | None = None
         self._closed = False
@@ -162,12 +159,13 @@ class ContextGenerator:
         endpoint (and ``extra_body``), model, prompt, windowing and the context length. The same inputs as the
         context cache's key; frameworks key their own caches by it (LlamaIndex's ``IngestionCache``)."""
         return "|".join((self.provider.cache_namespace, self.provider.model, self.prompt.identity,
-                         self.window.cache_key_part(self._planner.limit()), f"max_tokens:{self.request_max_tokens}"))
+                         self.window.cache_key_part(self._planner.limit()), f"max_tokens:{self.request_max_tokens}",
+                         *([self.reuse.identity] if self.reuse is not None else [])))
 
     @property
     def request_max_tokens(self) -> int:
         """``max_tokens`` sent with each request: room above the cap for a preamble that cleanup removes."""
-        return max(64, (self.max_context_tokens * 3) // 2)
+        return request_max_tokens(self.max_context_tokens)
 
     def contextualize(self, document: SourceDocument, chunks: Sequence[Chunk]) -> ContextRun:
         """Contexts for the chunks of one document, in input order."""
@@ -187,13 +185,9 @@ class ContextGenerator:
     def contextualize_many_batched(self, items: DocumentItems, *, poll_interval_s: float = 30.0,
                                    max_batch_requests: int = 10_000, max_batch_bytes: int = MAX_BATCH_BYTES,
                                    warm_up: Literal["batch", "ordinary"] = "batch") -> ContextRun:
-        """Like ``contextualize_many``, at the Message Batches API's half price (``contextualize.batches``).
-
-        Each cacheable document's first chunk writes the prompt cache (``warm_up="batch"``, the default: a first
-        batch of those requests, also at half price; ``"ordinary"``: ordinary requests, quicker to start, at full
-        price); then the rest go in batches that read it. Submitted batch ids are stored in the context cache at
-        once, so a run that crashes while waiting collects them on restart instead of paying again. Use
-        ``cache_ttl="1h"`` on the provider so the cache lasts while the batches wait. Batches are split at
+        """Like ``contextualize_many``, at the Message Batches API's half price (``contextualize.batches``: cache
+        warm-ups as a first batch, ``warm_up="batch"``, or ordinary requests; batch ids kept in the context cache,
+        so a crashed run collects them on restart). Use ``cache_ttl="1h"`` on the provider; batches are split at
         ``max_batch_requests`` requests or ``max_batch_bytes`` bytes (the API's limits: 100,000, 256 MB)."""
         return run_sync(self.acontextualize_many_batched(
             items, poll_interval_s=poll_interval_s, max_batch_requests=max_batch_requests,
@@ -202,14 +196,12 @@ class ContextGenerator:
     async def acontextualize_many_batched(self, items: DocumentItems, *, poll_interval_s: float = 30.0,
                                           max_batch_requests: int = 10_000, max_batch_bytes: int = MAX_BATCH_BYTES,
                                           warm_up: Literal["batch", "ordinary"] = "batch") -> ContextRun:
-        options = BatchOptions(poll_interval_s, max_batch_requests, max_batch_bytes, warm_up)
-        options.check(self)
-        return await self._arun(items, batch=options)
+        return await self._arun(items, batch=BatchOptions(poll_interval_s, max_batch_requests, max_batch_bytes,
+                                                          warm_up).checked(self))
 
     def iter_contextualize(self, items: DocumentItems, *, documents_per_wave: int = 64) -> Iterator[ContextRun]:
-        """Contextualize a stream of documents in waves of ``documents_per_wave``, yielding each wave's results
-        (in input order) as it finishes: memory follows the wave, not the corpus. Each wave is a full run (its
-        own report); consume one before the next is read from ``items``."""
+        """Contextualize a stream of documents in waves of ``documents_per_wave``, yielding each wave's run (its results
+        in input order, its own report) as it finishes: memory follows the wave, not the corpus."""
         for wave in waves(items, documents_per_wave):
             yield run_sync(self._arun(wave))
 
@@ -220,8 +212,8 @@ class ContextGenerator:
             yield await self._arun(wave)
 
     def stop(self) -> None:
-        """Stop the runs in progress cleanly (safe from a signal handler): requests in flight finish and are stored,
-        no new one starts; each run ends with its report (``ContextGenerationError``, the rest not attempted)."""
+        """Stop the runs in progress cleanly (safe from a signal handler): requests in flight finish and are stored, no
+        new one starts; each run ends with its report (``ContextGenerationError``)."""
         for state in self._active:
             state.interrupted = state.stop = True
 
@@ -233,19 +225,31 @@ class ContextGenerator:
     async def aretry_failed(self, report: RunReport) -> ContextRun:
         return await self._arun(report.documents_to_retry())
 
+    def refresh_stale(self, items: DocumentItems | RunReport, *, batch: bool = False, poll_interval_s: float = 30.0,
+                      progress: bool | None = None) -> ContextRun:
+        """Rewrite the stale (reused) contexts of ``items`` (the documents as they are now, or a report's ``stale``),
+        nearest the edits first, at half price with ``batch=True``; until its new context is written a chunk keeps
+        its stale one, so a refresh that stops leaves every chunk with a context (``contextualize.versions``)."""
+        return run_sync(self.arefresh_stale(items, batch=batch, poll_interval_s=poll_interval_s, progress=progress))
+
+    async def arefresh_stale(self, items: DocumentItems | RunReport, *, batch: bool = False,
+                             poll_interval_s: float = 30.0, progress: bool | None = None) -> ContextRun:
+        options = BatchOptions(poll_interval_s, 10_000).checked(self) if batch else None
+        return await self._arun(items.documents_to_refresh() if isinstance(items, RunReport) else items, batch=options,
+                                progress=progress, refresh=True)
+
     def estimate(self, items: DocumentItems) -> CostEstimate:
-        """What a run over ``items`` would request and cost, without any context request (a dry run). Documents
-        near a decision boundary are counted with the API's free token counter when a key is set."""
-        items = list(items)
-        planner = self._planner
+        """What a run over ``items`` would request and cost, with no context request (a dry run; documents near a
+        decision boundary are counted with the API's free token counter when a key is set)."""
+        items, planner = list(items), self._planner
         plans = planner.plan(items)  # validates before any request
         if run_sync(planner.count_exact(items, near=planner.near_boundary, close=True)):
             plans = planner.plan(items)
-        return planner.estimate(plans)
+        return estimate_run(planner, plans)
 
     def close(self) -> None:
-        """Close the context cache if this generator opened it. A closed generator stays closed: using it again
-        raises ``ConfigurationError`` (it used to reopen its cache silently). Closing twice is fine."""
+        """Close the context cache if this generator opened it; a closed generator stays closed (using it again raises
+        ``ConfigurationError``), closing twice is fine."""
         if self._cache is not None and not isinstance(self._cache_setting, ContextStore):
             self._cache.close()
         self._cache = None
@@ -265,15 +269,11 @@ class ContextGenerator:
     # -- the run ---------------------------------------------------------------------------------------
 
     async def _arun(self, items: DocumentItems, *, batch: BatchOptions | None = None,
-                    progress: bool | None = None) -> ContextRun:
+                    progress: bool | None = None, refresh: bool = False) -> ContextRun:
         started = time.perf_counter()
         self._check_open()
         self.provider.check_ready()
         notes = await prepare_provider(self.provider)
-        if self.budget_usd is not None and self.provider.model_info is None:
-            raise ConfigurationError(
-                f"budget_usd needs prices, and none are known for model {self.provider.model!r}: pass "
-                "model_info=ModelInfo(...) to the provider", setting="budget_usd")
         planner = self._planner
         plans, fatal = await planner.plan_run(list(items))
         state = RunState.start(plans, self, seed=self._seed, notes=notes, fatal=fatal,
@@ -282,8 +282,7 @@ class ContextGenerator:
                                if batch is None else None)
         engine = Engine(self, planner, state, self._warned_uncacheable)
         self._active.append(state)
-        parts = planner.partition(plans, await engine.cache.call("the run", lambda: planner.lookup(plans)))
-        engine.settle(parts)
+        parts = await sort_chunks(engine, plans, refresh=refresh)
         try:
             with logs_above(state.progress):
                 await (engine.run_documents(parts.work) if batch is None else run_batched(engine, parts.work, batch))
@@ -291,9 +290,9 @@ class ContextGenerator:
             self._active.remove(state)
             state.progress.close()
             await self.provider.aclose()
-        engine.answer_followers(parts)
-        await engine.cache.finish()
+        await wrap_up(engine, parts, refresh=refresh)
         try:
             return finish_run(self, state, started)
         finally:
             self.last_report = state.report
+

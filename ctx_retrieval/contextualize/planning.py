@@ -26,6 +26,13 @@ from ctx_retrieval.contextualize.scheduling import (
 from ctx_retrieval.contextualize.stores import ContextStore
 from ctx_retrieval.contextualize.tracing import RequestTracer
 from ctx_retrieval.contextualize.validation import locate_chunks
+from ctx_retrieval.contextualize.versions import (
+    DocumentVersion,
+    Previous,
+    ReusePolicy,
+    chunk_digest,
+    chunk_key,
+)
 from ctx_retrieval.contextualize.windowing import DocumentView, WindowConfig, document_view
 from ctx_retrieval.errors import ChunkTooLargeError, ConfigurationError, CtxRetrievalError, InvalidInputError
 from ctx_retrieval.models import ModelInfo, request_cost_usd
@@ -70,6 +77,7 @@ class RunSettings(Protocol):
     count_tokens: TokenCounter
     exact_token_counts: bool | None
     clock: Clock
+    reuse: ReusePolicy | None
 
     @property
     def tracers(self) -> Sequence[RequestTracer]: ...  # read-only: the generator keeps a list
@@ -82,8 +90,18 @@ class RunSettings(Protocol):
 
 
 def check_settings(*, on_error: str, max_concurrency: object, max_context_tokens: object,
-                   max_documents_in_flight: object, budget_usd: object, lease_ttl_s: object = None) -> None:
+                   max_documents_in_flight: object, budget_usd: object, lease_ttl_s: object = None,
+                   reuse: object = None, info: ModelInfo | None = None) -> None:
     """The generator's numeric and choice settings, checked at construction (``ConfigurationError`` names one)."""
+    if reuse is not None and not isinstance(reuse, ReusePolicy):
+        raise ConfigurationError(f"reuse takes a ReusePolicy or None, not {type(reuse).__name__}", setting="reuse")
+    if isinstance(max_context_tokens, int) and info is not None and info.max_output_tokens:
+        asked = request_max_tokens(max_context_tokens)
+        if asked > info.max_output_tokens:
+            raise ConfigurationError(
+                f"max_context_tokens={max_context_tokens} asks for up to {asked} output tokens, more than "
+                f"{info.name}'s maximum output ({info.max_output_tokens:,}): lower max_context_tokens",
+                setting="max_context_tokens")
     if on_error not in ("raise", "skip"):
         raise ConfigurationError("on_error must be 'raise' or 'skip'", setting="on_error")
     settings = (("max_concurrency", max_concurrency, 1), ("max_context_tokens", max_context_tokens, 8),
@@ -101,6 +119,19 @@ def check_settings(*, on_error: str, max_concurrency: object, max_context_tokens
                                     or not 0 < lease_ttl_s < math.inf):
         raise ConfigurationError(f"lease_ttl_s must be a number of seconds > 0 or None, got {lease_ttl_s!r}",
                                  setting="lease_ttl_s")
+
+
+def request_max_tokens(max_context_tokens: int) -> int:
+    """``max_tokens`` sent with each request: room above the context's cap for a preamble that cleanup removes."""
+    return max(64, (max_context_tokens * 3) // 2)
+
+
+def check_prices(settings: RunSettings) -> None:
+    """A budget needs prices: ``ConfigurationError`` before any request when the model has none."""
+    if settings.budget_usd is not None and settings.provider.model_info is None:
+        raise ConfigurationError(
+            f"budget_usd needs prices, and none are known for model {settings.provider.model!r}: pass "
+            "model_info=ModelInfo(...) to the provider", setting="budget_usd")
 
 
 def waves(items: DocumentItems, size: int) -> Iterator[list[tuple[SourceDocument, Sequence[Chunk]]]]:
@@ -130,8 +161,14 @@ class Plan:
     keys: list[str | None]  # None for empty chunks
     prefix_tokens: int
     prompt: PromptTemplate  # the template that asks for this document's contexts (``PromptTemplate.for_document``)
+    settings_key: str = ""  # provider, model, prompt, window and length: what a context of another version shares
+    chunk_keys: list[str | None] = field(default_factory=list)  # per chunk: ``versions.chunk_key`` (None: empty)
+    parts: tuple[tuple[str, int], ...] = ()  # per chunk: its digest and token count (``DocumentVersion.chunks``)
     cache_warm: bool = False
     cache_checked: bool = False
+
+    def version(self, stale: int = 0) -> DocumentVersion:
+        return DocumentVersion(self.document.id, self.digest, self.parts, stale)
 
 
 @dataclass
@@ -141,8 +178,35 @@ class Partition:
 
     empty: list[tuple[Plan, int]] = field(default_factory=list)
     cached: list[tuple[Plan, int, str]] = field(default_factory=list)
+    reused: list[tuple[Plan, int, Previous]] = field(default_factory=list)  # an earlier context, served (stale)
     work: list[tuple[Plan, list[int]]] = field(default_factory=list)
     followers: list[tuple[Plan, int, Plan, int]] = field(default_factory=list)
+
+
+def partition(plans: list[Plan], hits: dict[str, str], previous: dict[int, Previous] | None = None) -> Partition:
+    """Sort every chunk of ``plans`` once: empty, cached (in ``hits``), reused (an earlier context in
+    ``previous``), to request, or a repeat of a chunk requested earlier in the run (same cache key: asked once,
+    answered for both)."""
+    parts = Partition()
+    owners: dict[str, tuple[Plan, int]] = {}
+    previous = previous or {}
+    for plan in plans:
+        pending: list[int] = []
+        for i, key in enumerate(plan.keys):
+            if key is None:
+                parts.empty.append((plan, i))
+            elif key in hits:
+                parts.cached.append((plan, i, hits[key]))
+            elif plan.offset + i in previous:
+                parts.reused.append((plan, i, previous[plan.offset + i]))
+            elif key in owners:
+                parts.followers.append((plan, i, *owners[key]))
+            else:
+                owners[key] = (plan, i)
+                pending.append(i)
+        if pending:
+            parts.work.append((plan, pending))
+    return parts
 
 
 @dataclass(frozen=True)
@@ -273,10 +337,16 @@ class Planner:
             plan = Plan(document=document, chunks=chunks, offset=offset, tokens=tokens, digest=digest,
                         windowed=tokens > limit, keys=[], prefix_tokens=0,
                         prompt=s.prompt.for_document(document.text))
+            plan.settings_key = text_digest("\x00".join((
+                provider.cache_namespace, provider.model, plan.prompt.fingerprint, window_part,
+                f"max_tokens:{s.request_max_tokens}")))
+            plan.parts = tuple((chunk_digest(c.text), s.count_tokens(c.text)) for c in chunks)
             for i, chunk in enumerate(chunks):
                 if not chunk.text.strip():
                     plan.keys.append(None)
+                    plan.chunk_keys.append(None)
                     continue
+                plan.chunk_keys.append(chunk_key(document.id, chunk.text))
                 extra = f"max_tokens:{s.request_max_tokens}"
                 if plan.windowed:
                     view = self.view(plan, i, limit)
@@ -296,7 +366,9 @@ class Planner:
     async def plan_run(self, items: list[tuple[SourceDocument, Sequence[Chunk]]]
                        ) -> tuple[list[Plan], CtxRetrievalError | None]:
         """A run's plans, validated before any request. Exact counts that may change a document's windowing (and
-        so its cache keys) come first; a count that shows the run cannot succeed is returned as its fatal error."""
+        so its cache keys) come first; a count that shows the run cannot succeed is returned as its fatal error.
+        A budget without prices raises ``ConfigurationError`` first."""
+        check_prices(self.settings)
         plans = self.plan(items)
         try:
             if await self.count_exact(items, near=self.near_limit):
@@ -317,40 +389,17 @@ class Planner:
                 if (context := clean_context(entry.raw_text, max_tokens=s.max_context_tokens,
                                              count_tokens=s.count_tokens))}
 
-    @staticmethod
-    def partition(plans: list[Plan], hits: dict[str, str]) -> Partition:
-        """Sort every chunk of ``plans`` once: empty, cached (in ``hits``), to request, or a repeat of a chunk
-        requested earlier in the run (same cache key: asked once, answered for both)."""
-        parts = Partition()
-        owners: dict[str, tuple[Plan, int]] = {}
-        for plan in plans:
-            pending: list[int] = []
-            for i, key in enumerate(plan.keys):
-                if key is None:
-                    parts.empty.append((plan, i))
-                elif key in hits:
-                    parts.cached.append((plan, i, hits[key]))
-                elif key in owners:
-                    parts.followers.append((plan, i, *owners[key]))
-                else:
-                    owners[key] = (plan, i)
-                    pending.append(i)
-            if pending:
-                parts.work.append((plan, pending))
-        return parts
-
-    def estimate(self, plans: list[Plan]) -> CostEstimate:
-        """What a run over ``plans`` would request and cost: the run's own partition, priced request by request
-        (the first of a cacheable document writes its cache, the others read it)."""
+    def price(self, work: Iterable[tuple[Plan, Sequence[int]]]) -> tuple[TokenUsage, float | None, int]:
+        """Estimated usage, dollars (None without prices) and long-prompt requests of requesting ``work``: the
+        first chunk of a cacheable document writes its cache, the others read it."""
         s = self.settings
         info = s.provider.model_info
         limit = self.limit()
-        parts = self.partition(plans, self.lookup(plans))
         usage = TokenUsage()
         dollars = 0.0
         long_prompts = 0
         output_guess = (s.max_context_tokens * 3) // 5
-        for plan, pending in parts.work:
+        for plan, pending in work:
             cacheable = self.caches(plan)
             for n, i in enumerate(pending):
                 view = self.view(plan, i, limit)
@@ -368,13 +417,20 @@ class Planner:
                 if info is not None:
                     dollars += request_cost_usd(one, info, cache_ttl=s.provider.cache_ttl)
                     long_prompts += info.in_long_prompt_tier(one.prompt_tokens)
+        return usage, (dollars if info is not None else None), long_prompts
+
+    def estimate(self, plans: list[Plan], parts: Partition, reuse_saved_usd: float | None = 0.0) -> CostEstimate:
+        """What a run over ``plans`` would request and cost: the run's own ``partition`` (``reuse.estimate``),
+        priced request by request (the first of a cacheable document writes its cache, the others read it)."""
+        usage, dollars, long_prompts = self.price(parts.work)
         return CostEstimate(
             documents=len(plans), chunks=sum(len(p.chunks) for p in plans),
             cached_chunks=len(parts.cached) + len(parts.followers), empty_chunks=len(parts.empty),
             requests=sum(len(pending) for _, pending in parts.work), usage=usage,
-            cost_usd=dollars if info else None, document_tokens=sum(p.tokens for p in plans),
+            cost_usd=dollars, document_tokens=sum(p.tokens for p in plans),
             uncacheable_documents=[p.document.id for p in plans if p.chunks and not self.caches(p)],
-            windowed_documents=sum(p.windowed for p in plans), long_prompt_requests=long_prompts)
+            windowed_documents=sum(p.windowed for p in plans), long_prompt_requests=long_prompts,
+            reused_chunks=len(parts.reused), reuse_saved_usd=reuse_saved_usd)
 
     # -- exact token counts ----------------------------------------------------------------------------
 

@@ -55,6 +55,8 @@ class CostEstimate:
     uncacheable_documents: list[str] = field(default_factory=list)
     windowed_documents: int = 0
     long_prompt_requests: int = 0  # requests whose prompt would fall into the model's dearer price tier
+    reused_chunks: int = 0  # served an earlier context (``ReusePolicy``): no request
+    reuse_saved_usd: float | None = 0.0  # what those requests would have cost (None: no prices)
 
     def format(self) -> str:
         dollars = "unknown (no price for this model)" if self.cost_usd is None else f"${self.cost_usd:.4f}"
@@ -66,4 +68,7 @@ class CostEstimate:
             f"~{u.output_tokens:,} tokens, cost ~{dollars}"
             + (f" ({self.long_prompt_requests} requests in the long-prompt price tier)"
                if self.long_prompt_requests else "")
+            + (f"; {self.reused_chunks} chunks reuse an earlier context (stale until refreshed), saving "
+               + ("an unknown amount" if self.reuse_saved_usd is None else f"~${self.reuse_saved_usd:.4f}")
+               if self.reused_chunks else "")
         )

@@ -66,15 +66,19 @@ class RunCache:
 
     # -- storing ---------------------------------------------------------------------------------------
 
-    async def store(self, key: str, response: ProviderResponse, prompt_version: str,
-                    document_id: str | None = None) -> None:
+    async def store(self, key: str, response: ProviderResponse, plan: Plan | None, i: int = 0) -> None:
         """Commit an answer to the context cache at once (a killed run never pays for it again); when the cache
-        cannot take it, keep it for later. Never raises: the answer is the run's result either way."""
+        cannot take it, keep it for later. Never raises: the answer is the run's result either way. ``plan`` and
+        ``i``: the chunk it answers (None: a chunk of an earlier run's batch that this run does not hold)."""
         s = self.engine.settings
         if s.cache is None:
             return
-        self.unstored[key] = CachedContext(response.text, s.provider.name, s.provider.model, prompt_version,
-                                           response.usage, document_id)
+        if plan is None:
+            entry = CachedContext(response.text, s.provider.name, s.provider.model, s.prompt.version, response.usage)
+        else:
+            entry = CachedContext(response.text, s.provider.name, s.provider.model, plan.prompt.version,
+                                  response.usage, plan.document.id, plan.chunk_keys[i], plan.digest, plan.settings_key)
+        self.unstored[key] = entry
         await self.flush()
 
     async def flush(self, *, force: bool = False) -> None:

@@ -15,6 +15,7 @@ from ctx_retrieval.contextualize.leases import DocumentLeases
 from ctx_retrieval.contextualize.planning import Plan, RunSettings
 from ctx_retrieval.contextualize.scheduling import DOCUMENTS_PER_SLOT, Limiter, PrioritySlots, server_shape
 from ctx_retrieval.contextualize.tracing import RunTracers, current_tracers
+from ctx_retrieval.contextualize.versions import Previous
 from ctx_retrieval.errors import CtxRetrievalError
 from ctx_retrieval.progress import NoBar, make_bar
 from ctx_retrieval.types import ContextResult
@@ -52,6 +53,7 @@ class RunState:
     documents_capacity: int = 0
     documents_per_slot: float = 2.0
     tracers: RunTracers = field(default_factory=lambda: RunTracers(()))  # who sees each request (tracing.py)
+    previous: dict[int, Previous] = field(default_factory=dict)  # earlier contexts served or kept (``versions``)
 
     @classmethod
     def start(cls, plans: list[Plan], settings: RunSettings, *, seed: int | None, progress: bool, notes: list[str],
