@@ -146,13 +146,21 @@ def _make_contextualizer(args: argparse.Namespace) -> _Contextualizer:
                                  budget_usd=getattr(args, "budget", None),
                                  progress=not getattr(args, "quiet", False),
                                  on_error=getattr(args, "on_error", "raise"),
-                                 prompt=CONTEXT_LANGUAGES[getattr(args, "context_language", "auto")])
+                                 prompt=CONTEXT_LANGUAGES[getattr(args, "context_language", "auto")],
+                                 reuse=_reuse_policy(args))
+    refresh, batch = getattr(args, "refresh_stale", False), getattr(args, "batch", False)
 
     def run(items: list[tuple[SourceDocument, list[Chunk]]]) -> dict[str, str | None]:
-        _say(generator.estimate(items).format())
+        if not refresh:
+            _say(generator.estimate(items).format())
         with _interruptible(generator, made):
             try:
-                result = generator.contextualize_many(items)
+                if refresh:
+                    result = generator.refresh_stale(items, batch=batch, poll_interval_s=args.poll_interval)
+                elif batch:
+                    result = generator.contextualize_many_batched(items, poll_interval_s=args.poll_interval)
+                else:
+                    result = generator.contextualize_many(items)
             except ContextGenerationError as exc:
                 if not made.interrupted or exc.run is None:
                     raise
@@ -209,9 +217,23 @@ def _llm_provider(args: argparse.Namespace, choice: str) -> Any:
                                     check_model=not getattr(args, "no_model_check", False))
 
 
+def _reuse_policy(args: argparse.Namespace) -> Any:
+    """``--reuse-changed-tokens``, ``--reuse-other-models`` and ``--rewrite-neighbours`` as a ``ReusePolicy`` (None:
+    exact, the default)."""
+    tokens, other = getattr(args, "reuse_changed_tokens", 0) or 0, getattr(args, "reuse_other_models", False)
+    if not tokens and not other:
+        return None
+    from ctx_retrieval.contextualize.versions import ReusePolicy
+
+    return ReusePolicy(max_changed_tokens=tokens, other_models=other,
+                       rewrite_neighbours=getattr(args, "rewrite_neighbours", 0) or 0)
+
+
 def _record(result: Any) -> dict[str, Any]:
     record = {"status": result.status, "provider": result.provider, "model": result.model,
               "prompt_version": result.prompt_version}
+    if result.written_from:
+        record["written_from"] = result.written_from
     if result.error:
         record["error"], record["error_kind"] = result.error, result.error_kind
     return record
@@ -255,7 +277,8 @@ def _dry_run(args: argparse.Namespace, items: list[tuple[SourceDocument, list[Ch
         return 0
     path = Path(args.cache) if args.cache else default_cache_path()
     cache: ContextCache | bool = ContextCache(path) if path.exists() else False  # read what exists, create nothing
-    print(ContextGenerator(_llm_provider(args, choice), cache=cache).estimate(items).format())
+    generator = ContextGenerator(_llm_provider(args, choice), cache=cache, reuse=_reuse_policy(args))
+    print(generator.estimate(items).format())
     return 0
 
 
@@ -569,6 +592,14 @@ def _add_contextualizer_args(parser: argparse.ArgumentParser, *, twin: bool, def
                         help="requests in flight (default: found by the run, from 8 up to what the rate limits and "
                              "latency call for)")
     parser.add_argument("--budget", type=float, help="stop before spending more than this many dollars")
+    parser.add_argument("--reuse-changed-tokens", type=_positive_int, metavar="N",
+                        help="an edited document's unchanged chunks keep their contexts while it changed by at most N "
+                             "tokens since they were written (stale until refreshed; default: exact, none reused)")
+    parser.add_argument("--reuse-other-models", action="store_true",
+                        help="after a model or prompt change, each chunk keeps its previous context until its new one "
+                             "is written ('contextualize --refresh-stale' writes them)")
+    parser.add_argument("--rewrite-neighbours", type=_positive_int, metavar="N",
+                        help="with --reuse-changed-tokens: chunks within N chunks of an edit are rewritten, not reused")
     parser.add_argument("--context-language", choices=list(CONTEXT_LANGUAGES), default="auto",
                         help="the language contexts are asked in: auto = the document's (English documents and code "
                              "get the course's prompt unchanged) (default); document = always the document's; "
@@ -657,6 +688,13 @@ def _build_parser(*, twin: bool = False) -> argparse.ArgumentParser:
     ctx.add_argument("--dry-run", action="store_true", help="only estimate requests, tokens and dollars")
     _add_input_limit(ctx)
     ctx.add_argument("--on-error", choices=["raise", "skip"], default="raise")
+    ctx.add_argument("--refresh-stale", action="store_true",
+                     help="rewrite the stale contexts of these inputs (reused after an edit or a model change), "
+                          "nearest the edits first; a chunk keeps its stale context until the new one is written")
+    ctx.add_argument("--batch", action="store_true",
+                     help="send the requests as Message Batches, at half price (results take up to 24 hours)")
+    ctx.add_argument("--poll-interval", type=_positive_mb, default=30.0, metavar="SECONDS",
+                     help="with --batch: seconds between checks on submitted batches (default %(default)s)")
     _add_contextualizer_args(ctx, twin=twin)
     ctx.set_defaults(func=_cmd_contextualize)
 

@@ -135,6 +135,14 @@ class ContextResult:
     written_from: str | None = None  # a reused context: the digest of the document version it was written from
 
     @property
+    def stored_status(self) -> str:
+        """The status the adapters write on an indexed chunk (``context_status``): ``cached`` is written as
+        ``generated`` (the same context, written by the LLM in an earlier run), so rerunning an unchanged corpus
+        leaves every chunk's metadata as it was and the frameworks' incremental ingestion (LangChain's record
+        manager, LlamaIndex's ingestion cache) re-embeds nothing."""
+        return "generated" if self.status == "cached" else self.status
+
+    @property
     def stale(self) -> bool:
         """True when the context was written for another version of the document, or by another model or prompt
         (``status == "reused"``): ``ContextGenerator.refresh_stale`` rewrites it."""

@@ -216,12 +216,13 @@ class RunReport:
                if per_m is not None else ""),
             f"wall time {self.wall_time_s:.2f} s",
         ]
-        if self.stale or self.refreshed:
+        if self.refreshed:
+            lines.append(f"refreshed {self.refreshed} stale contexts (rewritten for the current document and settings)")
+        if self.stale:
             saved = "an unknown amount" if self.reuse_saved_usd is None else f"~${self.reuse_saved_usd:.4f}"
             lines.append(f"reused {self.reused} earlier contexts (stale until refreshed; reuse saved {saved})"
                          + (f", {self.on_previous_settings} ({self.on_previous_settings / self.chunks:.1%} of chunks) "
-                            "written by the previous model or prompt" if self.on_previous_settings else "")
-                         + (f"; refreshed {self.refreshed}" if self.refreshed else ""))
+                            "written by the previous model or prompt" if self.on_previous_settings else ""))
         if self.shared_documents:
             lines.append(f"documents another worker was writing (contexts read from the shared cache): "
                          f"{self.shared_documents}")

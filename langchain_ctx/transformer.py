@@ -10,7 +10,7 @@ from langchain_core.documents import BaseDocumentTransformer, Document
 
 from ctx_retrieval._aio import run_sync
 from ctx_retrieval.contextualize.tracing import tracing
-from ctx_retrieval.errors import InvalidInputError
+from ctx_retrieval.errors import ConfigurationError, InvalidInputError
 from ctx_retrieval.keys import (
     CHUNK_ID_KEY,
     CONTEXT_CHARS_KEY,
@@ -20,6 +20,7 @@ from ctx_retrieval.keys import (
     CONTEXT_PROVIDER_KEY,
     CONTEXT_SEPARATOR,
     CONTEXT_STATUS_KEY,
+    CONTEXT_WRITTEN_FROM_KEY,
     ORIGINAL_TEXT_KEY,
 )
 from ctx_retrieval.protocols import Contextualizer
@@ -159,7 +160,10 @@ class ContextualDocumentTransformer(BaseDocumentTransformer):
             chars = len(header) + len(CONTEXT_SEPARATOR) if header else 0
             metadata = {**doc.metadata, CHUNK_ID_KEY: where[1], CONTEXT_CHARS_KEY: chars,
                         CONTEXT_PROVIDER_KEY: result.provider, CONTEXT_MODEL_KEY: result.model,
-                        CONTEXT_PROMPT_VERSION_KEY: result.prompt_version, CONTEXT_STATUS_KEY: result.status}
+                        CONTEXT_PROMPT_VERSION_KEY: result.prompt_version, CONTEXT_STATUS_KEY: result.stored_status}
+            metadata.pop(CONTEXT_WRITTEN_FROM_KEY, None)
+            if result.written_from:  # a reused (stale) context: the document version it was written from
+                metadata[CONTEXT_WRITTEN_FROM_KEY] = result.written_from
             if result.context:
                 metadata[CONTEXT_KEY] = result.context
             if self.keep_original_text:
@@ -180,11 +184,34 @@ class ContextualDocumentTransformer(BaseDocumentTransformer):
         items, placement = self._plan(documents, kwargs.get("source_documents"))
         tracer = LangChainRequestTracer(kwargs.get("callbacks"), tags=kwargs.get("tags"),
                                         metadata=kwargs.get("metadata"))
+        refresh = kwargs.get("refresh_stale")
+        if refresh and not hasattr(self.contextualizer, "arefresh_stale"):
+            raise ConfigurationError(f"{type(self.contextualizer).__name__} writes no stale contexts: refresh_stale "
+                                     "needs a ContextGenerator (with a ReusePolicy)", setting="contextualizer")
         with tracing(*([tracer] if tracer else [])):
-            results = await self.contextualizer.acontextualize_many(
-                items, **({"progress": True} if self.progress else {}))
+            progress = {"progress": True} if self.progress else {}
+            if refresh:
+                generator: Any = self.contextualizer  # a ContextGenerator: checked above
+                results = await generator.arefresh_stale(items, batch=bool(kwargs.get("batch")), **progress)
+            else:
+                results = await self.contextualizer.acontextualize_many(items, **progress)
         self.last_report = getattr(results, "report", None) or self.contextualizer.last_report
         return self._documents(documents, placement, results)
+
+    def refresh_stale(self, documents: Sequence[Document], *, batch: bool = False,
+                      **kwargs: Any) -> Sequence[Document]:
+        """``transform_documents`` that rewrites the stale contexts of these chunks (reused by a ``ReusePolicy``
+        after an edit or a model change), nearest the edits first, at half price with ``batch=True``; a chunk keeps
+        its stale context until the new one is written. Pass the output to ``index()`` as usual: the record manager
+        sees the changed contexts and rewrites those chunks."""
+        return run_sync(self.arefresh_stale(documents, batch=batch, **kwargs))
+
+    async def arefresh_stale(self, documents: Sequence[Document], *, batch: bool = False,
+                             **kwargs: Any) -> Sequence[Document]:
+        if any(CONTEXT_STATUS_KEY in d.metadata and CONTEXT_CHARS_KEY in d.metadata for d in documents):
+            raise InvalidInputError("refresh_stale takes the chunks given to transform_documents (the splitter's "
+                                    "output), not its contextualized output")
+        return await self.atransform_documents(documents, refresh_stale=True, batch=batch, **kwargs)
 
 
 def _source_id(source: Any) -> str:

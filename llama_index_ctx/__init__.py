@@ -17,7 +17,7 @@ from .providers import LlamaIndexLLMProvider  # noqa: E402
 from .rerank import ClaudeRerankPostprocessor  # noqa: E402
 from .retrievers import ContextualHybridRetriever, ContextualVectorStore, chroma_vector_store  # noqa: E402
 from .splitters import EmbedderTokenSplitter  # noqa: E402
-from .transform import ContextualNodeTransform  # noqa: E402
+from .transform import ContextualNodeTransform, arefresh_stale, refresh_stale  # noqa: E402
 
 __all__ = [
     "BM25IndexRetriever",
@@ -30,5 +30,7 @@ __all__ = [
     "LateChunkingTransform",
     "LlamaIndexLLMProvider",
     "MiniLMEmbedding",
+    "arefresh_stale",
     "chroma_vector_store",
+    "refresh_stale",
 ]

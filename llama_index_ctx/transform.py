@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -11,6 +12,8 @@ from pydantic import ConfigDict, Field, PrivateAttr
 
 from ctx_retrieval._aio import run_sync
 from ctx_retrieval.contextualize.tracing import tracing
+from ctx_retrieval.contextualize.versions import stale_documents
+from ctx_retrieval.contextualize.versions import stale_marker as cache_stale_marker
 from ctx_retrieval.errors import ConfigurationError
 from ctx_retrieval.keys import (
     CONTEXT_KEY,
@@ -19,6 +22,7 @@ from ctx_retrieval.keys import (
     CONTEXT_PROVIDER_KEY,
     CONTEXT_SEPARATOR,
     CONTEXT_STATUS_KEY,
+    CONTEXT_WRITTEN_FROM_KEY,
     PROVENANCE_KEYS,
 )
 from ctx_retrieval.protocols import ServerDescribingProvider
@@ -28,7 +32,7 @@ from ctx_retrieval.usage import RunReport
 
 from .tracing import LlamaIndexRequestTracer
 
-__all__ = ["ContextualNodeTransform"]
+__all__ = ["ContextualNodeTransform", "arefresh_stale", "refresh_stale"]
 
 logger = logging.getLogger(__name__)
 
@@ -82,11 +86,14 @@ class ContextualNodeTransform(TransformComponent):
     contextualizer_id: str = Field(default="", description="the contextualizer's identity: every setting that "
                                    "changes its contexts (LlamaIndex's ingestion-cache key)")
     show_progress: bool = Field(default=False, exclude=True, description="progress bar; not part of the cache key")
+    stale_marker: str = Field(default="", description="changes when the context cache's stale contexts do (with a "
+                              "ReusePolicy): a refreshed context is never hidden behind the IngestionCache")
 
     _contextualizer: Any = PrivateAttr(default=None)
     _docstore: Any = PrivateAttr(default=None)
     _last_report: RunReport | None = PrivateAttr(default=None)
     _notes: list[str] = PrivateAttr(default_factory=list)
+    _refresh: dict[str, Any] | None = PrivateAttr(default=None)  # set by refresh_stale for one pipeline run
 
     def __init__(self, llm: Any = None, *, contextualizer: Any = None, docstore: Any = None, **data: Any) -> None:
         """``llm``: who writes the contexts: a ``ctx_retrieval`` provider (``AnthropicProvider(...)``,
@@ -121,6 +128,9 @@ class ContextualNodeTransform(TransformComponent):
         # the key is taken only once the server said what it is (its context size decides the window).
         self._last_report = None
         self._learn_server()
+        # a refresh must run this step (never its cached output); otherwise the key follows the stale contexts
+        self.stale_marker = f"refresh:{time.time_ns()}" if self._refresh is not None else cache_stale_marker(
+            self._contextualizer)
         return super().to_dict(**kwargs)
 
     def _learn_server(self) -> None:
@@ -203,9 +213,11 @@ class ContextualNodeTransform(TransformComponent):
             rest = {k: v for k, v in node.metadata.items() if k != self.context_key}
             first = {self.context_key: result.context} if result.context else {}
             asked = {k: rest.pop(k) for k in self.indexed_metadata_keys if k in rest}
+            rest.pop(CONTEXT_WRITTEN_FROM_KEY, None)
             node.metadata = {**first, **asked, **rest, CONTEXT_PROVIDER_KEY: result.provider,
                              CONTEXT_MODEL_KEY: result.model, CONTEXT_PROMPT_VERSION_KEY: result.prompt_version,
-                             CONTEXT_STATUS_KEY: result.status}
+                             CONTEXT_STATUS_KEY: result.stored_status,
+                             **({CONTEXT_WRITTEN_FROM_KEY: result.written_from} if result.written_from else {})}
             if isinstance(node, TextNode):
                 node.metadata_template, node.metadata_separator = "{value}", "\n"
                 node.text_template = "{metadata_str}" + CONTEXT_SEPARATOR + "{content}"
@@ -241,7 +253,12 @@ class ContextualNodeTransform(TransformComponent):
         # per call: a generator shared with other pipelines keeps its own setting; each request is traced as an
         # LLM call (instrumentation events, and the callback manager's LLM events)
         with tracing(LlamaIndexRequestTracer(kwargs.get("callback_manager"))):
-            results = await self._contextualizer.acontextualize_many(items, **({"progress": True} if show else {}))
+            if self._refresh is not None:
+                results = await self._contextualizer.arefresh_stale(items, **self._refresh,
+                                                                    **({"progress": True} if show else {}))
+            else:
+                results = await self._contextualizer.acontextualize_many(items,
+                                                                         **({"progress": True} if show else {}))
         report = getattr(results, "report", None) or getattr(self._contextualizer, "last_report", None)
         if report is not None:
             report.warnings.extend(self._notes)
@@ -311,3 +328,47 @@ def _identity(contextualizer: Any) -> str:
 def _with(keys: list[str] | None, extra: Sequence[str]) -> list[str]:
     current = list(keys or [])
     return current + [k for k in extra if k not in current]
+
+
+def _refresh_setup(pipeline: Any, documents: Sequence[Any], batch: bool, poll_interval_s: float
+                   ) -> tuple[ContextualNodeTransform, list[Any]]:
+    """The pipeline's contextual step and the documents with stale contexts, marked changed in its docstore (so its
+    own upserts replace their nodes in the vector store)."""
+    steps = [t for t in pipeline.transformations if isinstance(t, ContextualNodeTransform)]
+    if len(steps) != 1:
+        raise ConfigurationError("refresh_stale needs a pipeline with one ContextualNodeTransform step",
+                                 setting="transformations")
+    step = steps[0]
+    if not hasattr(step._contextualizer, "arefresh_stale"):
+        raise ConfigurationError(f"{type(step._contextualizer).__name__} writes no stale contexts: refresh_stale "
+                                 "needs a ContextGenerator (with a ReusePolicy)", setting="contextualizer")
+    stale = set(stale_documents(step._contextualizer))
+    chosen = [d for d in documents if d.id_ in stale]
+    if pipeline.docstore is not None:
+        for document in chosen:  # a hash that matches nothing: the pipeline deletes and rewrites its nodes
+            pipeline.docstore.set_document_hash(document.id_, "ctx-retrieval:stale")
+    step._refresh = {"batch": batch, "poll_interval_s": poll_interval_s}
+    return step, chosen
+
+
+def refresh_stale(pipeline: Any, documents: Sequence[Any], *, batch: bool = False, poll_interval_s: float = 30.0,
+                  **run_kwargs: Any) -> Sequence[BaseNode]:
+    """Rewrite the stale contexts (``ReusePolicy``) of ``documents`` through the ``IngestionPipeline`` that indexed
+    them: the documents with stale contexts run through it again, nearest the edits first, at half price with
+    ``batch=True``, and its docstore upserts replace their nodes in the vector store; the rest are not touched.
+    Returns the new nodes (none when nothing is stale)."""
+    step, chosen = _refresh_setup(pipeline, documents, batch, poll_interval_s)
+    try:
+        return list(pipeline.run(documents=chosen, **run_kwargs)) if chosen else []
+    finally:
+        step._refresh = None
+
+
+async def arefresh_stale(pipeline: Any, documents: Sequence[Any], *, batch: bool = False,
+                         poll_interval_s: float = 30.0, **run_kwargs: Any) -> Sequence[BaseNode]:
+    """The async twin of ``refresh_stale`` (``IngestionPipeline.arun``)."""
+    step, chosen = _refresh_setup(pipeline, documents, batch, poll_interval_s)
+    try:
+        return list(await pipeline.arun(documents=chosen, **run_kwargs)) if chosen else []
+    finally:
+        step._refresh = None

@@ -93,8 +93,8 @@ CREATE TABLE IF NOT EXISTS leases (
 
 _SQLITE_MAX_VARIABLES = 500
 # Stale and all chunks of each document's latest version (the one a run saw last).
-_LATEST_VERSIONS = ("SELECT SUM(stale), SUM(n_chunks) FROM document_versions v WHERE seen_at = (SELECT MAX(seen_at) "
-                    "FROM document_versions w WHERE w.document_id = v.document_id)")
+_IS_LATEST = "seen_at = (SELECT MAX(seen_at) FROM document_versions w WHERE w.document_id = v.document_id)"
+_LATEST_VERSIONS = f"SELECT SUM(stale), SUM(n_chunks) FROM document_versions v WHERE {_IS_LATEST}"
 
 
 @dataclass(frozen=True)
@@ -335,13 +335,21 @@ class ContextCache:
                 [(v.document_id, v.digest, json.dumps(v.chunks, separators=(",", ":")), len(v.chunks), v.stale, now)
                  for v in versions])
 
-    def stale_marker(self) -> str:
-        """Changes whenever a document version is recorded or its stale count changes (cheap: frameworks' caches
-        key on it, so a refreshed context is not hidden behind a cached pipeline step)."""
+    def stale_documents(self) -> list[str]:
+        """Ids of the documents whose latest version (the one a run saw last) has chunks serving stale contexts."""
         with self._lock, self._errors():
-            n, stale, seen = self._conn.execute(
-                "SELECT COUNT(*), SUM(stale), MAX(seen_at) FROM document_versions WHERE stale > 0").fetchone()
-        return f"{n}:{stale or 0}:{seen or 0}"
+            rows = self._conn.execute(f"SELECT document_id FROM document_versions v WHERE stale > 0 AND "
+                                      f"{_IS_LATEST} ORDER BY document_id").fetchall()
+        return [str(row[0]) for row in rows]
+
+    def stale_marker(self) -> str:
+        """Changes whenever contexts are written or stale counts change, in O(1) (frameworks' caches key on it, so a
+        refreshed context is never hidden behind a cached pipeline step; it must differ after a refresh from what
+        it was before the run that reused, so it counts writes, not only stale contexts)."""
+        with self._lock, self._errors():
+            (written,) = self._conn.execute("SELECT MAX(rowid) FROM contexts").fetchone()
+            (stale,) = self._conn.execute("SELECT SUM(stale) FROM document_versions WHERE stale > 0").fetchone()
+        return f"{written or 0}:{stale or 0}"
 
     # -- exact token counts ------------------------------------------------------------------------------
 

@@ -60,6 +60,7 @@ _SCHEMA = (
 )
 _COLUMNS = ("key, raw_text, provider, model, prompt_version, usage, document_id, chunk_key, document_digest, "
             "settings_key, created_at")
+_IS_LATEST = "seen_at = (SELECT MAX(seen_at) FROM ctx_document_versions w WHERE w.document_id = v.document_id)"
 _SCHEMA_LOCK = 0x63747872  # one advisory lock: workers creating the tables at once would race in the catalog
 
 
@@ -227,10 +228,14 @@ class PostgresContextCache:
 
         self._retried(put)
 
+    def stale_documents(self) -> list[str]:
+        return [str(row[0]) for row in self._rows(
+            f"SELECT document_id FROM ctx_document_versions v WHERE stale > 0 AND {_IS_LATEST} ORDER BY document_id")]
+
     def stale_marker(self) -> str:
-        n, stale, seen = self._rows("SELECT COUNT(*), SUM(stale), MAX(seen_at) FROM ctx_document_versions "
-                                    "WHERE stale > 0")[0]
-        return f"{n}:{stale or 0}:{seen or 0}"
+        written, stale = self._rows("SELECT (SELECT COUNT(*) FROM ctx_contexts), (SELECT SUM(stale) FROM "
+                                    "ctx_document_versions WHERE stale > 0)")[0]
+        return f"{written or 0}:{stale or 0}"
 
     def delete(self, keys: Sequence[str]) -> None:
         self._run("DELETE FROM ctx_contexts WHERE key = ANY(%s)", (list(keys),))
@@ -249,8 +254,7 @@ class PostgresContextCache:
         counts = self._rows("SELECT COUNT(*) FROM ctx_token_counts")[0][0]
         batched = self._rows("SELECT COUNT(*) FROM ctx_batch_items")[0][0]
         stale, chunks = self._rows(
-            "SELECT SUM(stale), SUM(n_chunks) FROM ctx_document_versions v WHERE seen_at = (SELECT MAX(seen_at) FROM "
-            "ctx_document_versions w WHERE w.document_id = v.document_id)")[0]
+            f"SELECT SUM(stale), SUM(n_chunks) FROM ctx_document_versions v WHERE {_IS_LATEST}")[0]
         return CacheStats(int(contexts), int(documents), int(unattributed), {str(m): int(n) for m, n in
                           by_model.items()}, oldest, newest, int(size), int(counts), int(batched), int(stale or 0),
                           int(chunks or 0))

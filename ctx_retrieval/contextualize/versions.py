@@ -36,7 +36,8 @@ from ctx_retrieval.contextualize.cache import CachedContext, DocumentVersion
 from ctx_retrieval.errors import ConfigurationError
 
 __all__ = ["DocumentVersion", "Previous", "ReusePolicy", "VersionedStore", "changed_tokens", "chunk_digest",
-           "chunk_key", "edit_distances", "stale_marker"]
+           "chunk_key", "edit_distances", "stale_documents",
+           "stale_marker"]
 
 CHUNK_DIGEST_CHARS = 16  # 64 bits: chunk digests are compared within one document only
 
@@ -100,6 +101,8 @@ class VersionedStore(Protocol):
 
     def stale_marker(self) -> str: ...
 
+    def stale_documents(self) -> list[str]: ...
+
 
 def stale_marker(contextualizer: object) -> str:
     """Text that changes whenever the stale contexts in a contextualizer's cache do (a reuse run served some, a
@@ -109,6 +112,13 @@ def stale_marker(contextualizer: object) -> str:
         return ""
     cache = getattr(contextualizer, "cache", None)
     return cache.stale_marker() if isinstance(cache, VersionedStore) else ""
+
+
+def stale_documents(contextualizer: object) -> list[str]:
+    """Ids of the documents with stale contexts in a contextualizer's cache (their latest version's); [] when it has
+    no cache that records versions."""
+    cache = getattr(contextualizer, "cache", None)
+    return cache.stale_documents() if isinstance(cache, VersionedStore) else []
 
 
 def _digest(*parts: str) -> str:

@@ -150,7 +150,8 @@ EXPECTED_ALL = {
     "llama_index_ctx": [
         "BM25IndexRetriever", "ClaudeRerankPostprocessor", "ContextualHybridRetriever", "ContextualNodeTransform",
         "ContextualVectorStore", "E5Embedding", "EmbedderTokenSplitter",
-        "LateChunkingTransform", "LlamaIndexLLMProvider", "MiniLMEmbedding", "chroma_vector_store"],
+        "LateChunkingTransform", "LlamaIndexLLMProvider", "MiniLMEmbedding", "arefresh_stale", "chroma_vector_store",
+        "refresh_stale"],
     "langchain_ctx": [
         "BM25IndexRetriever", "ClaudeRerankCompressor", "ContextualDocumentTransformer", "ContextualHybridRetriever",
         "E5Embeddings", "EmbedderTokenSplitter",
