@@ -28,12 +28,16 @@ Current as of ``PRICES_AS_OF`` (2026-12-01). Every number comes from Anthropic's
   release notes); Claude Sonnet 4.5 retired on 2026-11-30.
 
 Only a real snapshot date extends an id (``claude-haiku-4-5-20251001``): ``claude-fable-5-2`` is its own model,
-never Claude Fable 5 with a suffix. Prices change: pass your own ``ModelInfo`` (``AnthropicProvider(model_info=
+never Claude Fable 5 with a suffix. The cloud platforms' ids resolve to the same entries (``platform_model``):
+Amazon Bedrock's ``[global.|us.|eu.|jp.|apac.|au.]anthropic.<id>[-v1[:0]]`` (and inference-profile ARNs that name
+one), Google Vertex AI's ``<id>[@YYYYMMDD]``; on both, regional endpoints bill 10% over the global endpoint
+(``platform_prices``). Prices change: pass your own ``ModelInfo`` (``AnthropicProvider(model_info=
 ...)``) when they do; ``drift(listing)`` compares the table with the Models API (``GET /v1/models``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import logging
 import re
@@ -61,6 +65,8 @@ __all__ = [
     "get_model_info",
     "lookup_model_info",
     "lookup_retired",
+    "platform_model",
+    "platform_prices",
     "request_cost_usd",
 ]
 
@@ -280,8 +286,10 @@ def _match(table_keys: Iterable[str], model: str) -> str | None:
 
 
 def lookup_retired(model: str, *, today: datetime.date | None = None) -> RetiredModel | None:
-    """The retirement record for ``model`` (id, alias or snapshot id), or None if it is served on ``today``
-    (default: today, UTC). A deprecated table entry past its retirement date counts as retired."""
+    """The retirement record for ``model`` (id, alias or snapshot id, also a platform's id), or None if it is
+    served on ``today`` (default: today, UTC). A deprecated table entry past its retirement date counts as retired.
+    The records are the Claude API's: a cloud platform may serve a model longer (its own deprecations apply)."""
+    model = platform_model(model).claude_id
     if model in _RETIRED_BY_ALIAS:
         return _RETIRED_BY_ALIAS[model]
     key = _match(RETIRED_MODELS, model)
@@ -312,8 +320,66 @@ def check_not_retired(model: str, *, today: datetime.date | None = None) -> None
                        "to %r (see %s)", model, info.retires_on, info.replacement, DEPRECATIONS_SOURCE)
 
 
+# Cloud platforms' model ids (their pages on platform.claude.com: build-with-claude/claude-on-amazon-bedrock-legacy,
+# claude-on-amazon-bedrock, claude-on-vertex-ai). Bedrock: an optional geography prefix (``global.`` routes
+# anywhere; ``us.``, ``eu.``, ``jp.``, ``apac.``, ``au.`` are cross-region inference profiles within one), then
+# ``anthropic.``, the model id, and on the InvokeModel endpoint a version suffix ``-v1`` or ``-v1:0``; an ARN of
+# a foundation model or system inference profile ends with such an id. Vertex AI: the model id, with ``@`` and the
+# snapshot date for dated models (``claude-haiku-4-5@20251001``).
+_BEDROCK_ID = re.compile(
+    r"(?:arn:aws[\w-]*:bedrock:[\w-]*:\d*:(?:foundation-model|inference-profile)/)?"
+    r"(?:(?P<geo>global|us|us-gov|eu|jp|apac|au|ca)\.)?anthropic\.(?P<id>claude-[a-z0-9-]+?)(?:-v\d+(?::\d+)?)?")
+_VERTEX_ID = re.compile(r"(?P<id>claude-[a-z0-9-]+?)@(?P<date>\d{8})")
+# Regional endpoints bill 10% over the global endpoint, "for Claude Sonnet 4.5 and future models" (the Bedrock
+# and Vertex AI pages, "Global vs regional endpoints"); every model in the table is one of those.
+REGIONAL_PREMIUM = 1.10
+
+
+@dataclass(frozen=True)
+class PlatformModel:
+    """A model id as a cloud platform spells it, read: the Claude API id it names (``claude_id``, with its snapshot
+    date when the platform id has one), the platform, and whether it names a regional endpoint (Bedrock's
+    geography prefixes and bare in-region ids; None when the id does not say, as on Vertex AI, where the client's
+    region does)."""
+
+    claude_id: str
+    platform: Literal["anthropic", "bedrock", "vertex"]
+    regional: bool | None = None
+
+
+def platform_model(model: str) -> PlatformModel:
+    """``model`` read as a Bedrock, Vertex AI or Claude API id (see ``PlatformModel``)."""
+    bedrock = _BEDROCK_ID.fullmatch(model)
+    if bedrock:
+        return PlatformModel(bedrock["id"], "bedrock", bedrock["geo"] != "global")
+    vertex = _VERTEX_ID.fullmatch(model)
+    if vertex:
+        return PlatformModel(f"{vertex['id']}-{vertex['date']}", "vertex")
+    return PlatformModel(model, "anthropic")
+
+
+def platform_prices(info: ModelInfo, *, regional: bool) -> ModelInfo:
+    """``info`` with the prices a platform bills: 10% more on every token at a regional endpoint."""
+    if not regional:
+        return info
+
+    def scaled(prices: Prices) -> Prices:
+        return Prices(*(round(p * REGIONAL_PREMIUM, 6) for p in (
+            prices.input_per_mtok, prices.output_per_mtok, prices.cache_write_5m_per_mtok,
+            prices.cache_write_1h_per_mtok, prices.cache_read_per_mtok)))
+
+    base = scaled(info.base_prices)
+    return dataclasses.replace(
+        info, input_per_mtok=base.input_per_mtok, output_per_mtok=base.output_per_mtok,
+        cache_write_5m_per_mtok=base.cache_write_5m_per_mtok, cache_write_1h_per_mtok=base.cache_write_1h_per_mtok,
+        cache_read_per_mtok=base.cache_read_per_mtok,
+        long_prompt_prices=scaled(info.long_prompt_prices) if info.long_prompt_prices else None)
+
+
 def lookup_model_info(model: str) -> ModelInfo | None:
-    """The table entry for ``model`` (exact id, alias, or a snapshot id of a listed model), or None."""
+    """The table entry for ``model`` (exact id, alias, or a snapshot id of a listed model, also as a cloud
+    platform spells it: ``platform_model``), or None."""
+    model = platform_model(model).claude_id
     model = MODEL_ALIASES.get(model, model)
     key = _match(MODELS, model)
     return MODELS[key] if key else None

@@ -7,7 +7,7 @@ from typing import Any
 from langchain_core.messages import HumanMessage
 
 from ctx_retrieval.providers.base import ContextRequest, ProviderResponse
-from ctx_retrieval.providers.messages import anthropic_blocks, plain_prompt, usage_from_fields
+from ctx_retrieval.providers.messages import anthropic_blocks, converse_blocks, plain_prompt, usage_from_fields
 from ctx_retrieval.providers.wrapped import WrappedModelProvider
 
 __all__ = ["LangChainChatProvider"]
@@ -21,14 +21,20 @@ class LangChainChatProvider(WrappedModelProvider):
 
             generator = ContextGenerator(LangChainChatProvider(ChatOllama(model="qwen2.5")))
 
-    The document goes first. For Anthropic models (``ChatAnthropic``, or ``cache_control=True``) its block
-    carries ``cache_control``; usage comes from ``AIMessage.usage_metadata`` when the model reports it.
+    The document goes first. For Claude (``ChatAnthropic``, ``ChatAnthropicVertex``, ``ChatBedrock`` with a Claude
+    model id such as ``us.anthropic.claude-haiku-4-5-20251001-v1:0``, or ``cache_control=True``) its block carries
+    ``cache_control`` (``ChatBedrockConverse``: a ``cachePoint`` block after it); usage comes from
+    ``AIMessage.usage_metadata`` when the model reports it.
     """
 
     name = "langchain"
 
     def _content(self, request: ContextRequest) -> Any:
-        return anthropic_blocks(request, ttl=self.cache_ttl) if self.cache_control else plain_prompt(request)
+        if not self.cache_control:
+            return plain_prompt(request)
+        if "Converse" in self._wrapped_type:  # ChatBedrockConverse: the Converse API's cachePoint blocks
+            return converse_blocks(request)
+        return anthropic_blocks(request, ttl=self.cache_ttl)
 
     async def agenerate(self, request: ContextRequest) -> ProviderResponse:
         message = await self.wrapped.ainvoke([HumanMessage(content=self._content(request))],

@@ -53,9 +53,11 @@ class BatchOptions:
             raise ConfigurationError("max_batch_bytes must be 1..256,000,000 (the API's limit is 256 MB)",
                                      setting="max_batch_bytes")
         provider = settings.provider
-        if not isinstance(provider, BatchProvider):
-            raise ConfigurationError(f"{type(provider).__name__} has no batch API; use contextualize_many",
-                                     setting="provider")
+        if not isinstance(provider, BatchProvider) or not getattr(provider, "supports_batches", True):
+            where = getattr(provider, "platform", "")
+            raise ConfigurationError(f"{type(provider).__name__} has no batch API"
+                                     + (f" ({where} offers no Message Batches through the SDK)" if where else "")
+                                     + "; use contextualize_many", setting="provider")
         if settings.cache is None:
             raise ConfigurationError("batch mode needs the context cache (cache=True or a path): it records the "
                                      "submitted batches so a restart collects them instead of paying again",

@@ -164,7 +164,7 @@ class SDKProvider(ProviderBase, Generic[ClientT]):
 
     name: str
     _key_env: str = ""
-    _unpicklable = ("_api_key", "_user_client", "_client", "_client_loop", "_retired")  # never the key
+    _unpicklable: tuple[str, ...] = ("_api_key", "_user_client", "_client", "_client_loop", "_retired")  # never keys
 
     def _init_client(self, api_key: str | None, client: ClientT | None) -> None:
         self._api_key = api_key

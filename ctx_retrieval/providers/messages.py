@@ -32,6 +32,19 @@ def anthropic_blocks(request: ContextRequest, *, ttl: str = "5m") -> list[dict[s
     return blocks
 
 
+def converse_blocks(request: ContextRequest) -> list[dict[str, Any]]:
+    """The same order for Amazon Bedrock's Converse API, whose cache breakpoint is a ``cachePoint`` block after the
+    content to cache (the Converse ``ContentBlock`` union), not a ``cache_control`` field: LangChain's
+    ``ChatBedrockConverse`` passes such blocks through."""
+    blocks: list[dict[str, Any]] = [{"type": "text", "text": request.document_prefix}]
+    if request.cache_prefix:
+        blocks.append({"cachePoint": {"type": "default"}})
+    if request.document_rest:
+        blocks.append({"type": "text", "text": request.document_rest})
+    blocks.append({"type": "text", "text": request.chunk_block})
+    return blocks
+
+
 def plain_prompt(request: ContextRequest) -> str:
     """The request as one text, document first (servers with automatic prefix caching reuse it per document)."""
     return request.document_prefix + request.document_rest + "\n\n" + request.chunk_block

@@ -16,7 +16,7 @@ from ctx_retrieval.errors import (
     ProviderRequestError,
     UnknownModelError,
 )
-from ctx_retrieval.models import ModelInfo, lookup_model_info
+from ctx_retrieval.models import ModelInfo, lookup_model_info, platform_model
 from ctx_retrieval.providers.base import (
     ContextRequest,
     ErrorDecision,
@@ -49,7 +49,10 @@ class WrappedModelProvider(ProviderBase):
         self._wrapped_type = type(model).__name__
         self._endpoint = self._endpoint_of(model)
         self._model_info = model_info if model_info is not None else lookup_model_info(self._model)
-        anthropic_model = "anthropic" in type(model).__name__.lower() or self._model.startswith("claude")
+        # Claude under any name: ChatAnthropic / Anthropic classes, and Claude ids as the Claude API, Amazon Bedrock
+        # ("us.anthropic.claude-...-v1:0", behind ChatBedrock) or Vertex AI ("claude-...@date") spell them
+        anthropic_model = "anthropic" in type(model).__name__.lower() or platform_model(
+            self._model).claude_id.startswith("claude")
         self.cache_control = anthropic_model if cache_control is None else cache_control
         self.reports_cache_usage = anthropic_model if reports_cache_usage is None else reports_cache_usage
 

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 from ctx_retrieval.testing import anthropic_rules as rules
+from ctx_retrieval.testing import twin_platforms as platforms
 from ctx_retrieval.testing.anthropic_rules import count_tokens
 from ctx_retrieval.testing.loopback import LoopbackHandler, LoopbackServer
 from ctx_retrieval.testing.twin_batches import BatchStore
@@ -59,6 +60,7 @@ class RecordedRequest:
     finished: float = 0.0
     headers: dict[str, str] = field(default_factory=dict)
     response_text: str | None = None
+    platform: str | None = None  # "bedrock" or "vertex": a platform route (``twin_platforms``); path is its API route
 
     @property
     def chunk_text(self) -> str | None:
@@ -396,8 +398,12 @@ class _Handler(LoopbackHandler):
     def fake(self) -> FakeAnthropicServer:
         return cast(FakeAnthropicServer, self.owner)
 
+    platform: str | None = None  # the platform whose route this request came by (its error shapes and headers)
+
     def _send(self, status: int, payload: bytes, headers: dict[str, str] | None = None,
               request_id: str | None = None, content_type: str = "application/json") -> None:
+        if self.platform is not None:
+            headers = platforms.platform_headers(headers)
         self.send_response(status)
         self.send_header("content-type", content_type)
         self.send_header("content-length", str(len(payload)))
@@ -412,6 +418,10 @@ class _Handler(LoopbackHandler):
         record.status = status
         self.fake.record(record)
         request_id = _request_id()
+        if self.platform is not None:
+            body, extra = platforms.error_body(self.platform, status, message)
+            self._send(status, body, {**(headers or {}), **extra}, request_id)
+            return
         self._send(status, _error_body(kind, message, request_id, details), headers, request_id)
 
     def _hostile_body(self, fault: str, payload: bytes) -> None:
@@ -507,8 +517,20 @@ class _Handler(LoopbackHandler):
         record = RecordedRequest(path=self.path, body=body, status=0, fault=None, usage=None,
                                  api_key_present=bool(key), started=started, headers=headers)
         route = self.path.split("?")[0]
+        self.platform = None
+        call = platforms.parse(route, body)
+        if call is not None:  # Bedrock or Vertex AI: the same Messages API behind the platform's route
+            self.platform = record.platform = call.platform
+            record.path, route, body = call.route, call.route, call.body
+            record.body = body
+            if bearer.lower().startswith("aws4-hmac-sha256 "):
+                key = fake.api_key  # SigV4 from the AWS credential chain: signed, not a key the twin checks
         if fake.api_key is not None and key != fake.api_key:
             self._error(record, 401, "authentication_error", "invalid x-api-key")
+            return
+        if call is not None and call.problem is not None:
+            status, message = call.problem
+            self._error(record, status, "invalid_request_error" if status == 400 else "not_found_error", message)
             return
         if route.startswith("/v1/messages/batches"):
             self._post_batches(record, raw, body)
@@ -603,6 +625,8 @@ class _Handler(LoopbackHandler):
         record.response_text = text
         record.finished = time.monotonic()
         fake.record(record)
+        if call is not None and call.invoke:
+            limit_headers = {**limit_headers, **platforms.invoke_usage_headers(usage)}
         try:
             self._send(200, payload, limit_headers)
         except OSError:  # the client gave up (timeout): nothing was delivered

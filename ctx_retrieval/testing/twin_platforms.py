@@ -1,0 +1,145 @@
+"""The twin's cloud-platform routes: Amazon Bedrock and Google Vertex AI, answered by the twin's Messages API.
+
+Its own copy of Anthropic's platform pages (never the package's model table or id parser):
+
+- BEDROCK_LEGACY_PAGE (https://platform.claude.com/docs/en/build-with-claude/claude-on-amazon-bedrock-legacy):
+  InvokeModel, ``POST /model/{modelId}/invoke``; the model is named in the URL, not the body; ``anthropic_version``
+  goes in the body; model ids are ``anthropic.<model>`` with a version (``-v1``, ``-v1:0``), usually behind a
+  geography prefix (``global.``, ``us.``, ``eu.``, ``jp.``, ``apac.``, ``au.``). Token counting and Message Batches
+  are not offered there.
+- BEDROCK_PAGE (https://platform.claude.com/docs/en/build-with-claude/claude-on-amazon-bedrock): the Messages API at
+  ``/anthropic/v1/messages`` (and ``/anthropic/v1/messages/count_tokens``), model ids ``anthropic.<model>``;
+  Message Batches and the Models API are not supported.
+- VERTEX_PAGE (https://platform.claude.com/docs/en/build-with-claude/claude-on-vertex-ai): ``POST /projects/{project}
+  /locations/{region}/publishers/anthropic/models/{model}:rawPredict``; the model is in the URL, not the body;
+  ``anthropic_version`` is in the body (rather than a header); model ids ``<model>@<YYYYMMDD>`` for dated models,
+  bare for the newer ones; token counting at ``.../models/count-tokens:rawPredict``; no Message Batches.
+
+Errors keep each platform's shape: Bedrock answers ``{"message": ...}`` with the exception name in
+``x-amzn-ErrorType`` (429 ``ThrottlingException``, 400 ``ValidationException``, 404
+``ResourceNotFoundException``), Vertex AI Google's ``{"error": {"code", "message", "status"}}`` (429
+``RESOURCE_EXHAUSTED``, 400 ``INVALID_ARGUMENT``, 404 ``NOT_FOUND``); neither sends ``retry-after`` or the
+``anthropic-ratelimit-*`` headers.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any
+
+__all__ = ["PlatformCall", "error_body", "invoke_usage_headers", "parse", "platform_headers"]
+
+_GEOGRAPHIES = ("global", "us", "us-gov", "eu", "jp", "apac", "au", "ca")
+_GEOGRAPHY = "|".join(re.escape(g) for g in _GEOGRAPHIES)
+_BEDROCK_MODEL = re.compile(rf"(?:(?:{_GEOGRAPHY})\.)?anthropic\.(claude-[a-z0-9-]+?)(?:-v\d+(?::\d+)?)?")
+_VERTEX_MODEL = re.compile(r"(claude-[a-z0-9-]+?)(?:@(\d{8}))?")
+_VERTEX_PATH = re.compile(r"(?:/v1)?/projects/([^/]+)/locations/([^/]+)/publishers/anthropic/models/([^/:]+):(\w+)")
+_INVOKE_PATH = re.compile(r"/model/([^/]+)/(invoke|invoke-with-response-stream|converse)")
+_STATUS_NAMES = {
+    "bedrock": {400: "ValidationException", 401: "UnrecognizedClientException", 403: "AccessDeniedException",
+                404: "ResourceNotFoundException", 413: "ValidationException", 429: "ThrottlingException",
+                500: "InternalServerException", 503: "ServiceUnavailableException", 529: "ServiceUnavailableException"},
+    "vertex": {400: "INVALID_ARGUMENT", 401: "UNAUTHENTICATED", 403: "PERMISSION_DENIED", 404: "NOT_FOUND",
+               413: "INVALID_ARGUMENT", 429: "RESOURCE_EXHAUSTED", 500: "INTERNAL", 503: "UNAVAILABLE",
+               529: "UNAVAILABLE"},
+}
+
+
+@dataclass
+class PlatformCall:
+    """A platform request read as the Messages API call it stands for."""
+
+    platform: str  # "bedrock" (both Bedrock endpoints) or "vertex"
+    route: str  # "/v1/messages" or "/v1/messages/count_tokens"
+    body: dict[str, Any]  # the Messages API body, ``model`` set to the Claude id the platform id names
+    problem: tuple[int, str] | None = None  # (status, message) to refuse it with
+    invoke: bool = False  # Bedrock's InvokeModel: token counts also in x-amzn-bedrock-* response headers
+
+
+def _bedrock_model(model_id: str) -> str | None:
+    match = _BEDROCK_MODEL.fullmatch(model_id)
+    return match[1] if match else None
+
+
+def _vertex_model(model_id: str) -> str | None:
+    match = _VERTEX_MODEL.fullmatch(model_id)
+    if not match:
+        return None
+    return f"{match[1]}-{match[2]}" if match[2] else match[1]
+
+
+def _needs_version(platform: str, body: dict[str, Any]) -> tuple[int, str] | None:
+    if not isinstance(body.get("anthropic_version"), str) or not body["anthropic_version"]:
+        return 400, f"{platform}: anthropic_version is required in the request body"
+    if "model" in body:
+        return 400, f"{platform}: model is named in the URL, not the request body"
+    return None
+
+
+def parse(path: str, body: dict[str, Any]) -> PlatformCall | None:
+    """The platform call a request path makes, or None for the twin's own Messages API routes."""
+    route = path.split("?")[0]
+    if route in ("/anthropic/v1/messages", "/anthropic/v1/messages/count_tokens"):
+        model = _bedrock_model(str(body.get("model", "")))
+        call = PlatformCall("bedrock", route.removeprefix("/anthropic"), dict(body))
+        if model is None:
+            call.problem = 404, f"the model {body.get('model')!r} is not a Bedrock model id (anthropic.<model>)"
+        else:
+            call.body["model"] = model
+        return call
+    invoke = _INVOKE_PATH.fullmatch(route)
+    if invoke:
+        call = PlatformCall("bedrock", "/v1/messages", dict(body), invoke=True)
+        model = _bedrock_model(invoke[1].replace("%3A", ":").replace("%3a", ":"))
+        if invoke[2] != "invoke":
+            call.problem = 400, f"the twin serves InvokeModel only, not {invoke[2]}"
+        elif model is None:
+            call.problem = 404, f"the model {invoke[1]!r} is not a Bedrock model id"
+        else:
+            call.problem = _needs_version("bedrock", body)
+            call.body.pop("anthropic_version", None)
+            call.body["model"] = model
+        return call
+    vertex = _VERTEX_PATH.fullmatch(route)
+    if vertex:
+        counting = vertex[3] == "count-tokens"
+        call = PlatformCall("vertex", "/v1/messages/count_tokens" if counting else "/v1/messages", dict(body))
+        named = str(body.get("model", "")) if counting else vertex[3]
+        model = _vertex_model(named)
+        if vertex[4] != "rawPredict":
+            call.problem = 400, f"the twin serves rawPredict only, not {vertex[4]}"
+        elif model is None:
+            call.problem = 404, f"Publisher model {named!r} was not found"
+        else:
+            if not counting:
+                call.problem = _needs_version("vertex", body)
+            call.body.pop("anthropic_version", None)
+            call.body["model"] = model
+        return call
+    return None
+
+
+def error_body(platform: str, status: int, message: str) -> tuple[bytes, dict[str, str]]:
+    """An error in the platform's own shape, and its headers."""
+    name = _STATUS_NAMES[platform].get(status, "InternalServerException" if platform == "bedrock" else "UNKNOWN")
+    if platform == "bedrock":
+        return json.dumps({"message": message}).encode(), {"x-amzn-ErrorType": f"{name}:http://internal.amazon.com/"}
+    return json.dumps({"error": {"code": status, "message": message, "status": name}}).encode(), {}
+
+
+def invoke_usage_headers(usage: dict[str, int]) -> dict[str, str]:
+    """InvokeModel's token counts as response headers (the AWS InvokeModel reference: ``X-Amzn-Bedrock-Input-Token-
+    Count``, ``-Output-Token-Count``, ``-Cache-Read-Input-Token-Count``, ``-Cache-Write-Input-Token-Count``), which
+    AWS SDK users read rather than the body."""
+    return {"x-amzn-bedrock-input-token-count": str(usage["input_tokens"]),
+            "x-amzn-bedrock-output-token-count": str(usage["output_tokens"]),
+            "x-amzn-bedrock-cache-read-input-token-count": str(usage["cache_read_input_tokens"]),
+            "x-amzn-bedrock-cache-write-input-token-count": str(usage["cache_creation_input_tokens"])}
+
+
+def platform_headers(headers: dict[str, str] | None) -> dict[str, str]:
+    """Response headers as a platform sends them: no ``retry-after``, no ``anthropic-ratelimit-*``."""
+    return {k: v for k, v in (headers or {}).items()
+            if k.lower() != "retry-after" and not k.lower().startswith("anthropic-ratelimit")}
