@@ -112,7 +112,7 @@ def living_corpus(documents: int, days: int, share: float) -> None:
         totals[label] = (dollars, requests, wall)
         first_cost = first.report.cost_usd or 0.0
     print(f"Day 0 (the whole corpus, every policy): ${first_cost:.4f}, {documents * 10:,} requests.\n")
-    print("| policy | days 1-%d: dollars | requests | stale share at day 1 / %d / %d | wall |" % (days, days // 2, days))
+    print(f"| policy | days 1-{days}: dollars | requests | stale share at day 1 / {days // 2} / {days} | wall |")
     print("|---|---|---|---|---|")
     exact = totals["exact"][0]
     for label, (dollars, requests, wall) in totals.items():

@@ -150,7 +150,7 @@ class BedrockProvider(_PlatformProvider):
                             else bool(regional) if regional is not None else endpoint == "messages")
 
     def __repr__(self) -> str:
-        state = "set" if self._resolved_key() else ("aws" if any(self._aws.values()) else "unset")
+        state = "set" if self._resolved_key() else ("aws" if any((self._aws or {}).values()) else "chain")
         return (f"BedrockProvider(model={self._model!r}, aws_region={self.aws_region!r}, "
                 f"endpoint={self.endpoint_kind!r}, credentials=<{state}>)")
 
@@ -178,7 +178,7 @@ class BedrockProvider(_PlatformProvider):
     def _new_client(self) -> anthropic_sdk.AsyncAnthropic:
         anthropic = require("anthropic", "bedrock")
         key = self._resolved_key()
-        credentials = {} if key is not None else {k: v for k, v in self._aws.items() if v is not None}
+        credentials = {} if key is not None else {k: v for k, v in (self._aws or {}).items() if v is not None}
         kind = (anthropic.AsyncAnthropicBedrock if self.endpoint_kind == "invoke"
                 else anthropic.AsyncAnthropicBedrockMantle)
         client: anthropic_sdk.AsyncAnthropic = kind(

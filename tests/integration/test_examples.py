@@ -18,6 +18,9 @@ SHOWS = {
     "contextualize_offline": [
         r"indexed text of the revenue chunk:\nThis chunk is from .*\n\nThe company's revenue grew by 3%",
         r"second run: 0 requests, (\d+) contexts from the cache"],
+    "edits_and_migrations": [r"edit: 1 request, (\d+) contexts reused", r"refresh: (\d+) stale contexts rewritten",
+                             r"migration: 0 requests, (\d+) of \1 chunks still on the previous model, 0 without",
+                             r"models now \['claude-haiku-5-5'\]"],
     "langchain_quickstart": [r"\d+ chunks contextualized"],
     "llama_index_quickstart": [r"\d+ nodes contextualized"],
     # The fleet wrote every context once; both frameworks' steps then found all of them in the shared cache.

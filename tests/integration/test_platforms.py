@@ -167,3 +167,12 @@ def test_a_converse_model_gets_a_cache_point_after_the_document() -> None:
     messages, _ = _messages_to_bedrock([HumanMessage(content=provider._content(request))])
     content = messages[0]["content"]
     assert content[0] == {"text": "<document>text</document>"} and "cachePoint" in content[1]
+
+
+def test_aws_secrets_never_reach_a_repr_a_pickle_or_the_cache_key() -> None:
+    provider = BedrockProvider("anthropic.claude-haiku-5-5", aws_region="us-east-1", aws_access_key="AKIACANARY00000",
+                               aws_secret_key="secret-canary-0000000000")
+    for text in (repr(provider), str(pickle.dumps(provider)), provider.cache_namespace):
+        assert "secret-canary" not in text and "AKIACANARY" not in text
+    assert pickle.loads(pickle.dumps(provider))._aws is None  # the worker takes them from its own chain
+    assert "credentials=<chain>" in repr(pickle.loads(pickle.dumps(provider)))
