@@ -63,6 +63,7 @@ class _Contextualizer:
     # per chunk id: status and provenance of its context, filled by run (written to the contextualize output)
     records: dict[str, dict[str, Any]] = field(default_factory=dict)
     interrupted: bool = False  # Ctrl-C stopped the run: the command exits 130 after writing what was done
+    report: Any = None  # the last run's RunReport, where the contextualizer makes one (its cost, for eval's verdict)
 
 
 def _resolved_choice(args: argparse.Namespace) -> str:
@@ -118,28 +119,8 @@ def _make_contextualizer(args: argparse.Namespace) -> _Contextualizer:
         made = _Contextualizer(f"{recorded.label} ({recorded.model})", read, lambda: None)
         return made
     from ctx_retrieval.contextualize.generator import ContextGenerator
-    from ctx_retrieval.providers.anthropic import AnthropicProvider
 
-    server = None
-    if choice == "fake":
-        if args.twin is None:
-            raise ConfigurationError(
-                "--contextualizer fake needs the Anthropic API twin, which the command line does not import: run "
-                "'python -m ctx_retrieval.testing <command> ... --contextualizer fake' (./scripts/demo.sh does)",
-                setting="contextualizer")
-        server = args.twin().start()
-        provider = AnthropicProvider(args.model, api_key=_FAKE_KEY, base_url=server.base_url,
-                                     endpoint_id="ctx-retrieval-twin")  # its port changes; its answers do not
-        if not getattr(args, "cache", None):
-            _say("the fake API's canned contexts are not kept in the context cache (every run asks it again); pass "
-                 "--cache PATH to keep them")
-        label = "the local FAKE Anthropic API (canned contexts, real request flow)"
-    elif choice in ("anthropic", "openai"):
-        provider = _llm_provider(args, choice)
-        label = (f"Claude ({args.model})" if choice == "anthropic"
-                 else f"{args.model} at {args.base_url} (OpenAI-compatible)")
-    else:  # pragma: no cover - argparse restricts the choices
-        raise InvalidInputError(f"unknown contextualizer {choice!r}")
+    provider, server, label = _llm_for(args, choice)
     cache = getattr(args, "cache", None)
     generator = ContextGenerator(provider, cache=Path(cache) if cache else (choice != "fake"),
                                  max_concurrency=getattr(args, "max_concurrency", None),
@@ -170,10 +151,37 @@ def _make_contextualizer(args: argparse.Namespace) -> _Contextualizer:
             _say(f"interrupted: {result.report.not_attempted} chunks were not attempted; run the same command again "
                  "to do them (finished contexts are cached)")
         made.records.update((r.chunk_id, _record(r)) for r in result)
+        made.report = result.report
         return {r.chunk_id: r.context for r in result}
 
     made = _Contextualizer(label, run, server.stop if server else (lambda: None))
     return made
+
+
+def _llm_for(args: argparse.Namespace, choice: str) -> tuple[Any, Any, str]:
+    """The provider for an LLM choice (``anthropic``, ``openai``, or ``fake``: the API twin, started here), the
+    twin server to stop after (or None), and the label the command prints."""
+    from ctx_retrieval.providers.anthropic import AnthropicProvider
+
+    if choice == "fake":
+        if getattr(args, "twin", None) is None:
+            raise ConfigurationError(
+                "--contextualizer fake needs the Anthropic API twin, which the command line does not import: run "
+                "'python -m ctx_retrieval.testing <command> ... --contextualizer fake' (./scripts/demo.sh does)",
+                setting="contextualizer")
+        server = args.twin().start()
+        provider = AnthropicProvider(args.model, api_key=_FAKE_KEY, base_url=server.base_url,
+                                     endpoint_id="ctx-retrieval-twin")  # its port changes; its answers do not
+        if not getattr(args, "cache", None):
+            _say("the fake API's canned answers are not kept in the context cache (every run asks it again); pass "
+                 "--cache PATH to keep them")
+        return provider, server, "the local FAKE Anthropic API (canned answers, real request flow)"
+    if choice in ("anthropic", "openai"):
+        label = (f"Claude ({args.model})" if choice == "anthropic"
+                 else f"{args.model} at {args.base_url} (OpenAI-compatible)")
+        return _llm_provider(args, choice), None, label
+    raise InvalidInputError(f"--contextualizer {choice} writes no text: questions need an LLM (--contextualizer "
+                            "anthropic, or openai with --base-url and --model)")
 
 
 @contextlib.contextmanager
@@ -445,6 +453,11 @@ def _cmd_query(args: argparse.Namespace) -> int:
 def _load_eval_corpus(args: argparse.Namespace) -> Any:
     from ctx_retrieval.evaluation import load_cookbook, load_corpus
 
+    if getattr(args, "inputs", None):
+        return _corpus_from_inputs(args)
+    if getattr(args, "generate_queries", None):
+        raise InvalidInputError("--generate-queries writes questions for your documents: name them (ctx-retrieval "
+                                "eval docs/ --generate-queries 100)")
     if getattr(args, "documents", None):
         if not args.queries:
             raise InvalidInputError("--documents needs --queries (JSONL: query, gold_chunk_ids)")
@@ -453,6 +466,68 @@ def _load_eval_corpus(args: argparse.Namespace) -> Any:
     if not corpus.queries:
         raise InvalidInputError(f"{args.queries} holds no queries: an evaluation over 0 queries measures nothing")
     return corpus
+
+
+def _corpus_from_inputs(args: argparse.Namespace) -> Any:
+    """``eval INPUTS``: the documents chunked as ``contextualize`` and ``index`` chunk them, with queries from
+    ``--queries`` or written now by the LLM (``--generate-queries N``, kept in WORK_DIR/eval/queries.jsonl)."""
+    from ctx_retrieval.evaluation import EvalCorpus
+    from ctx_retrieval.evaluation.corpus import read_queries
+
+    items = load_documents(args.inputs, _splitter(args), max_bytes=int(args.max_input_mb * 2**20))
+    name = Path(args.inputs[0]).name or "corpus"
+    if args.generate_queries:
+        query_set = _write_questions(args, items, args.generate_queries, Path(args.work_dir) / "eval" / "queries.jsonl")
+        queries = query_set.eval_queries()
+        args.query_set = query_set  # its note and cost go into the evaluation's outputs
+    elif args.queries:
+        queries = read_queries(args.queries)
+    else:
+        raise InvalidInputError("eval INPUTS needs queries: --queries FILE (query, gold_chunk_ids), or "
+                                "--generate-queries N to have the LLM write N of them")
+    corpus = EvalCorpus(name, items, queries)
+    corpus.validate()
+    return corpus
+
+
+def _write_questions(args: argparse.Namespace, items: list[tuple[SourceDocument, list[Chunk]]], count: int,
+                     out: Path) -> Any:
+    """Questions for ``count`` sampled chunks by the chosen LLM, written to ``out`` (the same engine, cache and
+    budget as contexts); the query set."""
+    from ctx_retrieval.evaluation.queries import generate_queries
+
+    provider, server, label = _llm_for(args, _resolved_choice(args))
+    _say(f"question writer: {label}")
+    cache = getattr(args, "cache", None)
+    try:
+        query_set = generate_queries(items, count, provider=provider, seed=getattr(args, "seed", 0),
+                                     cache=Path(cache) if cache else server is None,
+                                     budget_usd=getattr(args, "budget", None),
+                                     progress=not getattr(args, "quiet", False))
+    finally:
+        if server is not None:
+            server.stop()
+    query_set.write(out)
+    _say(f"{query_set.format()}; wrote {out}")
+    _say(query_set.note)
+    return query_set
+
+
+def _cmd_queries(args: argparse.Namespace) -> int:
+    items = load_documents(args.inputs, _splitter(args), max_bytes=int(args.max_input_mb * 2**20))
+    if args.dry_run:
+        from ctx_retrieval.evaluation.queries import estimate_queries
+
+        provider, server, _ = _llm_for(args, _resolved_choice(args))
+        try:
+            print(estimate_queries(items, args.count, provider=provider, seed=args.seed, cache=False).format())
+        finally:
+            if server is not None:
+                server.stop()
+        return 0
+    _check_out(args.out)
+    _write_questions(args, items, args.count, Path(args.out))
+    return 0
 
 
 def _run_eval(args: argparse.Namespace, corpus: Any, contextualizer: _Contextualizer) -> Any:
@@ -486,6 +561,20 @@ def _run_eval(args: argparse.Namespace, corpus: Any, contextualizer: _Contextual
                           embed_layout=args.embed_layout,
                           second_embedder=((args.also_embedder, _embedder(name=args.also_embedder))
                                            if args.also_embedder else None))
+    report = contextualizer.report
+    if report is not None:  # what writing these contexts cost (a heuristic, recorded or no contexts cost nothing)
+        result.meta["ingestion"] = {"model": f"{report.provider}/{report.model}", "cost_usd": report.cost_usd,
+                                    "cost_per_million_document_tokens": report.cost_per_million_document_tokens,
+                                    "document_tokens": report.document_tokens}
+    else:
+        result.meta["ingestion"] = {"model": contextualizer.label, "cost_usd": 0.0}
+    query_set = getattr(args, "query_set", None)
+    if query_set is not None:
+        result.meta["queries_note"] = query_set.note
+        result.meta["queries_generation"] = {"model": query_set.model, "queries": len(query_set.queries),
+                                             "cost_usd": query_set.report.cost_usd,
+                                             "requests": query_set.report.requests,
+                                             "wall_seconds": round(query_set.report.wall_time_s, 1)}
     return result
 
 
@@ -497,9 +586,13 @@ def _write_outputs(result: Any, args: argparse.Namespace, stem: str) -> None:
     chart_path = Path(args.chart) if getattr(args, "chart", None) else work / "eval" / f"{stem}.png"
     try:
         result.chart(chart_path)
-        _say(f"wrote {json_path} and {chart_path}")
     except ImportError as exc:
-        _say(f"wrote {json_path}; no chart: {exc}")
+        _say(f"no chart: {exc}")
+    html_path = result.to_html(json_path.with_suffix(".html"), chart=chart_path)
+    verdict = result.verdict(result.meta.get("ingestion"))
+    if verdict:
+        print("\n" + textwrap.fill(verdict, 110))
+    _say(f"wrote {json_path}, {chart_path} and the report {html_path}: open file://{html_path.resolve()}")
 
 
 def _cmd_eval(args: argparse.Namespace) -> int:
@@ -741,9 +834,35 @@ def _build_parser(*, twin: bool = False) -> argparse.ArgumentParser:
     ev.add_argument("--queries", help="evaluation JSONL (cookbook format, or query + gold_chunk_ids)")
     ev.add_argument("--documents", help="generic documents JSONL (id, text, chunks with ids)")
     ev.add_argument("--contexts-file", help="with --contextualizer recorded: the JSONL of chunk_id, context")
+    ev.add_argument("inputs", nargs="*", help="your documents (files or folders, as for contextualize), chunked as "
+                    "contextualize chunks them; with --queries or --generate-queries")
+    ev.add_argument("--generate-queries", type=_positive_int, metavar="N",
+                    help="with INPUTS: the --contextualizer LLM writes a question for each of N sampled chunks "
+                         "(stratified over documents; kept in WORK_DIR/eval/queries.jsonl)")
+    ev.add_argument("--seed", type=int, default=0, help="the chunk sample's seed (default %(default)s)")
+    sizes = ev.add_mutually_exclusive_group()
+    sizes.add_argument("--chunk-tokens", type=_positive_int, default=DEFAULT_CHUNK_TOKENS, help=CHUNK_TOKENS_HELP)
+    sizes.add_argument("--chunk-chars", type=_positive_int, help=CHUNK_CHARS_HELP)
+    _add_input_limit(ev)
     _add_contextualizer_args(ev, twin=twin)
     _add_eval_output_args(ev)
     ev.set_defaults(func=_cmd_eval)
+
+    qs = sub.add_parser("queries", help="have the LLM write evaluation queries for your documents",
+                        description="For a sample of chunks (stratified over documents), the LLM writes a question "
+                        "each chunk answers, through the same engine as contexts (prompt caching per document, "
+                        "prices, --budget, the context cache: a rerun pays only for what is missing). Writes a "
+                        "queries JSONL (query, gold_chunk_ids) that 'eval INPUTS --queries' reads.")
+    qs.add_argument("inputs", nargs="+", help="files or folders (as for contextualize)")
+    qs.add_argument("--count", type=_positive_int, default=100, help="queries to write (default %(default)s)")
+    qs.add_argument("--out", default="queries.jsonl", help="output JSONL (default %(default)s)")
+    qs.add_argument("--seed", type=int, default=0, help="the chunk sample's seed (default %(default)s)")
+    qs.add_argument("--dry-run", action="store_true", help="only estimate requests, tokens and dollars")
+    qs.add_argument("--quiet", action="store_true", help="no progress bar")
+    _add_chunking_args(qs, "the embedder whose tokens size the chunks (as for eval and index)")
+    _add_input_limit(qs)
+    _add_contextualizer_args(qs, twin=twin)
+    qs.set_defaults(func=_cmd_queries)
     return parser
 
 

@@ -12,7 +12,7 @@ require("langchain_core", "langchain")
 
 from .embeddings import E5Embeddings, MiniLMEmbeddings  # noqa: E402 - after the dependency check
 from .providers import LangChainChatProvider  # noqa: E402
-from .rerank import ClaudeRerankCompressor  # noqa: E402
+from .rerank import ClaudeRerankCompressor, eval_reranker  # noqa: E402
 from .retrievers import BM25IndexRetriever, ContextualHybridRetriever, ContextualVectorStore  # noqa: E402
 from .splitters import EmbedderTokenSplitter  # noqa: E402
 from .transformer import (  # noqa: E402
@@ -32,6 +32,7 @@ __all__ = [
     "EmbedderTokenSplitter",
     "LangChainChatProvider",
     "MiniLMEmbeddings",
+    "eval_reranker",
     "for_answering",
     "original_text",
     "split_and_contextualize",

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from langchain_core.callbacks import Callbacks
@@ -10,10 +10,11 @@ from langchain_core.documents import BaseDocumentCompressor, Document
 from pydantic import ConfigDict, PrivateAttr
 
 from ctx_retrieval._aio import run_sync
+from ctx_retrieval.keys import CHUNK_ID_KEY
 from ctx_retrieval.providers.base import Provider
 from ctx_retrieval.retrieval.rerank import ClaudeReranker
 
-__all__ = ["ClaudeRerankCompressor"]
+__all__ = ["ClaudeRerankCompressor", "eval_reranker"]
 
 
 class ClaudeRerankCompressor(BaseDocumentCompressor):
@@ -55,3 +56,22 @@ class ClaudeRerankCompressor(BaseDocumentCompressor):
                                   callbacks: Callbacks | None = None) -> Sequence[Document]:
         order = await self._reranker.arerank_query(query, [d.page_content for d in documents])
         return [documents[i] for i in order]
+
+
+def eval_reranker(compressor: BaseDocumentCompressor, *, candidates: int = 40
+                  ) -> Callable[[list[str], list[list[str]], dict[str, str]], list[list[str]]]:
+    """Any LangChain document compressor (Cohere, FlashRank, a cross-encoder, ``ClaudeRerankCompressor``) as an
+    evaluation reranker (``run_ablation(rerankers={"label": eval_reranker(compressor)})``): each query's first
+    ``candidates`` chunks are passed as documents and come back in the compressor's order; the documents it drops
+    go after the ones it kept, then the rest of the ranking, so every row ranks the same candidates."""
+
+    def rerank(queries: list[str], rankings: list[list[str]], texts: dict[str, str]) -> list[list[str]]:
+        out = []
+        for query, ranking in zip(queries, rankings, strict=True):
+            head = ranking[:candidates]
+            documents = [Document(page_content=texts[i], metadata={CHUNK_ID_KEY: i}) for i in head]
+            kept = [str(d.metadata[CHUNK_ID_KEY]) for d in compressor.compress_documents(documents, query)]
+            out.append(kept + [i for i in head if i not in set(kept)] + ranking[candidates:])
+        return out
+
+    return rerank

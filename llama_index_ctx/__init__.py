@@ -14,7 +14,7 @@ from .bm25 import BM25IndexRetriever  # noqa: E402 - after the dependency check
 from .embeddings import E5Embedding, MiniLMEmbedding  # noqa: E402
 from .late import LateChunkingTransform  # noqa: E402
 from .providers import LlamaIndexLLMProvider  # noqa: E402
-from .rerank import ClaudeRerankPostprocessor  # noqa: E402
+from .rerank import ClaudeRerankPostprocessor, eval_reranker  # noqa: E402
 from .retrievers import ContextualHybridRetriever, ContextualVectorStore, chroma_vector_store  # noqa: E402
 from .splitters import EmbedderTokenSplitter  # noqa: E402
 from .transform import ContextualNodeTransform, arefresh_stale, refresh_stale  # noqa: E402
@@ -32,5 +32,6 @@ __all__ = [
     "MiniLMEmbedding",
     "arefresh_stale",
     "chroma_vector_store",
+    "eval_reranker",
     "refresh_stale",
 ]

@@ -8,11 +8,18 @@ venv="${CTX_VENV:-$root/.venv}"
 cd "$root"
 # The shared-cache tests start a real PostgreSQL server (ctx_retrieval/testing/postgres.py, on 127.0.0.1, stopped
 # after): install Debian's package when it is missing and we may (root); otherwise those tests say why they skip.
+# The evaluation report's tests render it in headless Chromium (tests/integration/test_eval_report.py): Debian's
+# package, installed the same way.
+missing=()
 if ! command -v initdb >/dev/null 2>&1 && ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then
-  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-    echo "test: installing PostgreSQL (apt-get install postgresql) for the shared-cache tests" >&2
-    apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq postgresql >/dev/null
-  fi
+  missing+=(postgresql)
+fi
+if ! command -v chromium >/dev/null 2>&1 && ! command -v chromium-browser >/dev/null 2>&1; then
+  missing+=(chromium)
+fi
+if [ "${#missing[@]}" -gt 0 ] && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  echo "test: installing ${missing[*]} (apt-get) for the shared-cache and report tests" >&2
+  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 "$venv/bin/ruff" check ctx_retrieval llama_index_ctx langchain_ctx tests benchmarks examples
 "$venv/bin/mypy"

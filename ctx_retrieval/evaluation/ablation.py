@@ -67,8 +67,11 @@ def _with_intervals(rows: list[VariantScore], rankings: dict[str, list[list[str]
         if row.name.startswith("contextual "):
             method = row.name.split(" ")[1]
             plain = f"plain {method}" if f"plain {method}" in per_query else None
+            same_model = "plain" + row.name[len("contextual"):]
             if "(windows)" in row.name:
                 plain = f"contextual {method}"  # read against the whole layout it would replace
+            elif "(" in row.name and "rerank" not in row.name and same_model in per_query:
+                plain = same_model  # another embedder's contextual row against its own plain row
             elif "(" in row.name or "rerank" in row.name:
                 plain = "plain hybrid"
         elif row.name.startswith("late-chunked "):
@@ -99,6 +102,8 @@ def run_ablation(
     late_chunking: bool = False,
     embed_layout: str = "whole",
     second_embedder: tuple[str, Embedder] | None = None,
+    embedders: dict[str, Any] | None = None,
+    rerankers: dict[str, Callable[[list[str], list[list[str]], dict[str, str]], list[list[str]]]] | None = None,
 ) -> EvalResult:
     """Pass@5/10/20 for plain and contextual dense, BM25 and hybrid retrieval (and hybrid + rerank).
 
@@ -107,7 +112,11 @@ def run_ablation(
     alternative on the embedding side: "late-chunked dense" (each chunk pooled from its document's token outputs,
     ``ctx_retrieval.retrieval.late``) and "late-chunked hybrid" (that with plain BM25, which late chunking does
     not change). ``second_embedder`` (a label and an embedder, e.g. ``("e5", E5Embedder())``) adds "plain/contextual
-    hybrid (+ label)": three-way fusion of both embedders' dense sides and BM25."""
+    hybrid (+ label)": three-way fusion of both embedders' dense sides and BM25. ``embedders`` (label -> any
+    LangChain ``Embeddings``, LlamaIndex ``BaseEmbedding`` or ``Embedder``, ``models.as_embedder``) adds "plain /
+    contextual hybrid (label)" with that model's dense side instead; ``rerankers`` (label -> a reranker: queries,
+    candidate rankings and texts in, rankings out, as ``langchain_ctx.eval_reranker`` / ``llama_index_ctx.
+    eval_reranker`` make of a compressor or postprocessor) adds "contextual hybrid + rerank (label)"."""
     say = progress or (lambda message: logger.info("%s", message))
     started = time.perf_counter()
     chunks = corpus.chunks
@@ -167,6 +176,18 @@ def run_ablation(
                        NumpyDenseSide(ids, other.embed(texts), other_queries.__getitem__)]
             rankings[name] = _rankings(vectors, bm25_sides[variant], queries, candidates)
             rows.append(_score(name, rankings[name], corpus, text_of))
+    for label, model in (embedders or {}).items():
+        from ctx_retrieval.evaluation.models import as_embedder
+
+        other_embedder = as_embedder(model)
+        say(f"embedding with {label}")
+        other_queries = dict(zip(queries, getattr(other_embedder, "embed_queries", other_embedder.embed)(queries),
+                                 strict=True))
+        for variant, texts in (("plain", plain), ("contextual", contextual)):
+            name = f"{variant} hybrid ({label})"
+            side: Side[str] = NumpyDenseSide(ids, other_embedder.embed(texts), other_queries.__getitem__)
+            rankings[name] = _rankings(side, bm25_sides[variant], queries, candidates)
+            rows.append(_score(name, rankings[name], corpus, text_of))
     if embed_layout == "windows":
         from ctx_retrieval.retrieval.layout import window_texts
 
@@ -204,17 +225,24 @@ def run_ablation(
         rankings["late-chunked hybrid"] = _rankings(late_side, bm25_sides["plain"], queries, candidates)
         rows += [_score(name, rankings[name], corpus, text_of)
                  for name in ("late-chunked dense", "late-chunked hybrid")]
+    contextual_text = dict(zip(ids, contextual, strict=True))
     if reranker is not None:
         say("reranking the contextual hybrid candidates")
-        contextual_text = dict(zip(ids, contextual, strict=True))
         reranked = reranker(queries, rankings["contextual hybrid"], contextual_text)
         rows.append(_score("contextual hybrid + rerank", reranked, corpus, text_of))
+    extra_reranked = {}
+    for label, rerank in (rerankers or {}).items():
+        say(f"reranking the contextual hybrid candidates with {label}")
+        name = f"contextual hybrid + rerank ({label})"
+        extra_reranked[name] = rerank(queries, rankings["contextual hybrid"], contextual_text)
+        rows.append(_score(name, extra_reranked[name], corpus, text_of))
     base = rows[0].failure_at_20
     rows = [VariantScore(r.name, r.pass_at, r.failure_at_20,
                          None if i == 0 or base == 0 else (base - r.failure_at_20) / base)
             for i, r in enumerate(rows)]
     if reranker is not None:
         rankings["contextual hybrid + rerank"] = reranked
+    rankings.update(extra_reranked)
     rows = _with_intervals(rows, rankings, corpus, text_of)
     meta = {"vector_store": vector_store, "exact_search": vector_store == "numpy", "bm25_tokenizer": tokenizer,
             "late_chunking": late_chunking, "embed_layout": embed_layout,
@@ -224,4 +252,4 @@ def run_ablation(
             "chunks_with_context": with_context, "contextual_texts_truncated_for_embedding": truncated,
             "embedding_seconds": round(embed_s, 1), "wall_seconds": round(time.perf_counter() - started, 1)}
     return EvalResult(corpus.name, contextualizer_label, len(queries), len(chunks), rows, meta, rankings,
-                      {c.id: contexts.get(c.id) for c in chunks})
+                      {c.id: contexts.get(c.id) for c in chunks}, list(corpus.queries), text_of)

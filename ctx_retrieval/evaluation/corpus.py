@@ -21,7 +21,7 @@ from ctx_retrieval.types import Chunk, ContextResult, SourceDocument
 from ctx_retrieval.usage import FailedChunk, RunReport
 
 __all__ = ["EvalCorpus", "EvalQuery", "RecordedContextualizer", "cookbook_chunk_id", "document_from_row",
-           "load_cookbook", "load_corpus"]
+           "load_cookbook", "load_corpus", "read_queries"]
 
 
 @dataclass(frozen=True)
@@ -87,6 +87,14 @@ def load_corpus(documents_path: str | Path, queries_path: str | Path) -> EvalCor
             if owner.setdefault(chunk.id, document.id) != document.id:
                 raise InvalidInputError(f"{documents_path}: chunk id {chunk.id!r} is in documents {owner[chunk.id]!r} "
                                         f"and {document.id!r}; gold ids must name one chunk: make chunk ids unique")
+    corpus = EvalCorpus(Path(documents_path).stem, items, read_queries(queries_path))
+    corpus.validate()
+    return corpus
+
+
+def read_queries(queries_path: str | Path) -> list[EvalQuery]:
+    """A queries JSONL (``query``, ``gold_chunk_ids``), such as ``QuerySet.write`` writes; typed errors name the
+    line."""
     queries = []
     for n, q in numbered_jsonl(queries_path):
         where = f"{queries_path}:{n}"
@@ -98,9 +106,7 @@ def load_corpus(documents_path: str | Path, queries_path: str | Path) -> EvalCor
         queries.append(EvalQuery(query, tuple(gold)))
     if not queries:
         raise InvalidInputError(f"{queries_path} holds no queries: an evaluation over 0 queries measures nothing")
-    corpus = EvalCorpus(Path(documents_path).stem, items, queries)
-    corpus.validate()
-    return corpus
+    return queries
 
 
 class RecordedContextualizer:

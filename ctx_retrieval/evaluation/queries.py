@@ -25,9 +25,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from ctx_retrieval.contextualize.generator import ContextGenerator
 from ctx_retrieval.contextualize.prompts import ENGLISH_PROMPT, clean_context
 from ctx_retrieval.contextualize.results import CostEstimate
-from ctx_retrieval.errors import InvalidInputError
+from ctx_retrieval.errors import ContextGenerationError, InvalidInputError
 from ctx_retrieval.evaluation.corpus import EvalQuery
 from ctx_retrieval.tokens import TokenCounter, estimate_tokens
 from ctx_retrieval.types import Chunk, SourceDocument
@@ -53,7 +54,9 @@ NOTE = ("Synthetic queries: each was written by an LLM from one chunk, which is 
         "its words than real users' questions do, which favours BM25 and makes every variant look better than it "
         "will in use. Compare variants with them, not absolute figures with other corpora.")
 
-_QUESTION_LABEL = re.compile(r"^\s*(?:question|q|query)\s*[:.)-]\s*", re.IGNORECASE)
+_QUESTION_LABEL = re.compile(
+    r"^\s*(?:(?:sure|certainly|okay|ok)\b[,.!]?\s*)?(?:here(?:'s|\s+is|\s+are)\b[^:\n]{0,60}?\bquestions?\b[^:\n]{0,30}:"
+    r"|(?:question|q|query)\s*[:.)-])\s*", re.IGNORECASE)
 _QUESTION_END = re.compile(r"[?？؟]")
 
 
@@ -142,11 +145,9 @@ def sample_chunks(items: Sequence[tuple[SourceDocument, Sequence[Chunk]]], count
     return out
 
 
-def question_generator(provider: Any = None, **settings: Any) -> Any:
+def question_generator(provider: Any = None, **settings: Any) -> ContextGenerator:
     """A ``ContextGenerator`` that writes questions (``QUESTION_PROMPT``, short answers, failures recorded per chunk
     rather than stopping the run); ``settings`` as for ``ContextGenerator`` (``cache``, ``budget_usd``, ...)."""
-    from ctx_retrieval.contextualize.generator import ContextGenerator
-
     settings.setdefault("on_error", "skip")
     settings.setdefault("max_context_tokens", QUESTION_MAX_TOKENS)
     return ContextGenerator(provider, prompt=QUESTION_PROMPT, **settings)
@@ -163,15 +164,14 @@ def estimate_queries(items: Sequence[tuple[SourceDocument, Sequence[Chunk]]], co
 
 
 def generate_queries(items: Sequence[tuple[SourceDocument, Sequence[Chunk]]], count: int = 100, *,
-                     provider: Any = None, seed: int = 0, generator: Any = None, **settings: Any) -> QuerySet:
+                     provider: Any = None, seed: int = 0, generator: ContextGenerator | None = None,
+                     **settings: Any) -> QuerySet:
     """Questions for a stratified sample of ``count`` chunks (see the module docstring), written by ``provider``
     (Claude by default) through the context engine; or pass a ``generator`` from ``question_generator``."""
     own = generator is None
     generator = generator or question_generator(provider, **settings)
     try:
         sample = sample_chunks(items, count, seed=seed)
-        from ctx_retrieval.errors import ContextGenerationError
-
         try:
             run = generator.contextualize_many(sample)
         except ContextGenerationError as exc:  # the budget, or Ctrl-C: keep the questions written so far

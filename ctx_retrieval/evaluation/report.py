@@ -6,6 +6,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ctx_retrieval.evaluation.corpus import EvalQuery
 from ctx_retrieval.evaluation.metrics import BOOTSTRAP_RESAMPLES, K_VALUES
 
 __all__ = ["EvalResult", "VariantScore"]
@@ -33,6 +34,57 @@ class EvalResult:
     meta: dict[str, Any] = field(default_factory=dict)
     rankings: dict[str, list[list[str]]] = field(default_factory=dict, repr=False)  # per variant, per query
     contexts: dict[str, str | None] = field(default_factory=dict, repr=False)  # the contexts evaluated
+    query_list: list[EvalQuery] = field(default_factory=list, repr=False)  # the queries, in ranking order
+    chunk_texts: dict[str, str] = field(default_factory=dict, repr=False)
+
+    def verdict(self, ingestion: dict[str, Any] | None = None) -> str:
+        """One paragraph in plain words: whether contextual hybrid retrieval fails fewer queries than plain hybrid
+        on this corpus (failure@20 with its paired 95% interval), and what writing the contexts cost per million
+        document tokens (``ingestion``: ``cost_usd``, ``cost_per_million_document_tokens``, ``document_tokens``,
+        ``model``, as ``meta["ingestion"]`` holds them)."""
+        rows = {r.name: r for r in self.rows}
+        contextual, plain = rows.get("contextual hybrid"), rows.get("plain hybrid")
+        if contextual is None or plain is None or contextual.difference_interval is None:
+            return ""
+        fewer = -(contextual.difference or 0.0) * 100 + 0.0  # + 0.0: never "-0.0"
+        lo, hi = (-b * 100 + 0.0 for b in reversed(contextual.difference_interval))
+        n = self.queries
+        where = (f"contextual hybrid search misses the right chunk in its top 20 for {contextual.failure_at_20:.1%} of "
+                 f"the {n} queries, plain hybrid search for {plain.failure_at_20:.1%}")
+        if contextual.failure_at_20 == plain.failure_at_20 == 0:
+            text = (f"Both contextual and plain hybrid search find the right chunk in their top 20 for all {n} "
+                    "queries: these queries cannot tell them apart at 20; compare Pass@5 in the table, or ask "
+                    "harder questions.")
+        elif lo > 0:
+            text = (f"Contextual retrieval helps on this corpus: {where}, {fewer:.1f} points fewer failures (95% "
+                    f"interval {lo:.1f} to {hi:.1f}).")
+        elif hi < 0:
+            text = (f"Contextual retrieval hurts on this corpus: {where}, {-fewer:.1f} points more failures (95% "
+                    f"interval {-hi:.1f} to {-lo:.1f}).")
+        else:
+            text = (f"No difference this evaluation can detect: {where} ({fewer:+.1f} points fewer failures, 95% "
+                    f"interval {lo:+.1f} to {hi:+.1f}); one query is {100 / max(n, 1):.1f} points, so more queries "
+                    "would narrow it.")
+        per_million = (ingestion or {}).get("cost_per_million_document_tokens")
+        if per_million is not None:
+            text += (f" Writing the contexts cost ${per_million:.2f} per million document tokens on this corpus "
+                     f"({ingestion.get('model')}: ${ingestion.get('cost_usd', 0.0):.4f} for about "
+                     f"{ingestion.get('document_tokens', 0):,} document tokens)." if ingestion else "")
+        elif ingestion and ingestion.get("cost_usd") == 0:
+            text += f" The contexts evaluated cost nothing to write here ({ingestion.get('model')})."
+        if self.meta.get("queries_note"):
+            text += " The queries are synthetic: read the difference between variants, not the absolute rates."
+        return text
+
+    def to_html(self, path: str | Path, *, chart: str | Path | None = None) -> Path:
+        """The report as one self-contained HTML file (``evaluation.html``), with the verdict."""
+        from ctx_retrieval.evaluation.html import render_html
+
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(render_html(self, chart=chart, verdict=self.verdict(self.meta.get("ingestion"))),
+                        encoding="utf-8")
+        return path
 
     def to_markdown(self) -> str:
         lines = [f"Retrieval on {self.corpus} ({self.chunks} chunks, {self.queries} queries); contexts: "
@@ -55,7 +107,7 @@ class EvalResult:
     def to_dict(self) -> dict[str, Any]:
         return {"corpus": self.corpus, "contextualizer": self.contextualizer, "queries": self.queries,
                 "chunks": self.chunks, "rows": [asdict(r) for r in self.rows], "meta": self.meta,
-                "contexts": self.contexts}
+                "verdict": self.verdict(self.meta.get("ingestion")), "contexts": self.contexts}
 
     def chart(self, path: str | Path) -> Path:
         """A PNG bar chart of Pass@5/10/20 per variant (needs matplotlib: ``ctx-retrieval[eval]``)."""

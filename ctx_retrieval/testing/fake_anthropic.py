@@ -94,7 +94,7 @@ def default_responder(body: dict[str, Any]) -> str:
         return f"本段出自「{title[:30]}」，内容：{covers}。"
     words = [word[:24] for word in chunk.split()[:12]]
     if "Write one question" in texts[-1]:  # asked for a search question (evaluation.queries): one, in the chunk's words
-        return f"Question: what does the document '{title[:60]}' say about {' '.join(words[2:9])}?"
+        return f"Question: what does '{title[:40]}' say about {' '.join(w[:12] for w in words[2:7])}?"
     return f"This chunk is from the document that begins '{title[:80]}' and covers: {' '.join(words)}."
 
 

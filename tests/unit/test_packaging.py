@@ -151,12 +151,13 @@ EXPECTED_ALL = {
         "BM25IndexRetriever", "ClaudeRerankPostprocessor", "ContextualHybridRetriever", "ContextualNodeTransform",
         "ContextualVectorStore", "E5Embedding", "EmbedderTokenSplitter",
         "LateChunkingTransform", "LlamaIndexLLMProvider", "MiniLMEmbedding", "arefresh_stale", "chroma_vector_store",
-        "refresh_stale"],
+        "eval_reranker", "refresh_stale"],
     "langchain_ctx": [
         "BM25IndexRetriever", "ClaudeRerankCompressor", "ContextualDocumentTransformer", "ContextualHybridRetriever",
         "E5Embeddings", "EmbedderTokenSplitter",
         "ContextualVectorStore",
-        "LangChainChatProvider", "MiniLMEmbeddings", "for_answering", "original_text", "split_and_contextualize"],
+        "LangChainChatProvider", "MiniLMEmbeddings", "eval_reranker", "for_answering", "original_text",
+        "split_and_contextualize"],
 }
 
 
