@@ -122,6 +122,15 @@ def living_corpus(documents: int, days: int, share: float) -> None:
     print(f"\nStale share per day (reuse, never refreshed): {', '.join(rows['reuse (300 tokens), never refreshed'])}\n")
 
 
+def until_budget(run: Any, items: Any) -> Any:
+    """``run(items)``'s results, also when the budget stopped it (what it finished)."""
+    try:
+        return run(items)
+    except BudgetExceededError as exc:
+        assert exc.run is not None
+        return exc.run
+
+
 def migration(budget: float) -> None:
     items = load_cookbook().items
     chunks = sum(len(c) for _, c in items)
@@ -142,20 +151,12 @@ def migration(budget: float) -> None:
                   f"{sum(1 for r in old if not r.context and r.status != 'empty')} | {chunks} |")
             server.reset()
             new = generator(server, cache, reuse=reuse, budget_usd=budget, on_error="skip")
-            try:
-                switched = new.contextualize_many(items)
-            except BudgetExceededError as exc:
-                assert exc.run is not None
-                switched = exc.run
+            switched = until_budget(new.contextualize_many, items)
             row(f"{label}: switch to {MODEL} (budget ${budget})", switched, server.totals()["ok"])
             if reuse is None:
                 continue
             server.reset()
-            try:
-                partial = new.refresh_stale(items)
-            except BudgetExceededError as exc:
-                assert exc.run is not None
-                partial = exc.run
+            partial = until_budget(new.refresh_stale, items)
             row(f"{label}: refresh, stopped by the budget", partial, server.totals()["ok"])
             server.reset()
             finished = generator(server, cache, reuse=reuse).refresh_stale(items, batch=True, poll_interval_s=0.01)

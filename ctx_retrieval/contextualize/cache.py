@@ -196,6 +196,7 @@ def default_cache_path() -> Path:
 
 
 def _digest(*parts: str) -> str:
+    """SHA-256 of length-prefixed parts (no two part lists hash alike); the cache keys' and ``versions``' digest."""
     h = hashlib.sha256()
     for part in parts:
         data = part.encode("utf-8", "surrogatepass")

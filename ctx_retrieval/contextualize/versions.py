@@ -25,14 +25,13 @@ chunk keeps its stale context until the new one is written, so no chunk is ever 
 
 from __future__ import annotations
 
-import hashlib
 import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
-from ctx_retrieval.contextualize.cache import CachedContext, DocumentVersion
+from ctx_retrieval.contextualize.cache import CachedContext, DocumentVersion, _digest
 from ctx_retrieval.errors import ConfigurationError
 
 __all__ = ["DocumentVersion", "Previous", "ReusePolicy", "VersionedStore", "changed_tokens", "chunk_digest",
@@ -119,15 +118,6 @@ def stale_documents(contextualizer: object) -> list[str]:
     no cache that records versions."""
     cache = getattr(contextualizer, "cache", None)
     return cache.stale_documents() if isinstance(cache, VersionedStore) else []
-
-
-def _digest(*parts: str) -> str:
-    h = hashlib.sha256()
-    for part in parts:
-        data = part.encode("utf-8", "surrogatepass")
-        h.update(len(data).to_bytes(8, "big"))
-        h.update(data)
-    return h.hexdigest()
 
 
 def chunk_key(document_id: str, chunk_text: str) -> str:
