@@ -32,7 +32,9 @@ from ctx_retrieval.types import Chunk, SourceDocument
 __all__ = ["main"]
 
 WORK_DIR = Path(".ctx_retrieval")
-CONTEXTUALIZERS = ["auto", "anthropic", "openai", "openai-compatible", "heuristic", "recorded", "fake", "none"]
+CONTEXTUALIZERS = ["auto", "anthropic", "bedrock", "vertex", "openai", "openai-compatible", "heuristic", "recorded",
+                   "fake", "none"]
+LLM_CHOICES = ("anthropic", "bedrock", "vertex", "openai")
 
 CONTEXT_LANGUAGES = {"auto": DEFAULT_PROMPT, "document": DOCUMENT_LANGUAGE_PROMPT, "english": ENGLISH_PROMPT}
 DEMO_QUERIES = 3
@@ -176,10 +178,12 @@ def _llm_for(args: argparse.Namespace, choice: str) -> tuple[Any, Any, str]:
             _say("the fake API's canned answers are not kept in the context cache (every run asks it again); pass "
                  "--cache PATH to keep them")
         return provider, server, "the local FAKE Anthropic API (canned answers, real request flow)"
-    if choice in ("anthropic", "openai"):
-        label = (f"Claude ({args.model})" if choice == "anthropic"
-                 else f"{args.model} at {args.base_url} (OpenAI-compatible)")
-        return _llm_provider(args, choice), None, label
+    if choice in LLM_CHOICES:
+        provider = _llm_provider(args, choice)
+        label = {"anthropic": f"Claude ({args.model})", "bedrock": f"Claude on Amazon Bedrock ({provider.model})",
+                 "vertex": f"Claude on Vertex AI ({args.model})"}.get(
+            choice, f"{args.model} at {args.base_url} (OpenAI-compatible)")
+        return provider, None, label
     raise InvalidInputError(f"--contextualizer {choice} writes no text: questions need an LLM (--contextualizer "
                             "anthropic, or openai with --base-url and --model)")
 
@@ -214,6 +218,17 @@ def _llm_provider(args: argparse.Namespace, choice: str) -> Any:
         from ctx_retrieval.providers.anthropic import AnthropicProvider
 
         return AnthropicProvider(args.model, base_url=base_url, timeout_s=timeout_s)
+    if choice in ("bedrock", "vertex"):
+        from ctx_retrieval.models import platform_model
+        from ctx_retrieval.providers.platforms import BedrockProvider, VertexProvider
+
+        region = getattr(args, "region", None)
+        if choice == "bedrock":
+            model = args.model if platform_model(args.model).platform == "bedrock" else f"anthropic.{args.model}"
+            return BedrockProvider(model, aws_region=region, base_url=base_url, timeout_s=timeout_s,
+                                   endpoint="invoke" if getattr(args, "bedrock_invoke", False) else "messages")
+        return VertexProvider(args.model, project_id=getattr(args, "project", None), region=region,
+                              base_url=base_url, timeout_s=timeout_s)
     if args.model == DEFAULT_MODEL or not base_url:
         raise InvalidInputError("--contextualizer openai needs --base-url and --model: the server's address and the "
                                 "model it serves (e.g. --base-url http://127.0.0.1:8080/v1 --model qwen2.5-coder-1.5b)")
@@ -269,7 +284,7 @@ def _check_out(out: str) -> None:
 def _dry_run(args: argparse.Namespace, items: list[tuple[SourceDocument, list[Chunk]]]) -> int:
     """An estimate for the chosen contextualizer and cache, writing no file."""
     choice = _resolved_choice(args)
-    if choice not in ("anthropic", "openai", "fake"):  # no LLM: the heuristic, recorded contexts, none
+    if choice not in (*LLM_CHOICES, "fake"):  # no LLM: the heuristic, recorded contexts, none
         chunks = sum(len(c) for _, c in items)
         print(f"estimate: {len(items)} documents, {chunks} chunks: 0 requests, cost $0.0000 ({choice} contexts)")
         return 0
@@ -566,8 +581,16 @@ def _run_eval(args: argparse.Namespace, corpus: Any, contextualizer: _Contextual
         result.meta["ingestion"] = {"model": f"{report.provider}/{report.model}", "cost_usd": report.cost_usd,
                                     "cost_per_million_document_tokens": report.cost_per_million_document_tokens,
                                     "document_tokens": report.document_tokens}
-    else:
-        result.meta["ingestion"] = {"model": contextualizer.label, "cost_usd": 0.0}
+    else:  # no LLM wrote these: what Claude would cost on this corpus, from a dry run (no request, no key)
+        from ctx_retrieval.contextualize.generator import ContextGenerator
+        from ctx_retrieval.providers.anthropic import AnthropicProvider
+
+        estimate = ContextGenerator(AnthropicProvider(DEFAULT_MODEL, api_key=_FAKE_KEY), cache=False,
+                                    exact_token_counts=False).estimate(corpus.items)
+        result.meta["ingestion"] = {
+            "model": contextualizer.label, "cost_usd": 0.0, "estimated_model": DEFAULT_MODEL,
+            "estimated_cost_per_million_document_tokens": (estimate.cost_usd or 0.0) / max(1, estimate.document_tokens)
+            * 1_000_000}
     query_set = getattr(args, "query_set", None)
     if query_set is not None:
         result.meta["queries_note"] = query_set.note
@@ -673,13 +696,22 @@ def _add_contextualizer_args(parser: argparse.ArgumentParser, *, twin: bool, def
     parser.add_argument("--contextualizer", "--provider", choices=CONTEXTUALIZERS, default=default,
                         metavar="{" + ",".join(shown) + "}",
                         help="who writes contexts: auto = Claude if ANTHROPIC_API_KEY is set, else heuristic "
-                             "(the demo: recorded) (default %(default)s); openai = an OpenAI-compatible server "
+                             "(the demo: recorded) (default %(default)s); bedrock / vertex = Claude on Amazon Bedrock "
+                             "(--region, a Bedrock API key or AWS credentials) or Vertex AI (--region, --project); "
+                             "openai = an OpenAI-compatible server "
                              "(--base-url, --model); recorded = contexts recorded from a local LLM (cookbook "
                              "corpus); none = no contexts" + ("; fake = the local fake API" if twin else ""))
     parser.add_argument("--model", default=DEFAULT_MODEL,
                         help="Claude model (default %(default)s), or the served model with openai")
     parser.add_argument("--base-url", help="the API's address: an Anthropic-compatible gateway with anthropic, or an "
                         "OpenAI-compatible server with openai (llama.cpp, vLLM, Ollama: http://127.0.0.1:8080/v1)")
+    parser.add_argument("--region", help="with bedrock: the AWS region (default $AWS_REGION); with vertex: the region "
+                        "('global', 'us-east5', ...; default $CLOUD_ML_REGION)")
+    parser.add_argument("--project",
+                        help="with vertex: the Google Cloud project (default $ANTHROPIC_VERTEX_PROJECT_ID)")
+    parser.add_argument("--bedrock-invoke", action="store_true",
+                        help="with bedrock: the legacy InvokeModel endpoint (model ids such as "
+                             "global.anthropic.claude-haiku-4-5-20251001-v1:0) instead of the Messages-API endpoint")
     parser.add_argument("--cache", help="context cache file (default: ~/.cache/ctx-retrieval/contexts.sqlite)")
     parser.add_argument("--max-concurrency", type=_positive_int, default=None,
                         help="requests in flight (default: found by the run, from 8 up to what the rate limits and "

@@ -71,7 +71,10 @@ class EvalResult:
                      f"({ingestion.get('model')}: ${ingestion.get('cost_usd', 0.0):.4f} for about "
                      f"{ingestion.get('document_tokens', 0):,} document tokens)." if ingestion else "")
         elif ingestion and ingestion.get("cost_usd") == 0:
-            text += f" The contexts evaluated cost nothing to write here ({ingestion.get('model')})."
+            text += f" The contexts evaluated cost nothing to write here ({ingestion.get('model')})"
+            estimated = ingestion.get("estimated_cost_per_million_document_tokens")
+            text += (f"; writing them with {ingestion.get('estimated_model')} would cost about ${estimated:.2f} per "
+                     "million document tokens on this corpus (a dry run's estimate)." if estimated else ".")
         if self.meta.get("queries_note"):
             text += " The queries are synthetic: read the difference between variants, not the absolute rates."
         return text

@@ -176,3 +176,22 @@ def test_aws_secrets_never_reach_a_repr_a_pickle_or_the_cache_key() -> None:
         assert "secret-canary" not in text and "AKIACANARY" not in text
     assert pickle.loads(pickle.dumps(provider))._aws is None  # the worker takes them from its own chain
     assert "credentials=<chain>" in repr(pickle.loads(pickle.dumps(provider)))
+
+
+def test_the_cli_writes_contexts_with_claude_on_bedrock(fake_server: Any, tmp_path: Any,
+                                                        monkeypatch: pytest.MonkeyPatch,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    from ctx_retrieval.cli import main
+
+    monkeypatch.setenv("AWS_BEARER_TOKEN_BEDROCK", KEY)
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    (docs / "handbook.md").write_text(make_document("handbook", paragraphs=12)[0].text, encoding="utf-8")
+    out = tmp_path / "contexts.jsonl"
+    assert main(["contextualize", str(docs), "--contextualizer", "bedrock", "--region", "us-east-1",
+                 "--base-url", fake_server.base_url + "/anthropic", "--chunk-chars", "400",
+                 "--cache", str(tmp_path / "c.sqlite"), "--out", str(out)]) == 0
+    rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
+    assert rows and all(r["context"] and r["provider"] == "anthropic-bedrock" for r in rows)
+    assert rows[0]["model"] == "anthropic.claude-haiku-5-5" and fake_server.totals()["cache_writes"] == 1
+    assert "Claude on Amazon Bedrock" in capsys.readouterr().err

@@ -107,5 +107,6 @@ def test_the_cli_writes_queries_and_evaluates_a_new_corpus_with_them(
                 twin=FakeAnthropicServer) == 0
     printed = capsys.readouterr()
     assert "| contextual hybrid |" in printed.out and (work / "eval" / "ablation.html").exists()
+    assert "per million document tokens" in printed.out and "file://" in printed.err  # the verdict, the report
     assert main(["queries", str(docs), "--contextualizer", "heuristic"]) == 2
     assert "questions need an LLM" in capsys.readouterr().err
