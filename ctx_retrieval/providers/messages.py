@@ -68,8 +68,15 @@ def usage_from_fields(usage: Any) -> TokenUsage:
     - Anthropic: ``input_tokens`` (uncached), ``cache_creation_input_tokens``, ``cache_read_input_tokens``;
     - OpenAI: ``prompt_tokens`` (all), ``prompt_tokens_details.cached_tokens``, ``completion_tokens``;
     - LangChain's ``usage_metadata``: ``input_tokens`` (all), ``input_token_details.cache_read`` and
-      ``cache_creation``, ``output_tokens``.
+      ``cache_creation``, ``output_tokens``;
+    - Amazon Bedrock's Converse API (LlamaIndex ``BedrockConverse`` returns it raw): ``inputTokens`` (uncached),
+      ``cacheWriteInputTokens``, ``cacheReadInputTokens``, ``outputTokens``.
     """
+    if field(usage, "inputTokens") is not None:  # Converse names
+        return TokenUsage(input_tokens=_int(field(usage, "inputTokens")),
+                          output_tokens=_int(field(usage, "outputTokens")),
+                          cache_creation_input_tokens=_int(field(usage, "cacheWriteInputTokens")),
+                          cache_read_input_tokens=_int(field(usage, "cacheReadInputTokens")))
     prompt = field(usage, "prompt_tokens")
     if prompt is not None:  # OpenAI names
         cached = _int(field(field(usage, "prompt_tokens_details"), "cached_tokens"))

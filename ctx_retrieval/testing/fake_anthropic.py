@@ -601,10 +601,10 @@ class _Handler(LoopbackHandler):
         if delay:
             time.sleep(delay)
         text = "".join(b.get("text", "") for b in content if b["type"] == "text")
-        payload = json.dumps({
-            "id": fake.next_id(), "type": "message", "role": "assistant", "model": model, "content": content,
-            "stop_reason": stop_reason, "stop_sequence": None, "usage": usage,
-        }).encode()
+        answer = {"id": fake.next_id(), "type": "message", "role": "assistant", "model": model, "content": content,
+                  "stop_reason": stop_reason, "stop_sequence": None, "usage": usage}
+        payload = json.dumps(platforms.converse_answer(answer) if call is not None and call.converse
+                             else answer).encode()
         if fault in ("drip", "endless", "gzip_bomb"):
             record.status = 200
             fake.record(record)

@@ -7,6 +7,12 @@ Its own copy of Anthropic's platform pages (never the package's model table or i
   goes in the body; model ids are ``anthropic.<model>`` with a version (``-v1``, ``-v1:0``), usually behind a
   geography prefix (``global.``, ``us.``, ``eu.``, ``jp.``, ``apac.``, ``au.``). Token counting and Message Batches
   are not offered there.
+- CONVERSE_REFERENCE (https://docs.aws.amazon.com/bedrock/latest/APIReference/API_runtime_Converse.html), the other
+  API the legacy page covers: ``POST /model/{modelId}/converse`` with AWS's own body (``messages`` of ``{"text"}``
+  and ``{"cachePoint": {"type": "default"}}`` blocks, ``system``, ``inferenceConfig.maxTokens``,
+  ``additionalModelRequestFields``), answered as ``{"output": {"message"}, "stopReason", "usage": {"inputTokens",
+  "outputTokens", "totalTokens", "cacheReadInputTokens", "cacheWriteInputTokens"}}``; a ``cachePoint`` marks the
+  end of the content to cache, as ``cache_control`` does on the Messages API.
 - BEDROCK_PAGE (https://platform.claude.com/docs/en/build-with-claude/claude-on-amazon-bedrock): the Messages API at
   ``/anthropic/v1/messages`` (and ``/anthropic/v1/messages/count_tokens``), model ids ``anthropic.<model>``;
   Message Batches and the Models API are not supported.
@@ -29,7 +35,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["PlatformCall", "error_body", "invoke_usage_headers", "parse", "platform_headers"]
+__all__ = ["PlatformCall", "converse_answer", "error_body", "invoke_usage_headers", "parse", "platform_headers"]
 
 _GEOGRAPHIES = ("global", "us", "us-gov", "eu", "jp", "apac", "au", "ca")
 _GEOGRAPHY = "|".join(re.escape(g) for g in _GEOGRAPHIES)
@@ -56,6 +62,7 @@ class PlatformCall:
     body: dict[str, Any]  # the Messages API body, ``model`` set to the Claude id the platform id names
     problem: tuple[int, str] | None = None  # (status, message) to refuse it with
     invoke: bool = False  # Bedrock's InvokeModel: token counts also in x-amzn-bedrock-* response headers
+    converse: bool = False  # Bedrock's Converse API: the answer goes back in its shape (``converse_answer``)
 
 
 def _bedrock_model(model_id: str) -> str | None:
@@ -90,11 +97,20 @@ def parse(path: str, body: dict[str, Any]) -> PlatformCall | None:
             call.body["model"] = model
         return call
     invoke = _INVOKE_PATH.fullmatch(route)
+    if invoke and invoke[2] == "converse":
+        model = _bedrock_model(invoke[1].replace("%3A", ":").replace("%3a", ":"))
+        call = PlatformCall("bedrock", "/v1/messages", {}, converse=True)
+        if model is None:
+            call.problem = 404, f"the model {invoke[1]!r} is not a Bedrock model id"
+        else:
+            call.body, call.problem = _from_converse(body)
+            call.body["model"] = model
+        return call
     if invoke:
         call = PlatformCall("bedrock", "/v1/messages", dict(body), invoke=True)
         model = _bedrock_model(invoke[1].replace("%3A", ":").replace("%3a", ":"))
         if invoke[2] != "invoke":
-            call.problem = 400, f"the twin serves InvokeModel only, not {invoke[2]}"
+            call.problem = 400, f"the twin serves InvokeModel and Converse, not {invoke[2]}"
         elif model is None:
             call.problem = 404, f"the model {invoke[1]!r} is not a Bedrock model id"
         else:
@@ -119,6 +135,64 @@ def parse(path: str, body: dict[str, Any]) -> PlatformCall | None:
             call.body["model"] = model
         return call
     return None
+
+
+def _blocks_from_converse(content: Any) -> list[dict[str, Any]] | None:
+    """Converse content blocks as Messages API blocks: a ``cachePoint`` puts ``cache_control`` on the block before
+    it; None for a block the twin does not take (images, documents, tools)."""
+    blocks: list[dict[str, Any]] = []
+    for block in content if isinstance(content, list) else []:
+        if isinstance(block, dict) and isinstance(block.get("text"), str):
+            blocks.append({"type": "text", "text": block["text"]})
+        elif isinstance(block, dict) and "cachePoint" in block and blocks:
+            blocks[-1]["cache_control"] = {"type": "ephemeral"}
+        else:
+            return None
+    return blocks
+
+
+def _from_converse(body: dict[str, Any]) -> tuple[dict[str, Any], tuple[int, str] | None]:
+    """A Converse request as the Messages API request it stands for, or why it is refused (400)."""
+    messages = []
+    for message in body.get("messages") or []:
+        blocks = _blocks_from_converse(message.get("content") if isinstance(message, dict) else None)
+        if blocks is None or not isinstance(message, dict) or message.get("role") not in ("user", "assistant"):
+            return {}, (400, "messages: each needs a role and text or cachePoint content blocks")
+        messages.append({"role": message["role"], "content": blocks})
+    config = body.get("inferenceConfig") or {}
+    converted: dict[str, Any] = {"messages": messages, "max_tokens": int(config.get("maxTokens") or 4096)}
+    if body.get("system"):
+        system = _blocks_from_converse(body["system"])
+        if system is None:
+            return {}, (400, "system: text or cachePoint blocks only")
+        converted["system"] = system
+    for name, field_name in (("temperature", "temperature"), ("topP", "top_p"), ("stopSequences", "stop_sequences")):
+        if name in config:
+            converted[field_name] = config[name]
+    converted.update(body.get("additionalModelRequestFields") or {})
+    return converted, None
+
+
+_CONVERSE_STOP = {"end_turn": "end_turn", "max_tokens": "max_tokens", "stop_sequence": "stop_sequence",
+                  "refusal": "content_filtered", "model_context_window_exceeded": "model_context_window_exceeded"}
+
+
+def converse_answer(message: dict[str, Any]) -> dict[str, Any]:
+    """A Messages API answer in the Converse API's shape (text blocks only; thinking as ``reasoningContent``)."""
+    content: list[dict[str, Any]] = []
+    for block in message.get("content") or []:
+        if block.get("type") == "text":
+            content.append({"text": block["text"]})
+        elif block.get("type") == "thinking":
+            content.append({"reasoningContent": {"reasoningText": {"text": block.get("thinking", "")}}})
+    usage = message.get("usage") or {}
+    uncached, output = int(usage.get("input_tokens", 0)), int(usage.get("output_tokens", 0))
+    read, write = int(usage.get("cache_read_input_tokens", 0)), int(usage.get("cache_creation_input_tokens", 0))
+    return {"output": {"message": {"role": "assistant", "content": content}},
+            "stopReason": _CONVERSE_STOP.get(str(message.get("stop_reason")), "end_turn"),
+            "usage": {"inputTokens": uncached, "outputTokens": output, "totalTokens": uncached + output + read + write,
+                      "cacheReadInputTokens": read, "cacheWriteInputTokens": write},
+            "metrics": {"latencyMs": 1}}
 
 
 def error_body(platform: str, status: int, message: str) -> tuple[bytes, dict[str, str]]:

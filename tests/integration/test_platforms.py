@@ -150,6 +150,35 @@ def test_a_wrapped_chat_bedrock_caches_and_is_priced(fake_server: Any, monkeypat
     assert all(r.platform == "bedrock" and r.headers.get("authorization") is None for r in fake_server.messages)
 
 
+@pytest.mark.parametrize("framework", ["langchain", "llama-index"])
+def test_a_wrapped_converse_model_caches_through_cache_points(framework: str, fake_server: Any,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    """LangChain's ChatBedrockConverse and LlamaIndex's BedrockConverse speak the Converse API, whose breakpoint is a
+    cachePoint block (LangChain: our content blocks; LlamaIndex: its own CachePoint block), not cache_control."""
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "AKIAFAKEFAKEFAKE0000")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "fake-secret-0000000000000000")
+    model_id = "us.anthropic.claude-haiku-4-5-20251001-v1:0"
+    provider: Any
+    if framework == "langchain":
+        langchain_aws = pytest.importorskip("langchain_aws")
+        from langchain_ctx import LangChainChatProvider
+
+        provider = LangChainChatProvider(langchain_aws.ChatBedrockConverse(
+            model=model_id, region_name="us-east-1", endpoint_url=fake_server.base_url))
+    else:
+        converse = pytest.importorskip("llama_index.llms.bedrock_converse")
+        from llama_index_ctx import LlamaIndexLLMProvider
+
+        provider = LlamaIndexLLMProvider(converse.BedrockConverse(
+            model=model_id, region_name="us-east-1", endpoint_url=fake_server.base_url, max_retries=1))
+    assert provider.cache_control
+    run = ContextGenerator(provider, cache=False).contextualize_many([make_document("handbook", paragraphs=60)])
+    assert run.report.generated == 60 and all(r.context for r in run)
+    assert fake_server.totals()["cache_writes"] == 1 and run.report.usage.cache_read_input_tokens > 0
+    assert {r.platform for r in fake_server.messages} == {"bedrock"}
+    assert run.report.cost_usd is not None  # the platform id is priced
+
+
 def test_a_converse_model_gets_a_cache_point_after_the_document() -> None:
     langchain_aws = pytest.importorskip("langchain_aws")
     from langchain_aws.chat_models.bedrock_converse import _messages_to_bedrock
