@@ -8,10 +8,7 @@ from __future__ import annotations
 import base64
 import html
 from pathlib import Path
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from ctx_retrieval.evaluation.report import EvalResult
+from typing import Any
 
 __all__ = ["FAILURE_K", "render_html"]
 
@@ -65,8 +62,8 @@ def _snippet(text: str) -> str:
     return text if len(text) <= SNIPPET_CHARS else text[:SNIPPET_CHARS].rstrip() + " ..."
 
 
-def render_html(result: EvalResult, *, chart: str | Path | None = None, verdict: str | None = None) -> str:
-    """The report as one HTML document (``chart``: a PNG to embed)."""
+def render_html(result: Any, *, chart: str | Path | None = None, verdict: str | None = None) -> str:
+    """An ``EvalResult`` (``EvalResult.to_html`` calls this) as one HTML document (``chart``: a PNG to embed)."""
     variants = [row.name for row in result.rows if row.name in result.rankings]
     failing_variant = "contextual hybrid" if "contextual hybrid" in result.rankings else variants[-1]
     parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
