@@ -48,6 +48,7 @@ def main() -> int:
     parser.add_argument("--base-url", help="an OpenAI-compatible server writes the questions (else the API twin)")
     parser.add_argument("--model", default="local-model")
     parser.add_argument("--count", type=int, default=0, help="questions to write (default: as many as gold queries)")
+    parser.add_argument("--context-tokens", type=int, help="the server context size when it does not say")
     args = parser.parse_args()
     corpus = load_cookbook()
     contexts = RecordedContextualizer().contexts()
@@ -65,7 +66,8 @@ def main() -> int:
         if args.base_url:
             from ctx_retrieval.providers import OpenAICompatibleProvider
 
-            provider: Any = OpenAICompatibleProvider(args.model, base_url=args.base_url, timeout_s=600)
+            provider: Any = OpenAICompatibleProvider(args.model, base_url=args.base_url, timeout_s=600,
+                                                     context_tokens=args.context_tokens)
             writer = f"{args.model} at {args.base_url}"
             query_set = generate_queries(corpus.items, count, provider=provider, cache=Path(tmp) / "q.sqlite")
         else:
