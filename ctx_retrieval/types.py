@@ -89,7 +89,6 @@ class TokenUsage:
         )
 
 
-
 @dataclass(frozen=True)
 class SourceDocument:
     """A whole document that chunks were cut from. ``metadata`` is carried through, never sent to the LLM."""

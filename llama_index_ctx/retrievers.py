@@ -56,6 +56,7 @@ from .store import (
 
 __all__ = ["ContextualHybridRetriever", "ContextualVectorStore", "chroma_vector_store"]
 
+
 class ContextualHybridRetriever(BaseRetriever):
     """Contextual embeddings + contextual BM25, fused, optionally post-processed (reranked), cut to
     ``similarity_top_k``.

@@ -57,7 +57,6 @@ class Failed:
         self.error, self.decision = error, decision
 
 
-
 @dataclass
 class Tries:
     """One chunk's attempts so far."""
@@ -65,7 +64,6 @@ class Tries:
     failures: int = 0
     rate_limit_wait: float = 0.0
     last_error: tuple[str, str] | None = None  # the latest failed attempt (kind, detail), if any
-
 
 
 def traced_request(s: RunSettings, plan: Plan, request: ContextRequest, *, batch: bool = False) -> TracedRequest:

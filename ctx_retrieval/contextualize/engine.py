@@ -329,6 +329,7 @@ class Engine:
             self.fail(plan, i, *failed, TokenUsage())
             return False
 
+
 async def sort_chunks(engine: Engine, plans: list[Plan], *, refresh: bool) -> Partition:
     """The run's chunks sorted before any request: cached, reused (``versions``), empty, or to request (a refresh:
     most urgent first); the ones needing no request get their results, and the document versions are recorded."""
@@ -359,6 +360,8 @@ async def wrap_up(engine: Engine, parts: Partition, *, refresh: bool) -> None:
             state.report.warnings.append(message)
         await record_versions(engine, state.plans)
     await engine.cache.finish()
+
+
 async def record_versions(engine: Engine, plans: list[Plan]) -> None:
     """Record each document version the run saw, with how many of its chunks serve a stale context now, in the
     context cache (a cache without versions, or a read-only one, records nothing)."""

@@ -90,7 +90,6 @@ class RunState:
         self.stop = True
 
 
-
 def progress_bar(enabled: bool, total: int) -> Any:
     return make_bar(total, "contextualizing", enabled=enabled)
 

@@ -34,6 +34,7 @@ class MalformedAnswer(Exception):  # noqa: N818 - a condition of an answer, clas
     """A 200 answer whose body is not a usable message (no usage, a text block without text, an error object, a
     JSON array): a broken proxy or gateway. Classified ``invalid_response``: retried, then the chunk fails."""
 
+
 _TRANSPORT_ERRORS = (
     ("anthropic", ("APITimeoutError", "timeout"), ("APIConnectionError", "connection")),
     ("openai", ("APITimeoutError", "timeout"), ("APIConnectionError", "connection")),

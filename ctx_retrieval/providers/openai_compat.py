@@ -160,7 +160,6 @@ class OpenAICompatibleProvider(SDKProvider["openai_sdk.AsyncOpenAI"]):
     def __repr__(self) -> str:
         return f"OpenAICompatibleProvider(model={self._model!r}, base_url={self.base_url!r})"
 
-
     @property
     def cache_namespace(self) -> str:
         return f"openai-compatible@{endpoint_identity(self.base_url)}"

@@ -67,7 +67,6 @@ class WrappedModelProvider(ProviderBase):
     def __repr__(self) -> str:
         return f"{type(self).__name__}(model={self._model!r}, wrapped={type(self.wrapped).__name__})"
 
-
     @staticmethod
     def _endpoint_of(model: Any) -> str | None:
         """The endpoint a framework model is configured with, under the names LangChain's and LlamaIndex's

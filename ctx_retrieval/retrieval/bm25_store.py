@@ -391,6 +391,7 @@ class BM25Store:
         """Every stored chunk id (for reconciling with a vector store; reads the whole index)."""
         return [entry.id for entry in self.entries()]
 
+
 class _WhereQuery:
     """A ``where`` filter as an engine query; ``_NotExpressibleError`` for what the engine cannot express (ranges
     over strings, keys with dots or spaces...), which is then evaluated on each candidate's stored metadata."""
