@@ -49,6 +49,8 @@ def main() -> int:
     parser.add_argument("--model", default="local-model")
     parser.add_argument("--count", type=int, default=0, help="questions to write (default: as many as gold queries)")
     parser.add_argument("--context-tokens", type=int, help="the server context size when it does not say")
+    parser.add_argument("--stop", action="append", help="a stop sequence for the server (a base model that never "
+                        "ends its answer: --stop '\n')")
     args = parser.parse_args()
     corpus = load_cookbook()
     contexts = RecordedContextualizer().contexts()
@@ -67,7 +69,8 @@ def main() -> int:
             from ctx_retrieval.providers import OpenAICompatibleProvider
 
             provider: Any = OpenAICompatibleProvider(args.model, base_url=args.base_url, timeout_s=600,
-                                                     context_tokens=args.context_tokens)
+                                                     context_tokens=args.context_tokens,
+                                                     extra_body={"stop": args.stop} if args.stop else None)
             writer = f"{args.model} at {args.base_url}"
             query_set = generate_queries(corpus.items, count, provider=provider, cache=Path(tmp) / "q.sqlite")
         else:
