@@ -317,8 +317,8 @@ class ContextCache:
     def get_versions(self, versions: Iterable[tuple[str, str]]) -> dict[tuple[str, str], DocumentVersion]:
         """The recorded versions among ``(document id, digest)`` pairs."""
         wanted = set(versions)
-        rows = self._select_in("SELECT document_id, digest, chunks, stale FROM document_versions", "digest",
-                               (digest for _, digest in wanted))
+        rows = self._select_in("SELECT document_id, digest, chunks, stale FROM document_versions", "document_id",
+                               (doc for doc, _ in wanted))  # the primary key's first column: an index lookup
         return {(doc, digest): DocumentVersion(doc, digest, tuple((str(d), int(t)) for d, t in json.loads(chunks)),
                                                int(stale))
                 for doc, digest, chunks, stale in rows if (doc, digest) in wanted}

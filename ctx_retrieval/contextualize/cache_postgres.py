@@ -206,8 +206,8 @@ class PostgresContextCache:
         wanted = set(versions)
         if not wanted:
             return {}
-        rows = self._rows("SELECT document_id, digest, chunks, stale FROM ctx_document_versions WHERE digest = ANY(%s)",
-                          (list({d for _, d in wanted}),))
+        rows = self._rows("SELECT document_id, digest, chunks, stale FROM ctx_document_versions WHERE document_id = "
+                          "ANY(%s)", (list({doc for doc, _ in wanted}),))  # the primary key's first column
         return {(doc, digest): DocumentVersion(doc, digest, tuple((str(d), int(t)) for d, t in json.loads(chunks)),
                                                int(stale))
                 for doc, digest, chunks, stale in rows if (doc, digest) in wanted}
