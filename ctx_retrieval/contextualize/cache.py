@@ -25,8 +25,8 @@ from ctx_retrieval._sqlite import guarded, open_cache_database, transaction
 from ctx_retrieval.errors import CacheError, ConfigurationError
 from ctx_retrieval.usage import TokenUsage
 
-__all__ = ["CacheStats", "CachedContext", "ContextCache", "DocumentVersion", "context_cache_key", "default_cache_path",
-           "prune_criteria", "prune_cutoff", "text_digest"]
+__all__ = ["CacheStats", "CachedContext", "ContextCache", "DocumentVersion", "by_chunk", "context_cache_key",
+           "default_cache_path", "prune_criteria", "prune_cutoff", "text_digest"]
 
 logger = logging.getLogger(__name__)
 
@@ -134,6 +134,26 @@ class DocumentVersion:
     digest: str
     chunks: tuple[tuple[str, int], ...]
     stale: int = 0
+
+    @classmethod
+    def from_row(cls, row: Sequence[Any]) -> DocumentVersion:
+        """A ``document_id, digest, chunks (JSON), stale`` row, as both caches store it."""
+        document_id, digest, chunks, stale = row
+        return cls(document_id, digest, tuple((str(d), int(t)) for d, t in json.loads(chunks)), int(stale))
+
+    def values(self, now: float) -> tuple[Any, ...]:
+        """The row to store: ``document_id, digest, chunks, n_chunks, stale, seen_at``."""
+        return (self.document_id, self.digest, json.dumps(self.chunks, separators=(",", ":")), len(self.chunks),
+                self.stale, now)
+
+
+def by_chunk(rows: Iterable[Sequence[Any]]) -> dict[str, list[CachedContext]]:
+    """``_CONTEXT_COLUMNS`` rows grouped by their chunk key (``previous_contexts`` of both caches)."""
+    out: dict[str, list[CachedContext]] = {}
+    for row in rows:
+        _, entry = CachedContext.from_row(row)
+        out.setdefault(str(entry.chunk_key), []).append(entry)
+    return out
 
 
 @dataclass(frozen=True)
@@ -308,20 +328,15 @@ class ContextCache:
         """Every stored context of these chunks (any document version, model or prompt): chunk key -> entries."""
         if not self._has_columns:
             return {}
-        out: dict[str, list[CachedContext]] = {}
-        for row in self._select_in(self._select(), "chunk_key", chunk_keys):
-            _, entry = CachedContext.from_row(row)
-            out.setdefault(str(entry.chunk_key), []).append(entry)
-        return out
+        return by_chunk(self._select_in(self._select(), "chunk_key", chunk_keys))
 
     def get_versions(self, versions: Iterable[tuple[str, str]]) -> dict[tuple[str, str], DocumentVersion]:
         """The recorded versions among ``(document id, digest)`` pairs."""
         wanted = set(versions)
         rows = self._select_in("SELECT document_id, digest, chunks, stale FROM document_versions", "document_id",
                                (doc for doc, _ in wanted))  # the primary key's first column: an index lookup
-        return {(doc, digest): DocumentVersion(doc, digest, tuple((str(d), int(t)) for d, t in json.loads(chunks)),
-                                               int(stale))
-                for doc, digest, chunks, stale in rows if (doc, digest) in wanted}
+        found = (DocumentVersion.from_row(row) for row in rows)
+        return {(v.document_id, v.digest): v for v in found if (v.document_id, v.digest) in wanted}
 
     def put_versions(self, versions: Sequence[DocumentVersion]) -> None:
         """Record the versions a run saw (or update their stale counts), all in one transaction."""
@@ -332,9 +347,7 @@ class ContextCache:
             self._conn.executemany(
                 "INSERT INTO document_versions (document_id, digest, chunks, n_chunks, stale, seen_at) VALUES "
                 "(?, ?, ?, ?, ?, ?) ON CONFLICT (document_id, digest) DO UPDATE SET stale = excluded.stale, "
-                "seen_at = excluded.seen_at",
-                [(v.document_id, v.digest, json.dumps(v.chunks, separators=(",", ":")), len(v.chunks), v.stale, now)
-                 for v in versions])
+                "seen_at = excluded.seen_at", [v.values(now) for v in versions])
 
     def stale_documents(self) -> list[str]:
         """Ids of the documents whose latest version (the one a run saw last) has chunks serving stale contexts."""
@@ -469,13 +482,16 @@ class ContextCache:
         live, cutoff = prune_criteria(keep_documents, older_than)
         if not dry_run and self.read_only:
             raise CacheError(f"the context cache {self.path} is read-only: nothing can be pruned", path=str(self.path))
-        parts, params = [], []
-        if live is not None:  # the live ids go into a temporary table: any number of them, one statement
-            parts.append("(document_id IS NOT NULL AND document_id NOT IN (SELECT id FROM ctx_live))")
-        if cutoff is not None:
-            parts.append("created_at < ?")
-            params.append(cutoff)
-        where = " OR ".join(parts)
+        params = [] if cutoff is None else [cutoff]
+
+        def where(date_column: str) -> str:  # contexts by created_at, versions by when a run last saw them
+            parts = []
+            if live is not None:  # the live ids go into a temporary table: any number of them, one statement
+                parts.append("(document_id IS NOT NULL AND document_id NOT IN (SELECT id FROM ctx_live))")
+            if cutoff is not None:
+                parts.append(f"{date_column} < ?")
+            return " OR ".join(parts)
+
         with self._lock, self._errors():
             if live is not None:
                 self._conn.execute("CREATE TEMP TABLE IF NOT EXISTS ctx_live (id TEXT PRIMARY KEY)")
@@ -483,10 +499,11 @@ class ContextCache:
                 self._conn.executemany("INSERT INTO ctx_live VALUES (?)", [(i,) for i in live])
             try:
                 if dry_run:
-                    (n,) = self._conn.execute(f"SELECT COUNT(*) FROM contexts WHERE {where}", params).fetchone()
+                    (n,) = self._conn.execute(f"SELECT COUNT(*) FROM contexts WHERE {where('created_at')}",
+                                              params).fetchone()
                     return int(n)
-                deleted = self._conn.execute(f"DELETE FROM contexts WHERE {where}", params).rowcount
-                self._conn.execute(f"DELETE FROM document_versions WHERE {prune_versions_where(where)}", params)
+                deleted = self._conn.execute(f"DELETE FROM contexts WHERE {where('created_at')}", params).rowcount
+                self._conn.execute(f"DELETE FROM document_versions WHERE {where('seen_at')}", params)
             finally:
                 if live is not None:
                     self._conn.execute("DELETE FROM ctx_live")
@@ -503,11 +520,6 @@ class ContextCache:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def prune_versions_where(where: str) -> str:
-    """A prune's condition on contexts, read on the versions table (the date is when a run last saw the version)."""
-    return where.replace("document_id IS NOT NULL AND ", "").replace("created_at", "seen_at")
 
 
 def prune_criteria(keep_documents: Iterable[str] | None, older_than: Any) -> tuple[list[str] | None, float | None]:

@@ -16,7 +16,6 @@ pickle: a pickled cache carries the URL without it, and the worker that unpickle
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -28,8 +27,8 @@ from ctx_retrieval.contextualize.cache import (
     CachedContext,
     CacheStats,
     DocumentVersion,
+    by_chunk,
     prune_criteria,
-    prune_versions_where,
 )
 from ctx_retrieval.errors import CacheError
 
@@ -195,12 +194,9 @@ class PostgresContextCache:
 
     def previous_contexts(self, chunk_keys: Iterable[str]) -> dict[str, list[CachedContext]]:
         wanted = list(dict.fromkeys(chunk_keys))
-        out: dict[str, list[CachedContext]] = {}
-        if wanted:
-            for row in self._rows(f"SELECT {_COLUMNS} FROM ctx_contexts WHERE chunk_key = ANY(%s)", (wanted,)):
-                _, entry = CachedContext.from_row(row)
-                out.setdefault(str(entry.chunk_key), []).append(entry)
-        return out
+        if not wanted:
+            return {}
+        return by_chunk(self._rows(f"SELECT {_COLUMNS} FROM ctx_contexts WHERE chunk_key = ANY(%s)", (wanted,)))
 
     def get_versions(self, versions: Iterable[tuple[str, str]]) -> dict[tuple[str, str], DocumentVersion]:
         wanted = set(versions)
@@ -208,16 +204,14 @@ class PostgresContextCache:
             return {}
         rows = self._rows("SELECT document_id, digest, chunks, stale FROM ctx_document_versions WHERE document_id = "
                           "ANY(%s)", (list({doc for doc, _ in wanted}),))  # the primary key's first column
-        return {(doc, digest): DocumentVersion(doc, digest, tuple((str(d), int(t)) for d, t in json.loads(chunks)),
-                                               int(stale))
-                for doc, digest, chunks, stale in rows if (doc, digest) in wanted}
+        found = (DocumentVersion.from_row(row) for row in rows)
+        return {(v.document_id, v.digest): v for v in found if (v.document_id, v.digest) in wanted}
 
     def put_versions(self, versions: Sequence[DocumentVersion]) -> None:
         if not versions:
             return
         now = time.time()
-        rows = [(v.document_id, v.digest, json.dumps(v.chunks, separators=(",", ":")), len(v.chunks), v.stale, now)
-                for v in versions]
+        rows = [v.values(now) for v in versions]
 
         def put(conn: Any) -> None:
             with conn.transaction(), conn.cursor() as cursor:
@@ -263,19 +257,20 @@ class PostgresContextCache:
               dry_run: bool = False, compact: bool = False) -> int:
         """As ``ContextCache.prune``; ``compact`` runs ``VACUUM`` on the contexts table."""
         live, cutoff = prune_criteria(keep_documents, older_than)
-        parts: list[str] = []
-        params: list[Any] = []
-        if live is not None:
-            parts.append("(document_id IS NOT NULL AND NOT document_id = ANY(%s))")
-            params.append(live)
-        if cutoff is not None:
-            parts.append("created_at < %s")
-            params.append(cutoff)
-        where = " OR ".join(parts)
+        params: list[Any] = [p for p in (live, cutoff) if p is not None]
+
+        def where(date_column: str) -> str:  # contexts by created_at, versions by when a run last saw them
+            parts = []
+            if live is not None:
+                parts.append("(document_id IS NOT NULL AND NOT document_id = ANY(%s))")
+            if cutoff is not None:
+                parts.append(f"{date_column} < %s")
+            return " OR ".join(parts)
+
         if dry_run:
-            return int(self._rows(f"SELECT COUNT(*) FROM ctx_contexts WHERE {where}", params)[0][0])
-        deleted = self._run(f"DELETE FROM ctx_contexts WHERE {where}", params)
-        self._run(f"DELETE FROM ctx_document_versions WHERE {prune_versions_where(where)}", params)
+            return int(self._rows(f"SELECT COUNT(*) FROM ctx_contexts WHERE {where('created_at')}", params)[0][0])
+        deleted = self._run(f"DELETE FROM ctx_contexts WHERE {where('created_at')}", params)
+        self._run(f"DELETE FROM ctx_document_versions WHERE {where('seen_at')}", params)
         if compact:
             self._run("VACUUM ctx_contexts")
         return deleted
