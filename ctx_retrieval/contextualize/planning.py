@@ -312,6 +312,7 @@ class Planner:
         provider = s.provider
         limit = self.limit()
         window_part = s.window.cache_key_part(limit)
+        length_part = f"max_tokens:{s.request_max_tokens}"  # in every key, and in the settings a version shares
         plans: list[Plan] = []
         offset = 0
         ids: set[str] = set()
@@ -338,8 +339,7 @@ class Planner:
                         windowed=tokens > limit, keys=[], prefix_tokens=0,
                         prompt=s.prompt.for_document(document.text))
             plan.settings_key = text_digest("\x00".join((
-                provider.cache_namespace, provider.model, plan.prompt.fingerprint, window_part,
-                f"max_tokens:{s.request_max_tokens}")))
+                provider.cache_namespace, provider.model, plan.prompt.fingerprint, window_part, length_part)))
             plan.parts = tuple((chunk_digest(c.text), s.count_tokens(c.text)) for c in chunks)
             for i, chunk in enumerate(chunks):
                 if not chunk.text.strip():
@@ -347,7 +347,7 @@ class Planner:
                     plan.chunk_keys.append(None)
                     continue
                 plan.chunk_keys.append(chunk_key(document.id, chunk.text))
-                extra = f"max_tokens:{s.request_max_tokens}"
+                extra = length_part
                 if plan.windowed:
                     view = self.view(plan, i, limit)
                     extra += ":view:" + text_digest(view.prefix + "\x00" + view.rest)

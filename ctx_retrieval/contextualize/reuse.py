@@ -46,7 +46,9 @@ def find_previous(settings: RunSettings, plans: list[Plan], hits: dict[str, str]
     wanted = {(plan.document.id, str(e.document_digest)) for plan, i in missing
               for e in candidates.get(str(plan.chunk_keys[i]), ()) if e.document_digest}
     versions = store.get_versions(wanted)
-    distances: dict[tuple[int, str], list[float]] = {}  # per (plan, old version): computed once per document
+    # Per (document, old version): the tokens changed and each chunk's distance to an edit, computed once for all its
+    # chunks (they are the same for every chunk of the document).
+    edits: dict[tuple[int, str], tuple[int, list[float]]] = {}
     chosen: dict[int, Previous] = {}
     for plan, i in missing:
         best: Previous | None = None
@@ -60,10 +62,11 @@ def find_previous(settings: RunSettings, plans: list[Plan], hits: dict[str, str]
                 old = versions.get((plan.document.id, str(entry.document_digest)))
                 if old is None:
                     continue  # written before versions were recorded: how much changed is unknown
-                changed = changed_tokens(old.chunks, plan.parts)
-                if (plan.offset, old.digest) not in distances:
-                    distances[(plan.offset, old.digest)] = edit_distances(old.chunks, plan.parts)
-                distance = distances[(plan.offset, old.digest)][i]
+                if (plan.offset, old.digest) not in edits:
+                    edits[(plan.offset, old.digest)] = (changed_tokens(old.chunks, plan.parts),
+                                                        edit_distances(old.chunks, plan.parts))
+                changed, distances = edits[(plan.offset, old.digest)]
+                distance = distances[i]
                 if changed > policy.max_changed_tokens or distance <= policy.rewrite_neighbours:
                     continue
             if best is not None and (changed, not same, -(entry.created_at or 0)) >= (
