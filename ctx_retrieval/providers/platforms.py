@@ -58,6 +58,10 @@ class _PlatformProvider(AnthropicProvider):
 
     platform = ""
     supports_batches = False
+    # The platform's words in errors: where credentials come from, where model access is enabled, its model ids.
+    credentials_hint = ""
+    access_hint = ""
+    page = ""
 
     def _platform_info(self, model: str, model_info: ModelInfo | None, regional: bool | None) -> None:
         if model_info is None:
@@ -82,26 +86,17 @@ class _PlatformProvider(AnthropicProvider):
     def run_error(self, decision: ErrorDecision, exc: BaseException) -> CtxRetrievalError:
         if decision.kind == "authentication":
             return ProviderAuthenticationError(
-                f"{self.platform} rejected the credentials (HTTP {decision.status_code}): {self._credentials_hint()}",
+                f"{self.platform} rejected the credentials (HTTP {decision.status_code}): {self.credentials_hint}",
                 provider=self.name, status_code=decision.status_code)
         if decision.kind == "permission":
             return ProviderPermissionError(
                 f"{self.platform} refused the request (HTTP 403): the account may not use model {self._model!r} in "
-                f"this region; enable it ({self._access_hint()}) or pass another model", provider=self.name,
+                f"this region; enable it ({self.access_hint}) or pass another model", provider=self.name,
                 status_code=decision.status_code)
         if decision.kind == "not_found":
             return UnknownModelError(f"{self.platform} does not know model {self._model!r} (HTTP 404): pass the "
-                                     f"platform's model id (see {self._page()})", model=self._model)
+                                     f"platform's model id (see {self.page})", model=self._model)
         return super().run_error(decision, exc)
-
-    def _credentials_hint(self) -> str:  # pragma: no cover - each platform names its own
-        raise NotImplementedError
-
-    def _access_hint(self) -> str:  # pragma: no cover
-        raise NotImplementedError
-
-    def _page(self) -> str:  # pragma: no cover
-        raise NotImplementedError
 
 
 class BedrockProvider(_PlatformProvider):
@@ -120,6 +115,10 @@ class BedrockProvider(_PlatformProvider):
 
     name = "anthropic-bedrock"
     platform = "Amazon Bedrock"
+    credentials_hint = (f"check the Bedrock API key (${BEDROCK_KEY_ENV} or api_key=) or the AWS credentials (profile, "
+                        "access key, role) and that they may call Bedrock in this region")
+    access_hint = "Bedrock console > Model access"
+    page = BEDROCK_PAGE
     _key_env = BEDROCK_KEY_ENV
     _unpicklable: tuple[str, ...] = (*AnthropicProvider._unpicklable, "_aws")  # AWS secrets never travel
 
@@ -145,9 +144,9 @@ class BedrockProvider(_PlatformProvider):
         self.aws_region = aws_region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
         self._aws = {"aws_access_key": aws_access_key, "aws_secret_key": aws_secret_key,
                      "aws_session_token": aws_session_token, "aws_profile": aws_profile}
-        # InvokeModel ids say their routing (global. or a geography); the Messages-API endpoint is regional.
-        self._platform_info(model, model_info, parsed.regional if regional is None and endpoint == "invoke"
-                            else bool(regional) if regional is not None else endpoint == "messages")
+        if regional is None:  # InvokeModel ids say their routing (global. or a geography); Messages-API is regional
+            regional = parsed.regional if endpoint == "invoke" else True
+        self._platform_info(model, model_info, regional)
 
     def __repr__(self) -> str:
         state = "set" if self._resolved_key() else ("aws" if any((self._aws or {}).values()) else "chain")
@@ -186,16 +185,6 @@ class BedrockProvider(_PlatformProvider):
             **({"api_key": key} if key is not None else credentials))
         return client
 
-    def _credentials_hint(self) -> str:
-        return (f"check the Bedrock API key (${BEDROCK_KEY_ENV} or api_key=) or the AWS credentials (profile, "
-                "access key, role) and that they may call Bedrock in this region")
-
-    def _access_hint(self) -> str:
-        return "Bedrock console > Model access"
-
-    def _page(self) -> str:
-        return BEDROCK_PAGE
-
 
 class VertexProvider(_PlatformProvider):
     """Writes contexts with Claude on Google Vertex AI.
@@ -211,6 +200,10 @@ class VertexProvider(_PlatformProvider):
 
     name = "anthropic-vertex"
     platform = "Vertex AI"
+    credentials_hint = ("check the access token (access_token=) or the application default credentials (gcloud auth "
+                        "application-default login) and that they may use Vertex AI in this project")
+    access_hint = "Vertex AI Model Garden"
+    page = VERTEX_PAGE
     _key_env = ""  # no environment variable holds a token: application default credentials do
 
     def __init__(self, model: str, *, project_id: str | None = None, region: str | None = None,
@@ -260,13 +253,3 @@ class VertexProvider(_PlatformProvider):
             project_id=self.project_id, region=self.region, access_token=self._resolved_key(),
             base_url=self.base_url, max_retries=0, timeout=self.timeout_s)
         return client
-
-    def _credentials_hint(self) -> str:
-        return ("check the access token (access_token=) or the application default credentials (gcloud auth "
-                "application-default login) and that they may use Vertex AI in this project")
-
-    def _access_hint(self) -> str:
-        return "Vertex AI Model Garden"
-
-    def _page(self) -> str:
-        return VERTEX_PAGE

@@ -34,6 +34,7 @@ import json
 import re
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import unquote
 
 __all__ = ["PlatformCall", "converse_answer", "error_body", "invoke_usage_headers", "parse", "platform_headers"]
 
@@ -97,8 +98,9 @@ def parse(path: str, body: dict[str, Any]) -> PlatformCall | None:
             call.body["model"] = model
         return call
     invoke = _INVOKE_PATH.fullmatch(route)
+    model_id = unquote(invoke[1]) if invoke else ""  # the SDK leaves ":" as it is; other clients escape it
     if invoke and invoke[2] == "converse":
-        model = _bedrock_model(invoke[1].replace("%3A", ":").replace("%3a", ":"))
+        model = _bedrock_model(model_id)
         call = PlatformCall("bedrock", "/v1/messages", {}, converse=True)
         if model is None:
             call.problem = 404, f"the model {invoke[1]!r} is not a Bedrock model id"
@@ -108,7 +110,7 @@ def parse(path: str, body: dict[str, Any]) -> PlatformCall | None:
         return call
     if invoke:
         call = PlatformCall("bedrock", "/v1/messages", dict(body), invoke=True)
-        model = _bedrock_model(invoke[1].replace("%3A", ":").replace("%3a", ":"))
+        model = _bedrock_model(model_id)
         if invoke[2] != "invoke":
             call.problem = 400, f"the twin serves InvokeModel and Converse, not {invoke[2]}"
         elif model is None:
