@@ -505,23 +505,30 @@ def _corpus_from_inputs(args: argparse.Namespace) -> Any:
     return corpus
 
 
+@contextlib.contextmanager
+def _question_writer(args: argparse.Namespace) -> Iterator[tuple[Any, Any, str]]:
+    """The provider that writes questions (``_llm_for``), its twin stopped after, whatever happens meanwhile."""
+    provider, server, label = _llm_for(args, _resolved_choice(args))
+    try:
+        yield provider, server, label
+    finally:
+        if server is not None:
+            server.stop()
+
+
 def _write_questions(args: argparse.Namespace, items: list[tuple[SourceDocument, list[Chunk]]], count: int,
                      out: Path) -> Any:
     """Questions for ``count`` sampled chunks by the chosen LLM, written to ``out`` (the same engine, cache and
     budget as contexts); the query set."""
     from ctx_retrieval.evaluation.queries import generate_queries
 
-    provider, server, label = _llm_for(args, _resolved_choice(args))
-    _say(f"question writer: {label}")
     cache = getattr(args, "cache", None)
-    try:
+    with _question_writer(args) as (provider, server, label):
+        _say(f"question writer: {label}")
         query_set = generate_queries(items, count, provider=provider, seed=getattr(args, "seed", 0),
                                      cache=Path(cache) if cache else server is None,
                                      budget_usd=getattr(args, "budget", None),
                                      progress=not getattr(args, "quiet", False))
-    finally:
-        if server is not None:
-            server.stop()
     query_set.write(out)
     _say(f"{query_set.format()}; wrote {out}")
     _say(query_set.note)
@@ -533,12 +540,8 @@ def _cmd_queries(args: argparse.Namespace) -> int:
     if args.dry_run:
         from ctx_retrieval.evaluation.queries import estimate_queries
 
-        provider, server, _ = _llm_for(args, _resolved_choice(args))
-        try:
+        with _question_writer(args) as (provider, _, _):
             print(estimate_queries(items, args.count, provider=provider, seed=args.seed, cache=False).format())
-        finally:
-            if server is not None:
-                server.stop()
         return 0
     _check_out(args.out)
     _write_questions(args, items, args.count, Path(args.out))

@@ -65,12 +65,13 @@ class EvalResult:
             text = (f"No difference this evaluation can detect: {where} ({fewer:+.1f} points fewer failures, 95% "
                     f"interval {lo:+.1f} to {hi:+.1f}); one query is {100 / max(n, 1):.1f} points, so more queries "
                     "would narrow it.")
-        per_million = (ingestion or {}).get("cost_per_million_document_tokens")
+        ingestion = ingestion or {}
+        per_million = ingestion.get("cost_per_million_document_tokens")
         if per_million is not None:
             text += (f" Writing the contexts cost ${per_million:.2f} per million document tokens on this corpus "
                      f"({ingestion.get('model')}: ${ingestion.get('cost_usd', 0.0):.4f} for about "
-                     f"{ingestion.get('document_tokens', 0):,} document tokens)." if ingestion else "")
-        elif ingestion and ingestion.get("cost_usd") == 0:
+                     f"{ingestion.get('document_tokens', 0):,} document tokens).")
+        elif ingestion.get("cost_usd") == 0:
             text += f" The contexts evaluated cost nothing to write here ({ingestion.get('model')})"
             estimated = ingestion.get("estimated_cost_per_million_document_tokens")
             text += (f"; writing them with {ingestion.get('estimated_model')} would cost about ${estimated:.2f} per "
