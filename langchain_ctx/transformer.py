@@ -10,7 +10,8 @@ from langchain_core.documents import BaseDocumentTransformer, Document
 
 from ctx_retrieval._aio import run_sync
 from ctx_retrieval.contextualize.tracing import tracing
-from ctx_retrieval.errors import ConfigurationError, InvalidInputError
+from ctx_retrieval.contextualize.versions import refreshing
+from ctx_retrieval.errors import InvalidInputError
 from ctx_retrieval.keys import (
     CHUNK_ID_KEY,
     CONTEXT_CHARS_KEY,
@@ -185,13 +186,10 @@ class ContextualDocumentTransformer(BaseDocumentTransformer):
         tracer = LangChainRequestTracer(kwargs.get("callbacks"), tags=kwargs.get("tags"),
                                         metadata=kwargs.get("metadata"))
         refresh = kwargs.get("refresh_stale")
-        if refresh and not hasattr(self.contextualizer, "arefresh_stale"):
-            raise ConfigurationError(f"{type(self.contextualizer).__name__} writes no stale contexts: refresh_stale "
-                                     "needs a ContextGenerator (with a ReusePolicy)", setting="contextualizer")
+        generator = refreshing(self.contextualizer) if refresh else None
         with tracing(*([tracer] if tracer else [])):
             progress = {"progress": True} if self.progress else {}
-            if refresh:
-                generator: Any = self.contextualizer  # a ContextGenerator: checked above
+            if generator is not None:
                 results = await generator.arefresh_stale(items, batch=bool(kwargs.get("batch")), **progress)
             else:
                 results = await self.contextualizer.acontextualize_many(items, **progress)

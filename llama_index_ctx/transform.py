@@ -12,7 +12,7 @@ from pydantic import ConfigDict, Field, PrivateAttr
 
 from ctx_retrieval._aio import run_sync
 from ctx_retrieval.contextualize.tracing import tracing
-from ctx_retrieval.contextualize.versions import stale_documents
+from ctx_retrieval.contextualize.versions import refreshing, stale_documents
 from ctx_retrieval.contextualize.versions import stale_marker as cache_stale_marker
 from ctx_retrieval.errors import ConfigurationError
 from ctx_retrieval.keys import (
@@ -253,12 +253,11 @@ class ContextualNodeTransform(TransformComponent):
         # per call: a generator shared with other pipelines keeps its own setting; each request is traced as an
         # LLM call (instrumentation events, and the callback manager's LLM events)
         with tracing(LlamaIndexRequestTracer(kwargs.get("callback_manager"))):
+            progress = {"progress": True} if show else {}
             if self._refresh is not None:
-                results = await self._contextualizer.arefresh_stale(items, **self._refresh,
-                                                                    **({"progress": True} if show else {}))
+                results = await self._contextualizer.arefresh_stale(items, **self._refresh, **progress)
             else:
-                results = await self._contextualizer.acontextualize_many(items,
-                                                                         **({"progress": True} if show else {}))
+                results = await self._contextualizer.acontextualize_many(items, **progress)
         report = getattr(results, "report", None) or getattr(self._contextualizer, "last_report", None)
         if report is not None:
             report.warnings.extend(self._notes)
@@ -339,10 +338,7 @@ def _refresh_setup(pipeline: Any, documents: Sequence[Any], batch: bool, poll_in
         raise ConfigurationError("refresh_stale needs a pipeline with one ContextualNodeTransform step",
                                  setting="transformations")
     step = steps[0]
-    if not hasattr(step._contextualizer, "arefresh_stale"):
-        raise ConfigurationError(f"{type(step._contextualizer).__name__} writes no stale contexts: refresh_stale "
-                                 "needs a ContextGenerator (with a ReusePolicy)", setting="contextualizer")
-    stale = set(stale_documents(step._contextualizer))
+    stale = set(stale_documents(refreshing(step._contextualizer)))
     chosen = [d for d in documents if d.id_ in stale]
     if pipeline.docstore is not None:
         for document in chosen:  # a hash that matches nothing: the pipeline deletes and rewrites its nodes

@@ -29,13 +29,13 @@ import math
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from ctx_retrieval.contextualize.cache import CachedContext, DocumentVersion, _digest
 from ctx_retrieval.errors import ConfigurationError
 
 __all__ = ["DocumentVersion", "Previous", "ReusePolicy", "VersionedStore", "changed_tokens", "chunk_digest",
-           "chunk_key", "edit_distances", "stale_documents",
+           "chunk_key", "edit_distances", "refreshing", "stale_documents",
            "stale_marker"]
 
 CHUNK_DIGEST_CHARS = 16  # 64 bits: chunk digests are compared within one document only
@@ -111,6 +111,15 @@ def stale_marker(contextualizer: object) -> str:
         return ""
     cache = getattr(contextualizer, "cache", None)
     return cache.stale_marker() if isinstance(cache, VersionedStore) else ""
+
+
+def refreshing(contextualizer: Any) -> Any:
+    """``contextualizer`` when it can refresh stale contexts (a ``ContextGenerator``), else ``ConfigurationError``
+    (the adapters' ``refresh_stale`` check it before a pipeline runs)."""
+    if not hasattr(contextualizer, "arefresh_stale"):
+        raise ConfigurationError(f"{type(contextualizer).__name__} writes no stale contexts: refresh_stale needs a "
+                                 "ContextGenerator (with a ReusePolicy)", setting="contextualizer")
+    return contextualizer
 
 
 def stale_documents(contextualizer: object) -> list[str]:

@@ -147,3 +147,16 @@ def test_the_cli_reuses_and_refreshes(fake_server: Any, tmp_path: Path, monkeypa
     err = capsys.readouterr().err
     assert "reused" not in {r["status"] for r in rows} and f"batch: {len(rows) - 1} requests at half price" in err
     assert f"refreshed {len(rows) - 1} stale contexts" in err
+
+
+def test_refreshing_needs_a_contextualizer_that_writes_stale_contexts() -> None:
+    from ctx_retrieval import HeuristicContextualizer
+    from ctx_retrieval.errors import ConfigurationError
+
+    chunks = [LCDocument(page_content=TEXT.split("\n\n")[1], metadata={"source": "policy"})]
+    with pytest.raises(ConfigurationError, match="writes no stale contexts"):
+        ContextualDocumentTransformer(HeuristicContextualizer()).refresh_stale(chunks)
+    pipeline = IngestionPipeline(transformations=[
+        SentenceSplitter(), ContextualNodeTransform.from_generator(HeuristicContextualizer())])
+    with pytest.raises(ConfigurationError, match="writes no stale contexts"):
+        refresh_stale(pipeline, [LIDocument(text=TEXT, id_="policy")])
