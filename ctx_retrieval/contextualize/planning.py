@@ -30,6 +30,7 @@ from ctx_retrieval.contextualize.versions import (
     DocumentVersion,
     Previous,
     ReusePolicy,
+    VersionedStore,
     chunk_digest,
     chunk_key,
 )
@@ -313,6 +314,7 @@ class Planner:
         limit = self.limit()
         window_part = s.window.cache_key_part(limit)
         length_part = f"max_tokens:{s.request_max_tokens}"  # in every key, and in the settings a version shares
+        versioned = isinstance(s.cache, VersionedStore)
         plans: list[Plan] = []
         offset = 0
         ids: set[str] = set()
@@ -340,7 +342,8 @@ class Planner:
                         prompt=s.prompt.for_document(document.text))
             plan.settings_key = text_digest("\x00".join((
                 provider.cache_namespace, provider.model, plan.prompt.fingerprint, window_part, length_part)))
-            plan.parts = tuple((chunk_digest(c.text), s.count_tokens(c.text)) for c in chunks)
+            if versioned:  # only a cache that records versions reads them (reuse, refresh, its stats)
+                plan.parts = tuple((chunk_digest(c.text), s.count_tokens(c.text)) for c in chunks)
             for i, chunk in enumerate(chunks):
                 if not chunk.text.strip():
                     plan.keys.append(None)

@@ -20,6 +20,7 @@ from typing import Any
 from ctx_retrieval.errors import InvalidInputError
 from ctx_retrieval.evaluation.corpus import EvalCorpus
 from ctx_retrieval.evaluation.metrics import K_VALUES, bootstrap_interval, pass_at_k, pass_per_query
+from ctx_retrieval.evaluation.models import as_embedder
 from ctx_retrieval.evaluation.report import EvalResult, VariantScore
 from ctx_retrieval.protocols import Embedder
 from ctx_retrieval.retrieval.bm25_store import BM25Entry, BM25Store, StoredEntry
@@ -177,8 +178,6 @@ def run_ablation(
             rankings[name] = _rankings(vectors, bm25_sides[variant], queries, candidates)
             rows.append(_score(name, rankings[name], corpus, text_of))
     for label, model in (embedders or {}).items():
-        from ctx_retrieval.evaluation.models import as_embedder
-
         other_embedder = as_embedder(model)
         say(f"embedding with {label}")
         other_queries = dict(zip(queries, getattr(other_embedder, "embed_queries", other_embedder.embed)(queries),
