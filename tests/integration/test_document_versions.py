@@ -166,3 +166,18 @@ def test_a_bad_policy_is_refused() -> None:
         ReusePolicy(max_changed_tokens=-1)
     with pytest.raises(ConfigurationError, match="ReusePolicy"):
         ContextGenerator(AnthropicProvider(api_key=TEST_KEY), cache=False, reuse=200)  # type: ignore[arg-type]
+
+
+def test_reuse_in_a_chinese_document(fake_server: Any, tmp_path: Path) -> None:
+    paragraphs = [f"第{n}节：公司在第二季度的收入增长了百分之{n}，主要来自东南亚市场的新客户和现有合同的续签。"
+                  for n in range(12)]
+    source = SourceDocument("季报", "\n\n".join(paragraphs))
+    cache = str(tmp_path / "c.sqlite")
+    generator(fake_server, cache).contextualize(source, split_into_chunks(source, paragraphs))
+    fake_server.reset()
+    paragraphs[5] = "第5节（已更正）：收入增长了百分之六，而不是百分之五。"
+    edited = SourceDocument("季报", "\n\n".join(paragraphs))
+    run = generator(fake_server, cache, reuse=ReusePolicy(max_changed_tokens=200)).contextualize(
+        edited, split_into_chunks(edited, paragraphs))
+    assert fake_server.totals()["requests"] == 1 and run.report.reused == 11
+    assert run[5].status == "generated" and all(r.context for r in run)
