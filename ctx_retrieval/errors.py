@@ -7,7 +7,9 @@ names the setting or call that fixes it::
     ├── ConfigurationError (ValueError)        a setting is wrong: the message names it
     │   ├── UnknownModelError                  no price or limits known for a model
     │   │   └── RetiredModelError              the model was retired: the message names its replacement
-    │   └── UnsupportedSettingError            a request setting the model is documented to reject
+    │   ├── UnsupportedSettingError            a request setting the model is documented to reject
+    │   └── SharedStoreError                   a single-process store (local Chroma) already open in another
+    │                                          process: the message names the server to use instead
     ├── InvalidInputError (ValueError)         a document or chunk cannot be contextualized as given
     │   ├── ChunkNotInDocumentError
     │   ├── DuplicateChunkIdError
@@ -21,7 +23,8 @@ names the setting or call that fixes it::
     │   ├── ProviderAuthenticationError        the key is missing, malformed or rejected
     │   ├── ProviderPermissionError            the key may not use this model or resource (HTTP 403)
     │   ├── ProviderBillingError               billing problem (402) or the monthly spend limit (429)
-    │   └── ProviderRequestError               a request was refused (bad model, prompt too long, ...)
+    │   ├── ProviderRequestError               a request was refused (bad model, prompt too long, ...)
+    │   └── ProviderUnavailableError           nothing answered at the server's address for too long
     └── ContextGenerationError (RuntimeError)  a run ended with chunks that have no context
         └── BudgetExceededError                the run stopped at its dollar budget
 
@@ -57,6 +60,7 @@ __all__ = [
     "ProviderUnavailableError",
     "RetiredModelError",
     "SearchIndexError",
+    "SharedStoreError",
     "UnknownModelError",
     "UnsupportedSettingError",
 ]
@@ -122,6 +126,17 @@ class UnsupportedSettingError(ConfigurationError):
     def __init__(self, message: str, *, setting: str, model: str) -> None:
         super().__init__(message, setting=setting)
         self.model = model
+
+
+class SharedStoreError(ConfigurationError):
+    """A vector store that keeps its vectors in the process that opened it (Chroma's ``PersistentClient``) is
+    already open in another live process, which would never see this one's new vectors (or this one its). ``path``
+    is the store's folder, ``other`` the other process (a worker id)."""
+
+    def __init__(self, message: str, *, path: str, other: str) -> None:
+        super().__init__(message, setting="vector_store")
+        self.path = path
+        self.other = other
 
 
 class InvalidInputError(CtxRetrievalError, ValueError):

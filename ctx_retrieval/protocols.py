@@ -7,7 +7,8 @@ name that happens to exist.
 - ``BatchProvider``: a provider with a batch API at a discount (Anthropic's Message Batches).
 - ``ServerDescribingProvider``: a provider that asks its server about itself before a run (an OpenAI-compatible
   server's context size, slots and model list); settings that depend on the answer wait for it.
-- ``Embedder``: turns texts into unit vectors (``MiniLMEmbedder``, or yours).
+- ``Embedder``: turns texts into unit vectors (``MiniLMEmbedder``, or yours); ``TokenCountingEmbedder`` also counts
+  its own tokens (what chunk sizes and the windows layout are measured in) and says when texts overflow its input.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ if TYPE_CHECKING:
     from ctx_retrieval.types import Chunk, ContextRequest, ContextResult, ProviderResponse, SourceDocument
     from ctx_retrieval.usage import RunReport
 
-__all__ = ["BatchProvider", "Contextualizer", "Embedder", "ServerDescribingProvider", "TokenCountingProvider"]
+__all__ = ["BatchProvider", "Contextualizer", "Embedder", "ServerDescribingProvider", "TokenCountingEmbedder",
+           "TokenCountingProvider"]
 
 
 @runtime_checkable
@@ -97,3 +99,15 @@ class Embedder(Protocol):
     def embed(self, texts: Sequence[str]) -> Any: ...
 
     def embed_query(self, text: str) -> Any: ...
+
+
+@runtime_checkable
+class TokenCountingEmbedder(Embedder, Protocol):
+    """An embedder that counts its own tokens and warns, once per call, when texts overflow its input
+    (``MiniLMEmbedder``, ``E5Embedder``): the windows layout and the chunkers measure in its tokens."""
+
+    def count_tokens(self, text: str) -> int: ...
+
+    def warn_if_truncated(self, texts: Sequence[str], what: str = ...) -> int: ...
+
+    def warn_if_corpus_truncated(self, texts: Sequence[str], names: Sequence[str], what: str = ...) -> int: ...

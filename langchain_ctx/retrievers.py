@@ -1,11 +1,10 @@
 """Contextual hybrid retrieval for LangChain: the core ``HybridRetriever`` over a ``ContextualVectorStore``.
 
 The vector side is the wrapped store's own retriever (``as_retriever``, your ``search_kwargs``, your callbacks); the
-BM25 side is the ``BM25Store`` the wrapper writes beside it (on disk beside a persistent Chroma by default), so
-LangChain's indexing API, ``add_documents`` and ``delete`` keep both sides holding the same chunks, in this process
-and in any other that opens them. Fusion, per-side ranks, the windows layout and the filter on both sides are the
-core's (``ctx_retrieval.retrieval.hybrid``): the ranking ``EnsembleRetriever`` gives (same formula, same tie order,
-checked by a test), plus the fused score and each side's rank on every result.
+BM25 side is the ``BM25Store`` the wrapper's pairing keeps beside it, and every query is screened by that pairing
+(chunks being deleted dropped, chunks BM25 does not know yet added to it). Fusion, per-side ranks, the windows
+layout and the filter on both sides are the core's: the ranking ``EnsembleRetriever`` gives (same formula, same tie
+order, checked by a test), plus the fused score and each side's rank on every result.
 """
 
 from __future__ import annotations
@@ -23,34 +22,29 @@ from pydantic import ConfigDict, Field, PrivateAttr, field_validator
 from ctx_retrieval.errors import ConfigurationError, InvalidInputError
 from ctx_retrieval.keys import CHUNK_ID_KEY
 from ctx_retrieval.progress import progress_bar
+from ctx_retrieval.protocols import TokenCountingEmbedder
 from ctx_retrieval.retrieval.bm25 import resolve_tokenizer
 from ctx_retrieval.retrieval.fusion import DEFAULT_RRF_K, chunk_key, side_weights
-from ctx_retrieval.retrieval.hybrid import (
-    DEFAULT_CANDIDATES,
-    Hit,
-    HybridRetriever,
-    Ranked,
-    Side,
-    WindowedSide,
-    all_weights,
-)
+from ctx_retrieval.retrieval.hybrid import DEFAULT_CANDIDATES, Hit, HybridRetriever, Ranked, Side, WindowedSide
+from ctx_retrieval.retrieval.hybrid import all_weights as check_weights
 
 from .store import (
     WHOLE_KEY,
     WINDOW_KEY,
+    WINDOWS_KEY,
     BM25IndexRetriever,
+    Codec,
     ContextualVectorStore,
-    beside,
     bm25_side,
     chroma_store,
     document_filter,
-    list_documents,
 )
 
 __all__ = ["BM25IndexRetriever", "ContextualHybridRetriever", "ContextualVectorStore"]
 
 DEFAULT_COLLECTION = "ctx_retrieval"
 Filter = Mapping[str, Any] | Callable[[Document], bool]
+_CODEC = Codec()
 
 
 class ContextualHybridRetriever(BaseRetriever):
@@ -60,13 +54,12 @@ class ContextualHybridRetriever(BaseRetriever):
         pip install "ctx-retrieval[langchain,local]"          # add langchain-chroma for Chroma
 
     Key init args:
-        vectorstore: a ``ContextualVectorStore`` (any LangChain store with BM25 beside it); a plain store is wrapped,
-            with BM25 on disk beside a persistent Chroma (``<persist_directory>/ctx_bm25/<collection>``) or in
-            memory, filled once from the store's documents if it is empty.
+        vectorstore: a ``ContextualVectorStore``, or a plain store, wrapped with BM25 where the rule puts it (see
+            ``ContextualVectorStore``) and followed: chunks written to the plain store directly (LangChain's
+            ``index()``) are added to BM25 at the next query, deleted ones dropped, with a warning naming the fix.
         k: results returned (20); candidates: results taken from each side before fusion (150).
-        weights: fusion weights, ``(vector, bm25)`` or ``{"vector": .., "bm25": ..}`` (with a second embedder,
-            ``also_embeddings``, the vector weight goes to each dense side, or give one weight per side, BM25's
-            last); rrf_k: the RRF constant (``EnsembleRetriever``'s ``c``).
+        weights: fusion weights, ``(vector, bm25)`` or ``{"vector": .., "bm25": ..}`` (one per side, BM25's last,
+            with ``also_embeddings``); rrf_k: the RRF constant (``EnsembleRetriever``'s ``c``).
         search_kwargs: passed to the vector store's search (``{"filter": ...}`` in the store's own filter format;
             the BM25 side applies the same filter: a ``where`` dict or a ``Document -> bool`` callable).
         bm25: another keyword retriever instead of the store's BM25 (then it is yours to filter and keep in sync).
@@ -77,22 +70,18 @@ class ContextualHybridRetriever(BaseRetriever):
         .. code-block:: python
 
             retriever = ContextualHybridRetriever.from_documents(contextual_chunks, MiniLMEmbeddings())
-            three_way = ContextualHybridRetriever.from_documents(contextual_chunks, MiniLMEmbeddings(),
-                                                                 also_embeddings=[E5Embeddings()])
-            retriever = ContextualHybridRetriever(vectorstore=ContextualVectorStore(Chroma(...), bm25="db/bm25"))
+            retriever = ContextualHybridRetriever(vectorstore=ContextualVectorStore(Chroma(...)))
             index(new_chunks, record_manager, retriever.vectorstore, cleanup="incremental", source_id_key="source")
 
     Use:
         .. code-block:: python
 
-            docs = retriever.invoke("How did ACME's revenue change in Q2 2023?")
-            docs = retriever.invoke("...", k=5, filter={"tenant": "a"})
+            docs = retriever.invoke("How did ACME's revenue change in Q2 2023?", k=5, filter={"tenant": "a"})
             docs[0].metadata["fused_score"], docs[0].metadata["vector_rank"], docs[0].metadata["bm25_rank"]
             docs = await retriever.ainvoke("...")
 
     ``metadata["fused_score"]`` is the RRF score divided by its maximum: 1.0 for a chunk ranked first on both
-    sides, 0.5 for one first on one side and absent from the other (equal weights), 0.38 at rank 100 on both
-    sides; each side's rank is ``None`` where that side did not return the chunk.
+    sides, 0.5 for one first on one side and absent from the other (equal weights), 0.38 at rank 100 on both.
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")
@@ -131,23 +120,24 @@ class ContextualHybridRetriever(BaseRetriever):
             side_weights(value)
         return value  # one per side: checked against the store's sides below
 
+    def __init__(self, **kwargs: Any) -> None:
+        store = kwargs.get("vectorstore")
+        if store is not None and not isinstance(store, ContextualVectorStore):  # wrapped here: its errors stay typed
+            kwargs["vectorstore"] = ContextualVectorStore(
+                store, kwargs.get("bm25_path"), embed_layout=kwargs.get("embed_layout", "whole"),
+                tokenizer=kwargs.get("bm25_tokenizer", "identifiers"), follow=True)
+        super().__init__(**kwargs)
+
     def model_post_init(self, context: Any, /) -> None:
         if self.k < 1 or self.candidates < 1:
             raise ConfigurationError(f"k and candidates must be >= 1 (got {self.k}, {self.candidates})", setting="k")
         if not isinstance(self.vectorstore, ContextualVectorStore):
-            wrapped = ContextualVectorStore(self.vectorstore, self.bm25_path or beside(self.vectorstore),
-                                            embed_layout=self.embed_layout, tokenizer=self.bm25_tokenizer)
-            stored = list_documents(self.vectorstore) if not len(wrapped.bm25) else None
-            if stored is not None:
-                wrapped.sync(stored)  # a store indexed before BM25 lived beside it: filled once, then kept
-            self.vectorstore = wrapped
+            raise ConfigurationError("vectorstore= takes a LangChain VectorStore", setting="vectorstore")
         self.embed_layout = self.vectorstore.embed_layout
-        all_weights(self.weights, 1 + len(self.vectorstore.also))
+        check_weights(self.weights, 1 + len(self.vectorstore.also))
         self._fixed_bm25 = self.bm25 is not None
         if self.bm25 is None:
             self.bm25 = BM25IndexRetriever(store=self.vectorstore.bm25, k=self.candidates)
-
-    # -- construction ------------------------------------------------------------------------------------
 
     @classmethod
     def from_documents(cls, documents: Sequence[Document], embedding: Any, *, client: Any = None,
@@ -155,12 +145,10 @@ class ContextualHybridRetriever(BaseRetriever):
                        show_progress: bool = False, batch_size: int = 256, also_embeddings: Sequence[Any] = (),
                        **kwargs: Any) -> ContextualHybridRetriever:
         """Index contextualized chunks: in LangChain's ``InMemoryVectorStore`` by default (nothing written to
-        disk), or in Chroma when you pass a Chroma ``client`` or a ``persist_directory`` (needs
-        ``ctx-retrieval[langchain-chroma]``; BM25 then lives in ``<persist_directory>/ctx_bm25/<collection>``).
-        Chunks are upserted under their chunk id, so indexing the same chunks again replaces them instead of adding
-        copies; ``show_progress`` draws a bar over the embedding batches. ``also_embeddings``: more embedders, each
-        with its own store of the same kind (Chroma collections ``<collection_name>_also<n>``), fused with the
-        first and BM25."""
+        disk), or in Chroma with a Chroma ``client`` or a ``persist_directory`` (``ctx-retrieval[langchain-chroma]``;
+        BM25 then lives in ``<persist_directory>/ctx_bm25/<collection>``). Chunks are upserted under their chunk id;
+        ``show_progress`` draws a bar over the batches. ``also_embeddings``: more embedders, each with its own store
+        of the same kind (Chroma collections ``<collection_name>_also<n>``), fused with the first and BM25."""
         def store(embeddings: Any, name: str) -> Any:
             if client is None and persist_directory is None:
                 from langchain_core.vectorstores import InMemoryVectorStore
@@ -168,29 +156,19 @@ class ContextualHybridRetriever(BaseRetriever):
                 return InMemoryVectorStore(embeddings)
             return chroma_store(embeddings, client=client, persist_directory=persist_directory, collection_name=name)
 
-        inner: Any = store(embedding, collection_name)
-        if also_embeddings:
-            inner = ContextualVectorStore(  # the settings stay in kwargs: the retriever's fields name them too
-                inner, kwargs.get("bm25_path") or beside(inner), embed_layout=kwargs.get("embed_layout", "whole"),
-                tokenizer=kwargs.get("bm25_tokenizer", "identifiers"),
-                also=[store(e, f"{collection_name}_also{n}") for n, e in enumerate(also_embeddings, start=1)])
+        also = [store(e, f"{collection_name}_also{n}") for n, e in enumerate(also_embeddings, start=1)]
+        inner = ContextualVectorStore(store(embedding, collection_name), kwargs.get("bm25_path"),
+                                      embed_layout=kwargs.get("embed_layout", "whole"),
+                                      tokenizer=kwargs.get("bm25_tokenizer", "identifiers"), also=also)
         retriever = cls(vectorstore=inner, **kwargs)
         retriever._add(documents, show_progress=show_progress, batch_size=batch_size, warn=False)
         return retriever
 
     @classmethod
     def from_vectorstore(cls, vectorstore: Any, **kwargs: Any) -> ContextualHybridRetriever:
-        """Over an existing store, e.g. after a restart: its ``ContextualVectorStore``, or a plain store whose BM25
-        is found beside it (persistent Chroma) or filled from its documents."""
-        retriever = cls(vectorstore=vectorstore, **kwargs)
-        if (retriever.bm25 is not None and not retriever._fixed_bm25 and not len(retriever.vectorstore.bm25)
-                and list_documents(retriever.vectorstore.inner) is None):
-            raise TypeError(f"{type(vectorstore).__name__} cannot list its documents, so the BM25 side cannot be "
-                            "filled from it: wrap it as ContextualVectorStore(store, bm25=folder) before indexing, "
-                            "or add the chunks through this retriever's add_documents")
-        return retriever
-
-    # -- keeping both sides in sync (the store writes both) ------------------------------------------------
+        """Over an existing store, e.g. in a query service: its ``ContextualVectorStore``, or a plain store (BM25
+        found beside it or filled from it, and following what others write to it)."""
+        return cls(vectorstore=vectorstore, **kwargs)
 
     def add_documents(self, documents: Sequence[Document], *, show_progress: bool = False,
                       batch_size: int = 256) -> list[str]:
@@ -201,7 +179,9 @@ class ContextualHybridRetriever(BaseRetriever):
         ids = [_chunk_id(d) for d in documents]
         if len(set(ids)) != len(ids):
             raise InvalidInputError("the documents repeat a chunk id; each chunk is stored once under its id")
-        self._warn_truncation(documents)
+        embedder = getattr(self.vectorstore.embeddings, "embedder", None)
+        if documents and isinstance(embedder, TokenCountingEmbedder):
+            embedder.warn_if_corpus_truncated([d.page_content for d in documents], [_name(d) for d in documents])
         if warn and self._fixed_bm25 and documents:
             import warnings
 
@@ -220,51 +200,42 @@ class ContextualHybridRetriever(BaseRetriever):
 
     def stored_documents(self) -> list[Document]:
         """Every chunk both sides hold, whole."""
-        store: ContextualVectorStore = self.vectorstore
-        return store.documents()
-
-    def _warn_truncation(self, documents: Sequence[Document]) -> None:
-        embedder = getattr(self.vectorstore.embeddings, "embedder", None)
-        if documents and embedder is not None and hasattr(embedder, "warn_if_corpus_truncated"):
-            embedder.warn_if_corpus_truncated([d.page_content for d in documents], [_name(d) for d in documents])
-
-    # -- retrieval ---------------------------------------------------------------------------------------
+        return self.vectorstore.documents()  # type: ignore[no-any-return]
 
     def _hybrid(self, run_manager: Any, filter: Filter | None) -> tuple[HybridRetriever[Document], Any]:  # noqa: A002
         chosen = filter if filter is not None else self.search_kwargs.get("filter")
         config = {"callbacks": run_manager.get_child()}
-        first: Side[Document] = _VectorSide(self.vectorstore.inner, self.search_kwargs, config)
+        store: ContextualVectorStore = self.vectorstore
+        first: Side[Document] = _VectorSide(store.inner, self.search_kwargs, config)
         vector: Side[Document] | list[Side[Document]] = first
         if self.embed_layout == "windows":
             vector = WindowedSide(first, self._wholes)
-        elif self.vectorstore.also:
-            vector = [first, *(_VectorSide(s, self.search_kwargs, config) for s in self.vectorstore.also)]
+        elif store.also:
+            vector = [first, *(_VectorSide(s, self.search_kwargs, config) for s in store.also)]
+        screen = None
         if isinstance(self.bm25, BM25IndexRetriever):
             bm25: Side[Document] = _TracedSide(bm25_side(self.bm25.store), config["callbacks"])
+            screen = store.pairing.guard(_CODEC) if self.bm25.store is store.bm25 else None
+        elif chosen is not None:
+            raise InvalidInputError("a filter needs the built-in BM25 side (it filters BM25 candidates the same "
+                                    "way); a bm25= retriever of your own cannot be filtered: filter it yourself")
         else:
-            if chosen is not None:
-                raise InvalidInputError("a filter needs the built-in BM25 side (it filters BM25 candidates the same "
-                                        "way); a bm25= retriever of your own cannot be filtered: filter it yourself")
             assert self.bm25 is not None
             bm25 = _RetrieverSide(self.bm25, config)
-        return HybridRetriever(vector, bm25, candidates=self.candidates, weights=self.weights,
-                               rrf_k=self.rrf_k), chosen
+        return HybridRetriever(vector, bm25, candidates=self.candidates, weights=self.weights, rrf_k=self.rrf_k,
+                               screen=screen), chosen
 
     def _wholes(self, windows: Sequence[Document]) -> list[Document]:
-        ids = [str(w.metadata.get(WHOLE_KEY) or w.id) for w in windows]
-        store: ContextualVectorStore = self.vectorstore
-        found = {str(d.id): d for d in store.get_by_ids(ids)}
+        ids = [_CODEC.chunk_id(w) for w in windows]
+        found = {str(d.id): d for d in self.vectorstore.get_by_ids(ids)}
         return [found.get(i, w) for i, w in zip(ids, windows, strict=True)]
-
-    def _depth(self, k: int | None) -> int:
-        return self.candidates if self.compressor is not None else (k or self.k)
 
     def _get_relevant_documents(
         self, query: str, *, run_manager: CallbackManagerForRetrieverRun, k: int | None = None,
         filter: Filter | None = None,  # noqa: A002 - LangChain's name for it
     ) -> list[Document]:
         hybrid, chosen = self._hybrid(run_manager, filter)
-        found = _documents(hybrid.retrieve(query, self._depth(k), chosen))
+        found = _documents(hybrid.retrieve(query, self.candidates if self.compressor else (k or self.k), chosen))
         if self.compressor is not None and found:
             found = list(self.compressor.compress_documents(found, query, callbacks=run_manager.get_child()))
         return found[: k or self.k]
@@ -274,21 +245,22 @@ class ContextualHybridRetriever(BaseRetriever):
         filter: Filter | None = None,  # noqa: A002
     ) -> list[Document]:
         hybrid, chosen = self._hybrid(run_manager, filter)
-        found = _documents(await hybrid.aretrieve(query, self._depth(k), chosen))
+        found = _documents(await hybrid.aretrieve(query, self.candidates if self.compressor else (k or self.k),
+                                                  chosen))
         if self.compressor is not None and found:
             found = list(await self.compressor.acompress_documents(found, query, callbacks=run_manager.get_child()))
         return found[: k or self.k]
 
 
 def _documents(hits: list[Hit[Document]]) -> list[Document]:
+    hidden = (WHOLE_KEY, WINDOW_KEY, WINDOWS_KEY)
     return [Document(page_content=h.item.page_content, id=h.item.id, metadata={
-        **{k: v for k, v in h.item.metadata.items() if k not in (WHOLE_KEY, WINDOW_KEY)}, **h.metadata()})
-        for h in hits]
+        **{k: v for k, v in h.item.metadata.items() if k not in hidden}, **h.metadata()}) for h in hits]
 
 
-def _key(document: Document) -> int:
-    return chunk_key(str(document.metadata.get(WHOLE_KEY) or document.id or document.metadata.get(CHUNK_ID_KEY)
-                         or document.page_content))
+def _ranked(found: Sequence[Document]) -> Ranked[Document]:
+    ids = [_CODEC.chunk_id(d) for d in found]
+    return Ranked([chunk_key(i) for i in ids], found, ids)
 
 
 class _VectorSide:
@@ -299,19 +271,19 @@ class _VectorSide:
         self.store, self.search_kwargs, self.config = store, search_kwargs, config
 
     def _retriever(self, k: int, where: Any) -> Any:
+        from langchain_core.vectorstores import InMemoryVectorStore
+
         search_kwargs = {**self.search_kwargs, "k": k}
         if where is not None:
-            is_memory = isinstance(getattr(self.store, "store", None), dict)
-            search_kwargs["filter"] = document_filter(where) if is_memory and isinstance(where, Mapping) else where
+            memory = isinstance(self.store, InMemoryVectorStore)
+            search_kwargs["filter"] = document_filter(where) if memory and isinstance(where, Mapping) else where
         return self.store.as_retriever(search_kwargs=search_kwargs)
 
     def search(self, query: str, k: int, where: Any = None) -> Ranked[Document]:
-        found = self._retriever(k, where).invoke(query, config=self.config)
-        return Ranked([_key(d) for d in found], found)
+        return _ranked(self._retriever(k, where).invoke(query, config=self.config))
 
     async def asearch(self, query: str, k: int, where: Any = None) -> Ranked[Document]:
-        found = await self._retriever(k, where).ainvoke(query, config=self.config)
-        return Ranked([_key(d) for d in found], found)
+        return _ranked(await self._retriever(k, where).ainvoke(query, config=self.config))
 
 
 class _TracedSide:
@@ -353,12 +325,10 @@ class _RetrieverSide:
         self.retriever, self.config = retriever, config
 
     def search(self, query: str, k: int, where: Any = None) -> Ranked[Document]:
-        found = self.retriever.invoke(query, config=self.config)
-        return Ranked([_key(d) for d in found], found)
+        return _ranked(self.retriever.invoke(query, config=self.config))
 
     async def asearch(self, query: str, k: int, where: Any = None) -> Ranked[Document]:
-        found = await self.retriever.ainvoke(query, config=self.config)
-        return Ranked([_key(d) for d in found], found)
+        return _ranked(await self.retriever.ainvoke(query, config=self.config))
 
 
 def _name(document: Document) -> str:

@@ -1,56 +1,66 @@
 """The vector store that keeps contextual BM25 beside any LangChain vector store: every write goes to both.
 
 ``ContextualVectorStore`` wraps the store you already use (Chroma, InMemoryVectorStore, pgvector...) and a core
-``BM25Store`` (a folder, shared by every process that opens it). It is a ``VectorStore``, so LangChain's own
-calls write through it: ``add_documents`` / ``add_texts`` / ``delete`` (and async), and the indexing API,
-``index(docs, record_manager, store, cleanup="incremental" | "full")``. The BM25 side holds exactly the chunks the
-vector store holds, under the same ids; searches go to the wrapped store.
+``BM25Store``; it is a ``VectorStore``, so LangChain's own calls write through it: ``add_documents`` / ``add_texts``
+/ ``delete`` (and async), and the indexing API, ``index(docs, record_manager, store, cleanup=...)``. The writes to
+both sides are the core pairing's (``ctx_retrieval.retrieval.pairing``: the order, the journal, the windows); this
+module converts documents to its records and does LangChain's I/O. Searches go to the wrapped store.
 
 ``BM25IndexRetriever`` is the BM25 side alone, as a LangChain retriever.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import uuid
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
 
 from langchain_core.callbacks import CallbackManagerForRetrieverRun
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
-from langchain_core.vectorstores import VectorStore
+from langchain_core.vectorstores import InMemoryVectorStore, VectorStore
 from pydantic import ConfigDict, Field, field_validator
 
 from ctx_retrieval._names import in_memory_collection
 from ctx_retrieval._optional import require
 from ctx_retrieval.errors import ConfigurationError, InvalidInputError
-from ctx_retrieval.keys import CHUNK_ID_KEY, CONTEXT_KEY
-from ctx_retrieval.retrieval.bm25_store import BM25Entry, BM25Store, StoredEntry
+from ctx_retrieval.keys import CHUNK_ID_KEY, CONTEXT_CHARS_KEY, CONTEXT_KEY, ORIGINAL_TEXT_KEY
+from ctx_retrieval.protocols import TokenCountingEmbedder
+from ctx_retrieval.retrieval.bm25_store import BM25Store, StoredEntry
 from ctx_retrieval.retrieval.filters import compile_where
 from ctx_retrieval.retrieval.hybrid import BM25Side
+from ctx_retrieval.retrieval.pairing import Pairing, Record, Row, StoreFacts, SyncReport, chunk_of, open_bm25, row_id
+from ctx_retrieval.text import indexed_text
 
 __all__ = ["BM25IndexRetriever", "ContextualVectorStore", "bm25_side", "decode", "document_filter"]
 
 WHOLE_KEY = "ctx_whole_id"
 """On each window stored for a chunk (``embed_layout="windows"``): the id of the whole chunk it belongs to."""
 WINDOW_KEY = "window"
+WINDOWS_KEY = "ctx_windows"
 Filter = Mapping[str, Any] | Callable[[Document], bool]
+_OWNER = "langchain_ctx.Document/1"
+_PAGE = 5000
 
 
-def encode(document: Document, id_: str, windows: int = 1) -> BM25Entry:
-    """A document as a BM25 entry: its text, its metadata for filters, the document itself as the payload."""
-    payload = json.dumps({"page_content": document.page_content, "metadata": document.metadata, "id": id_,
-                          "windows": windows}, ensure_ascii=False, default=str).encode()
+def record(document: Document, id_: str | None = None) -> Record:
+    """A contextualized document as the pairing's record: its text, metadata, and the document as the payload."""
+    chosen = str(id_ or document.id or document.metadata.get(CHUNK_ID_KEY) or uuid.uuid4())
+    payload = json.dumps({"page_content": document.page_content, "metadata": document.metadata, "id": chosen},
+                         ensure_ascii=False, default=str).encode("utf-8", "surrogatepass")
     source = document.metadata.get("source")
-    return BM25Entry(id_, document.page_content, ref=str(source) if source is not None else None,
-                     metadata=document.metadata, payload=payload)
+    chunk = (str(document.metadata[ORIGINAL_TEXT_KEY]) if ORIGINAL_TEXT_KEY in document.metadata else
+             document.page_content[int(document.metadata.get(CONTEXT_CHARS_KEY) or 0):])
+    context = document.metadata.get(CONTEXT_KEY)
+    return Record(chosen, document.page_content, chunk, context if isinstance(context, str) else None,
+                  str(source) if source is not None else None, document.metadata, payload,
+                  document.model_copy(update={"id": chosen}))
 
 
 def decode(entry: StoredEntry) -> Document:
-    data = json.loads(entry.payload)
+    data = json.loads(entry.payload.decode("utf-8", "surrogatepass"))
     return Document(page_content=data["page_content"], metadata=data["metadata"], id=data["id"])
 
 
@@ -76,44 +86,173 @@ def bm25_side(store: BM25Store) -> BM25Side[Document]:
     return BM25Side(store, decode, translate=_translate)
 
 
+def _row_document(row: Row) -> Document:
+    document: Document = row.record.item
+    if row.window is None:
+        return document
+    return Document(page_content=row.text, id=row.id, metadata={**document.metadata, WHOLE_KEY: row.record.id,
+                                                                 WINDOW_KEY: row.window, WINDOWS_KEY: row.windows})
+
+
+def _joined(rows: Iterable[Document]) -> dict[str, Record]:
+    """Stored rows grouped back into whole chunks (a window's text is the context + one window of the chunk)."""
+    groups: dict[str, list[Document]] = {}
+    for row in rows:
+        groups.setdefault(str(row.metadata.get(WHOLE_KEY) or row.id), []).append(row)
+    out = {}
+    for chunk_id, windows in groups.items():
+        windows.sort(key=lambda w: int(w.metadata.get(WINDOW_KEY) or 0))
+        metadata = {k: v for k, v in windows[0].metadata.items() if k not in (WINDOW_KEY, WHOLE_KEY, WINDOWS_KEY)}
+        if len(windows) == 1:
+            out[chunk_id] = record(Document(page_content=windows[0].page_content, metadata=metadata), chunk_id)
+            continue
+        context = metadata.get(CONTEXT_KEY)  # cleaned contexts hold no blank line: the first one ends the context
+        chunk = " ".join(w.page_content.split("\n\n", 1)[-1] if context else w.page_content for w in windows)
+        out[chunk_id] = record(Document(page_content=indexed_text(chunk, context), metadata=metadata), chunk_id)
+    return out
+
+
+class _Rows:
+    """A LangChain vector store as the pairing writes it (rows as documents, under their row ids)."""
+
+    def __init__(self, store: VectorStore) -> None:
+        self.store = store
+
+    def facts(self) -> StoreFacts:
+        if _is_chroma(self.store):
+            from ctx_retrieval.retrieval.chroma import chroma_facts
+
+            return chroma_facts(self.store._collection)  # type: ignore[attr-defined]
+        return StoreFacts("memory") if isinstance(self.store, InMemoryVectorStore) else StoreFacts("unknown")
+
+    def add_rows(self, rows: Sequence[Row]) -> None:
+        self.store.add_documents([_row_document(r) for r in rows], ids=[r.id for r in rows])
+
+    def delete_rows(self, ids: Sequence[str]) -> None:
+        self.store.delete(ids=list(ids))
+
+    async def aadd_rows(self, rows: Sequence[Row]) -> None:
+        await self.store.aadd_documents([_row_document(r) for r in rows], ids=[r.id for r in rows])
+
+    async def adelete_rows(self, ids: Sequence[str]) -> None:
+        await self.store.adelete(ids=list(ids))
+
+
+class _ReadableRows(_Rows):
+    """A store that reads documents back by id (``get_by_ids``: Chroma, InMemoryVectorStore...)."""
+
+    def records(self, chunk_ids: Sequence[str]) -> dict[str, Record]:
+        if not chunk_ids:
+            return {}
+        found = self.store.get_by_ids([*chunk_ids, *(row_id(c, 0) for c in chunk_ids)])
+        counts = {str(d.metadata.get(WHOLE_KEY)): int(d.metadata.get(WINDOWS_KEY) or 1) for d in found
+                  if d.metadata.get(WHOLE_KEY)}
+        more = [row_id(c, n) for c, count in counts.items() for n in range(1, count)]
+        return _joined([*found, *(self.store.get_by_ids(more) if more else [])])
+
+
+class _ListedRows(_ReadableRows):
+    """A store that lists its documents too: ``InMemoryVectorStore`` (its dict), Chroma (a page at a time: one
+    get of 100k rows fails)."""
+
+    def iter_records(self) -> Iterator[Record]:
+        memory = getattr(self.store, "store", None)
+        if isinstance(memory, dict):
+            rows = [Document(page_content=row["text"], metadata=dict(row.get("metadata") or {}), id=i)
+                    for i, row in memory.items()]
+            yield from _joined(rows).values()
+            return
+        offset = 0
+        while True:
+            stored = self.store.get(include=["documents", "metadatas"], limit=_PAGE, offset=offset)  # type: ignore[attr-defined]
+            yield from _joined(Document(page_content=text or "", metadata=meta or {}, id=i) for i, text, meta in
+                               zip(stored["ids"], stored["documents"], stored["metadatas"], strict=True)).values()
+            if len(stored["ids"]) < _PAGE:
+                return
+            offset += _PAGE
+
+    def searchable(self, ids: Sequence[str]) -> bool:
+        from ctx_retrieval.retrieval.chroma import chroma_searchable
+
+        collection = self.store._collection  # type: ignore[attr-defined]
+        return collection is None or chroma_searchable(collection, ids)
+
+    def count_rows(self) -> int:
+        memory = getattr(self.store, "store", None)
+        return len(memory) if isinstance(memory, dict) else int(self.store._collection.count())  # type: ignore[attr-defined]
+
+
+def rows_for(store: VectorStore) -> _Rows:
+    """The store's rows with what it can do: listed (InMemoryVectorStore, Chroma), read by id, or only written."""
+    if isinstance(store, InMemoryVectorStore) or _is_chroma(store):
+        return _ListedRows(store)
+    if type(store).get_by_ids is not VectorStore.get_by_ids:
+        return _ReadableRows(store)
+    return _Rows(store)
+
+
+def _is_chroma(store: VectorStore) -> bool:
+    """Whether ``store`` is ``langchain_chroma.Chroma`` (never imported here: a store of it means it is)."""
+    import sys
+
+    module = sys.modules.get("langchain_chroma")
+    return module is not None and isinstance(store, module.Chroma)
+
+
+class Codec:
+    """How the query guard reads a vector-side document: its chunk id, and the record BM25 would hold for it."""
+
+    def chunk_id(self, item: Document) -> str:
+        return str(item.metadata.get(WHOLE_KEY) or item.id or item.metadata.get(CHUNK_ID_KEY) or item.page_content)
+
+    def record(self, item: Document) -> Record:
+        return record(item, self.chunk_id(item))
+
+
 class ContextualVectorStore(VectorStore):
-    """Any LangChain vector store plus contextual BM25 beside it, written together.
+    """Any LangChain vector store plus contextual BM25 beside it, written together (the core pairing).
 
     Key init args:
         inner: the vector store the vectors go to (searched as it is).
-        bm25: a ``BM25Store``, a folder for one (every process opening it sees the same index), or ``None`` for
-            one in memory.
+        bm25: a ``BM25Store`` or a folder for one (every process opening it sees the same index); by default
+            the rule of ``ctx_retrieval.retrieval.pairing.bm25_beside``: on disk beside a persistent Chroma
+            (``<persist_directory>/ctx_bm25/<collection>``), under the cache folder for a Chroma server, in memory
+            beside an in-memory store (filled from it when empty).
         embed_layout: ``"whole"`` (default) or ``"windows"``: a chunk whose context + text overflow the embedder
             is stored in ``inner`` as several vectors (context + one window each, ids ``<id>#w<n>``, each naming
             its chunk under ``metadata["ctx_whole_id"]``); BM25 holds the whole chunk.
-        tokenizer: the BM25 tokenizer (``"identifiers"`` default, ``"parts"``, or a callable).
-        also: more vector stores of the same kind written with every chunk, each with its own embedding (a second
-            embedder, e.g. ``E5Embeddings`` beside ``MiniLMEmbeddings``): the retriever fuses every store's
-            ranking with BM25 (three-way fusion). Not with the windows layout.
+        tokenizer: the BM25 tokenizer (``"identifiers"`` default, ``"folded"``, ``"thai"``, ``"parts"``, a callable).
+        also: more vector stores written with every chunk, each with its own embedding (a second embedder): the
+            retriever fuses every store's ranking with BM25 (three-way fusion). Not with the windows layout.
+        follow: others write to ``inner`` directly (LangChain's ``index()`` on the plain store): queries heal BM25
+            from it (set by the retriever when it wraps a plain store).
 
     Use:
         .. code-block:: python
 
-            store = ContextualVectorStore(Chroma(..., persist_directory="db"), bm25="db/ctx_bm25/chunks")
+            store = ContextualVectorStore(Chroma(..., persist_directory="db"))       # BM25 in db/ctx_bm25/...
             index(chunks, SQLRecordManager(...), store, cleanup="incremental", source_id_key="source")
             ContextualHybridRetriever(vectorstore=store).invoke("How did ACME's revenue change in Q2 2023?")
     """
 
     def __init__(self, inner: VectorStore, bm25: BM25Store | str | Path | None = None, *,
                  embed_layout: Literal["whole", "windows"] = "whole",
-                 tokenizer: str | Callable[[str], list[str]] = "identifiers", also: Sequence[VectorStore] = ()) -> None:
+                 tokenizer: str | Callable[[str], list[str]] = "identifiers", also: Sequence[VectorStore] = (),
+                 follow: bool = False) -> None:
         if isinstance(inner, ContextualVectorStore):
             raise ConfigurationError("this store is already a ContextualVectorStore: use it as it is", setting="inner")
-        if embed_layout not in ("whole", "windows"):
-            raise ConfigurationError(f"embed_layout must be 'whole' or 'windows', not {embed_layout!r}",
-                                     setting="embed_layout")
-        if also and embed_layout == "windows":
-            raise ConfigurationError("also= (more vector stores) and the windows layout do not go together: each "
-                                     "embedder would cut its own windows", setting="also")
         self.inner = inner
         self.also = list(also)
-        self.bm25 = bm25 if isinstance(bm25, BM25Store) else BM25Store(bm25, tokenizer=tokenizer)
+        rows = rows_for(inner)
         self.embed_layout = embed_layout
+        self.bm25 = open_bm25(bm25, rows.facts(), tokenizer=tokenizer, listable=isinstance(rows, _ListedRows),
+                              owner={"items": _OWNER, "layout": embed_layout})
+        embedder = getattr(inner.embeddings, "embedder", None)
+        counter = embedder.count_tokens if isinstance(embedder, TokenCountingEmbedder) else _estimate
+        self.pairing = Pairing(rows, self.bm25, layout=embed_layout, count_tokens=counter, follow=follow,
+                               also=[rows_for(s) for s in self.also], what=f"the {type(inner).__name__} store")
+        if not len(self.bm25) and isinstance(rows, _ListedRows):
+            self.pairing.sync()  # a store indexed before BM25 lived beside it: filled once, then kept
 
     def __repr__(self) -> str:
         also = f", also={[type(s).__name__ for s in self.also]}" if self.also else ""
@@ -127,72 +266,19 @@ class ContextualVectorStore(VectorStore):
     def _select_relevance_score_fn(self) -> Callable[[float], float]:
         return self.inner._select_relevance_score_fn()
 
-    # -- writing both ------------------------------------------------------------------------------------
+    # -- writing both (the pairing's order) ------------------------------------------------------------------
 
-    def _prepare(self, documents: Sequence[Document], ids: Sequence[str] | None
-                 ) -> tuple[list[Document], list[str], list[BM25Entry]]:
-        """What goes to the vector store (documents or windows, with their ids) and to BM25, for one write."""
+    def _records(self, documents: Sequence[Document], ids: Sequence[str] | None) -> list[Record]:
         if ids is not None and len(ids) != len(documents):
             raise InvalidInputError(f"{len(ids)} ids for {len(documents)} documents: pass one id per document")
-        chosen = [str(i) for i in ids] if ids is not None else [
-            str(d.id or d.metadata.get(CHUNK_ID_KEY) or uuid.uuid4()) for d in documents]
-        if len(set(chosen)) != len(chosen):
-            raise InvalidInputError("the documents repeat an id; each chunk is stored once under its id")
-        if self.embed_layout == "whole":
-            stored = [d.model_copy(update={"id": i}) for d, i in zip(documents, chosen, strict=True)]
-            return stored, chosen, [encode(d, i) for d, i in zip(stored, chosen, strict=True)]
-        rows: list[Document] = []
-        entries = []
-        for document, id_ in zip(documents, chosen, strict=True):
-            windows = self._windows(document, id_)
-            rows.extend(windows)
-            entries.append(encode(document.model_copy(update={"id": id_}), id_, len(windows)))
-        return rows, [str(r.id) for r in rows], entries
-
-    def _windows(self, document: Document, id_: str) -> list[Document]:
-        from ctx_retrieval.retrieval.layout import window_texts
-        from ctx_retrieval.tokens import estimate_tokens
-
-        from .transformer import original_text
-
-        counter = getattr(getattr(self.embeddings, "embedder", None), "count_tokens", None) or estimate_tokens
-        texts = window_texts(original_text(document), document.metadata.get(CONTEXT_KEY), counter)
-        if len(texts) == 1:
-            texts = [document.page_content]
-        return [Document(page_content=text, id=f"{id_}#w{n}", metadata={**document.metadata, WHOLE_KEY: id_,
-                                                                          WINDOW_KEY: n})
-                for n, text in enumerate(texts)]
-
-    def _stale_windows(self, ids: Sequence[str]) -> list[str]:
-        """The window ids stored for these chunks (windows layout), read from BM25 (no listing of the store)."""
-        stored = self.bm25.get(ids)
-        return [f"{i}#w{n}" for i in ids if i in stored
-                for n in range(int(json.loads(stored[i].payload).get("windows", 1)))]
+        return [record(d, str(ids[n]) if ids is not None else None) for n, d in enumerate(documents)]
 
     def add_documents(self, documents: list[Document], **kwargs: Any) -> list[str]:
         """Add (or replace, by id) documents in the vector store and BM25; ``ids=`` as LangChain's stores take."""
-        rows, row_ids, entries = self._prepare(documents, kwargs.pop("ids", None))
-        if self.embed_layout == "windows":  # a chunk replaced by fewer windows leaves none behind
-            stale = sorted(set(self._stale_windows([e.id for e in entries])) - set(row_ids))
-            if stale:
-                self.inner.delete(ids=stale)
-        self.inner.add_documents(rows, ids=row_ids, **kwargs)
-        for store in self.also:
-            store.add_documents(rows, ids=row_ids, **kwargs)
-        self.bm25.upsert(entries)
-        return [e.id for e in entries]
+        return self.pairing.add(self._records(documents, kwargs.pop("ids", None)))
 
     async def aadd_documents(self, documents: list[Document], **kwargs: Any) -> list[str]:
-        rows, row_ids, entries = self._prepare(documents, kwargs.pop("ids", None))
-        if self.embed_layout == "windows":
-            stale = sorted(set(await asyncio.to_thread(self._stale_windows, [e.id for e in entries])) - set(row_ids))
-            if stale:
-                await self.inner.adelete(ids=stale)
-        await self.inner.aadd_documents(rows, ids=row_ids, **kwargs)
-        for store in self.also:
-            await store.aadd_documents(rows, ids=row_ids, **kwargs)
-        await asyncio.to_thread(self.bm25.upsert, entries)
-        return [e.id for e in entries]
+        return await self.pairing.aadd(self._records(documents, kwargs.pop("ids", None)))
 
     def add_texts(self, texts: Iterable[str], metadatas: list[dict[Any, Any]] | None = None, *,
                   ids: list[str] | None = None, **kwargs: Any) -> list[str]:
@@ -202,27 +288,17 @@ class ContextualVectorStore(VectorStore):
         return self.add_documents(documents, ids=ids, **kwargs)
 
     def delete(self, ids: list[str] | None = None, **kwargs: Any) -> bool | None:
-        """Delete chunks by id from the vector store and BM25 (``ids=None`` deletes nothing, as LangChain's)."""
+        """Delete chunks by id from BM25 and then the vector store (``ids=None`` deletes nothing, as LangChain's)."""
         if not ids:
             return None
-        wanted = [str(i) for i in ids]
-        rows = self._stale_windows(wanted) if self.embed_layout == "windows" else wanted
-        result = self.inner.delete(ids=rows, **kwargs) if rows else True
-        for store in self.also:
-            store.delete(ids=rows, **kwargs)
-        self.bm25.delete(wanted)
-        return result
+        self.pairing.delete([chunk_of(str(i)) for i in ids])
+        return True
 
     async def adelete(self, ids: list[str] | None = None, **kwargs: Any) -> bool | None:
         if not ids:
             return None
-        wanted = [str(i) for i in ids]
-        rows = await asyncio.to_thread(self._stale_windows, wanted) if self.embed_layout == "windows" else wanted
-        result = await self.inner.adelete(ids=rows, **kwargs) if rows else True
-        for store in self.also:
-            await store.adelete(ids=rows, **kwargs)
-        await asyncio.to_thread(self.bm25.delete, wanted)
-        return result
+        await self.pairing.adelete([chunk_of(str(i)) for i in ids])
+        return True
 
     def get_by_ids(self, ids: Sequence[str], /) -> list[Document]:
         """The whole chunks stored under these ids (from BM25, which holds every chunk whole)."""
@@ -230,22 +306,12 @@ class ContextualVectorStore(VectorStore):
 
     def documents(self) -> list[Document]:
         """Every stored chunk, whole (reads the whole BM25 index)."""
-        return [decode(e) for e in self.bm25.entries()]
+        return [decode(e) for e in self.bm25.iter_entries()]
 
-    def sync(self, stored: list[Document] | None = None) -> int:
-        """Backfill BM25 from the vector store when it holds chunks BM25 does not (written to it directly, or
-        before this wrapper existed); stores that list their documents only (Chroma, InMemoryVectorStore), or
-        ``stored``, the store's documents as the caller listed them. Returns how many chunks were added."""
-        stored = stored if stored is not None else list_documents(self.inner)
-        if stored is None:
-            raise TypeError(f"{type(self.inner).__name__} cannot list its documents, so BM25 cannot be filled from "
-                            "it: add the chunks through this store (add_documents, or LangChain's index())")
-        have = set(self.bm25.ids())
-        if self.embed_layout == "windows":
-            stored = whole_chunks(stored)
-        missing = [d for d in stored if str(d.id) not in have]
-        self.bm25.upsert(encode(d, str(d.id)) for d in missing)
-        return len(missing)
+    def sync(self) -> SyncReport:
+        """Reconcile BM25 with the vector store both ways (chunks written to or deleted from it directly, a write
+        interrupted between the two): what was added and removed (``ctx_retrieval.retrieval.pairing.SyncReport``)."""
+        return self.pairing.sync()
 
     # -- searching: the wrapped store's --------------------------------------------------------------------
 
@@ -270,32 +336,15 @@ class ContextualVectorStore(VectorStore):
     def from_texts(cls, texts: list[str], embedding: Any, metadatas: list[dict[Any, Any]] | None = None, *,
                    ids: list[str] | None = None, **kwargs: Any) -> ContextualVectorStore:
         """Texts in a new ``InMemoryVectorStore`` with BM25 in memory (``bm25=`` a folder to keep it)."""
-        from langchain_core.vectorstores import InMemoryVectorStore
-
         store = cls(InMemoryVectorStore(embedding), **kwargs)
         store.add_texts(texts, metadatas, ids=ids)
         return store
 
 
-def list_documents(store: Any) -> list[Document] | None:
-    """Every document of a store that can list them (``InMemoryVectorStore``, Chroma), else ``None``."""
-    memory = getattr(store, "store", None)
-    if isinstance(memory, dict):  # InMemoryVectorStore
-        return [Document(page_content=row["text"], metadata=dict(row.get("metadata") or {}), id=i)
-                for i, row in memory.items()]
-    getter = getattr(store, "get", None)
-    if callable(getter):  # Chroma and the stores that copy its API, a page at a time (one get of 100k fails)
-        out: list[Document] = []
-        while True:
-            stored = getter(include=["documents", "metadatas"], limit=_PAGE, offset=len(out))
-            out.extend(Document(page_content=text or "", metadata=meta or {}, id=i) for i, text, meta in
-                       zip(stored["ids"], stored["documents"], stored["metadatas"], strict=True))
-            if len(stored["ids"]) < _PAGE:
-                return out
-    return None
+def _estimate(text: str) -> int:
+    from ctx_retrieval.tokens import estimate_tokens
 
-
-_PAGE = 5000
+    return estimate_tokens(text)
 
 
 class BM25IndexRetriever(BaseRetriever):
@@ -336,7 +385,7 @@ class BM25IndexRetriever(BaseRetriever):
         ids = [str(d.metadata.get(CHUNK_ID_KEY) or d.id or n) for n, d in enumerate(documents)]
         if len(set(ids)) != len(ids):
             ids = [str(n) for n in range(len(documents))]
-        store.upsert(encode(d, i) for d, i in zip(documents, ids, strict=True))
+        store.upsert(record(d, i).entry() for d, i in zip(documents, ids, strict=True))
         return cls(store=store, k=k, **kwargs)
 
     def _get_relevant_documents(
@@ -346,35 +395,6 @@ class BM25IndexRetriever(BaseRetriever):
         chosen = filter if filter is not None else self.search_kwargs.get("filter")
         ranking = bm25_side(self.store).search(query, k or self.k, chosen)
         return ranking.items(range(len(ranking.keys)))
-
-
-def whole_chunks(rows: list[Document], whole_key: str = WHOLE_KEY) -> list[Document]:
-    """Stored windows grouped back into whole chunks (a chunk stored whole is its own window 0)."""
-    from ctx_retrieval.text import indexed_text
-
-    groups: dict[str, list[Document]] = {}
-    for row in rows:
-        groups.setdefault(str(row.metadata.get(whole_key) or row.id), []).append(row)
-    wholes = []
-    for chunk_id, windows in groups.items():
-        windows.sort(key=lambda w: int(w.metadata.get(WINDOW_KEY) or 0))
-        metadata = {k: v for k, v in windows[0].metadata.items() if k not in (WINDOW_KEY, whole_key)}
-        if len(windows) == 1:
-            wholes.append(Document(page_content=windows[0].page_content, metadata=metadata, id=chunk_id))
-            continue
-        context = metadata.get(CONTEXT_KEY)  # cleaned contexts hold no blank line: the first one ends the context
-        chunk = " ".join(w.page_content.split("\n\n", 1)[-1] if context else w.page_content for w in windows)
-        wholes.append(Document(page_content=indexed_text(chunk, context), metadata=metadata, id=chunk_id))
-    return wholes
-
-
-def beside(store: Any) -> Path | None:
-    """Where BM25 lives for a plain store: beside a persistent Chroma collection, else in memory."""
-    client, name = getattr(store, "_client", None), getattr(store, "_collection_name", None)
-    settings = getattr(client, "get_settings", None)
-    if name and callable(settings) and settings().is_persistent and settings().persist_directory:
-        return Path(settings().persist_directory) / "ctx_bm25" / str(name)
-    return None
 
 
 def chroma_store(embedding: Any, *, client: Any, persist_directory: str | Path | None, collection_name: str) -> Any:

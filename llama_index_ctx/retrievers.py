@@ -2,12 +2,10 @@
 store is a ``ContextualVectorStore``.
 
 The vector side is the index's own retriever (``as_retriever``: your store, your ``MetadataFilters``, your callback
-manager); the BM25 side is the ``BM25Store`` the wrapper writes beside the vector store (on disk beside a
-persistent Chroma by default), so ``IngestionPipeline`` with a docstore strategy, ``insert_nodes``,
-``delete_nodes`` and ``delete_ref_doc`` keep both sides holding the same nodes, in this process and in any other
-that opens them. Fusion, per-side ranks, the windows layout and the filters on both sides are the core's
-(``ctx_retrieval.retrieval.hybrid``), rather than ``QueryFusionRetriever``: the same ranking without an LLM to
-configure (it wants one even with ``num_queries=1``), with each result's per-side ranks.
+manager); the BM25 side is the ``BM25Store`` the wrapper's pairing keeps beside the vector store, and every query is
+screened by that pairing (nodes being deleted dropped, nodes BM25 does not know yet added to it). Fusion, per-side
+ranks, the windows layout and the filters on both sides are the core's, rather than ``QueryFusionRetriever``: the
+same ranking without an LLM to configure (it wants one even with ``num_queries=1``), with each result's ranks.
 """
 
 from __future__ import annotations
@@ -21,33 +19,23 @@ from llama_index.core import StorageContext, VectorStoreIndex
 from llama_index.core.base.base_retriever import BaseRetriever
 from llama_index.core.callbacks import CallbackManager, CBEventType, EventPayload
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
-from llama_index.core.schema import (
-    BaseNode,
-    NodeWithScore,
-    QueryBundle,
-)
+from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle
 from llama_index.core.vector_stores.types import MetadataFilters
 
 from ctx_retrieval.errors import ConfigurationError
 from ctx_retrieval.keys import RETRIEVAL_KEYS
 from ctx_retrieval.retrieval.fusion import DEFAULT_RRF_K, chunk_key
-from ctx_retrieval.retrieval.hybrid import (
-    DEFAULT_CANDIDATES,
-    Hit,
-    HybridRetriever,
-    Ranked,
-    Side,
-    WindowedSide,
-    all_weights,
-)
+from ctx_retrieval.retrieval.hybrid import DEFAULT_CANDIDATES, Hit, HybridRetriever, Ranked, Side, WindowedSide
+from ctx_retrieval.retrieval.hybrid import all_weights as check_weights
 
 from .store import (
     BM25IndexRetriever,
+    Codec,
     ContextualVectorStore,
-    beside,
     bm25_side,
     chroma_vector_store,
     parent_id,
+    token_counter,
     warn_truncation,
     window_children,
     with_stable_id,
@@ -55,6 +43,8 @@ from .store import (
 )
 
 __all__ = ["ContextualHybridRetriever", "ContextualVectorStore", "chroma_vector_store"]
+
+_CODEC = Codec()
 
 
 class ContextualHybridRetriever(BaseRetriever):
@@ -65,16 +55,15 @@ class ContextualHybridRetriever(BaseRetriever):
         pip install "ctx-retrieval[llama-index,local]"        # add llama-index-chroma for Chroma
 
     Key init args:
-        index: a ``VectorStoreIndex`` over contextualized nodes; if its store is not a ``ContextualVectorStore``
-            it is wrapped in one (BM25 on disk beside a persistent Chroma, ``<path>/ctx_bm25/<collection>``, or
-            ``bm25_path``, else in memory), filled once from the stored nodes if empty.
+        index: a ``VectorStoreIndex`` over contextualized nodes; a store that is not a ``ContextualVectorStore`` is
+            wrapped (BM25 where the rule puts it: beside a persistent Chroma, ``bm25_path``, else in memory, filled
+            from the stored nodes) and followed: nodes written to it directly are added to BM25 at the next query.
         similarity_top_k: results returned (20); candidates: results taken from each side before fusion (150).
-        weights: fusion weights, ``(vector, bm25)`` or ``{"vector": .., "bm25": ..}`` (with ``also``, the vector
-            weight goes to each dense side, or give one weight per side, BM25's last); rrf_k: the RRF constant.
+        weights: fusion weights, ``(vector, bm25)`` or ``{"vector": .., "bm25": ..}`` (one per side, BM25's last,
+            with ``also``); rrf_k: the RRF constant.
         also: more ``VectorStoreIndex`` over the same nodes, each with its own embedding model (a second
-            embedder, e.g. ``E5Embedding`` beside ``MiniLMEmbedding``): every index's ranking is fused with BM25
-            (three-way fusion), and ``insert_nodes`` / ``delete_nodes`` / ``delete_ref_doc`` write them too. Not
-            with the windows layout.
+            embedder): every index's ranking is fused with BM25, and ``insert_nodes`` / ``delete_nodes`` /
+            ``delete_ref_doc`` write them too. Not with the windows layout.
         filters: ``MetadataFilters`` applied to both sides.
         node_postprocessors: applied to the fused candidates before the cut (``ClaudeRerankPostprocessor``...).
         bm25: another keyword retriever (then it is yours to filter and keep in sync).
@@ -84,11 +73,8 @@ class ContextualHybridRetriever(BaseRetriever):
     Instantiate:
         .. code-block:: python
 
-            retriever = ContextualHybridRetriever.from_defaults(nodes=nodes, embed_model=MiniLMEmbedding(),
-                                                                show_progress=True)
+            retriever = ContextualHybridRetriever.from_defaults(nodes=nodes, embed_model=MiniLMEmbedding())
             retriever = ContextualHybridRetriever.from_vector_store(store, embed_model=MiniLMEmbedding())
-            three_way = ContextualHybridRetriever.from_defaults(nodes=nodes, embed_model=MiniLMEmbedding(),
-                                                                also_embed_models=[E5Embedding()])
 
     Use:
         .. code-block:: python
@@ -98,9 +84,7 @@ class ContextualHybridRetriever(BaseRetriever):
             results[0].node.metadata["vector_rank"], results[0].node.metadata["bm25_rank"]
 
     ``NodeWithScore.score`` is the RRF score divided by its maximum: 1.0 for a node ranked first on both sides,
-    0.5 for a node first on one side and absent from the other (equal weights), falling slowly with rank (0.38
-    at rank 100 on both sides), so ``SimilarityPostprocessor(similarity_cutoff=0.3)`` keeps the nodes both sides
-    rank in their top 143 and those one side alone ranks in its top 41 (``rrf_k=60``).
+    0.5 for a node first on one side and absent from the other (equal weights), 0.38 at rank 100 on both sides.
     """
 
     def __init__(self, index: VectorStoreIndex, *, similarity_top_k: int = 20, candidates: int = DEFAULT_CANDIDATES,
@@ -117,28 +101,21 @@ class ContextualHybridRetriever(BaseRetriever):
         if also and embed_layout == "windows":
             raise ConfigurationError("also= (more indexes) and the windows layout do not go together: each embedder "
                                      "would cut its own windows", setting="also")
-        self.also = list(also)
-        if similarity_top_k < 1:
-            raise ConfigurationError(f"similarity_top_k must be >= 1, not {similarity_top_k}",
-                                     setting="similarity_top_k")
+        if similarity_top_k < 1 or candidates < 1 or rrf_k < 0:
+            raise ConfigurationError(f"similarity_top_k and candidates must be >= 1 and rrf_k >= 0 (got "
+                                     f"{similarity_top_k}, {candidates}, {rrf_k})", setting="similarity_top_k")
         if filters is not None and not isinstance(filters, MetadataFilters):
             raise TypeError(f"filters must be llama_index MetadataFilters, not {type(filters).__name__}: "
                             "MetadataFilters.from_dicts([{'key': 'tenant', 'value': 'a'}])")
-        self.index = index
-        self.store = wrap_index(index, bm25_path, bm25_tokenizer)
-        self.similarity_top_k = similarity_top_k
-        self.filters = filters
+        self.index, self.also = index, list(also)
+        self.store = wrap_index(index, bm25_path, bm25_tokenizer, embed_layout)
+        self.embed_layout = self.store.pairing.layout
+        self.similarity_top_k, self.filters = similarity_top_k, filters
         self.node_postprocessors = list(node_postprocessors)
-        self.embed_layout = embed_layout
         self._fixed_bm25 = bm25 is not None
         self.bm25 = bm25 or BM25IndexRetriever(store=self.store.bm25, similarity_top_k=candidates, filters=filters,
                                                callback_manager=self.callback_manager)
-        if candidates < 1 or rrf_k < 0:
-            raise ConfigurationError(f"candidates must be >= 1 and rrf_k >= 0 (got {candidates}, {rrf_k})",
-                                     setting="candidates")
-        self.candidates, self.weights, self.rrf_k = candidates, all_weights(weights, 1 + len(self.also)), rrf_k
-
-    # -- construction ------------------------------------------------------------------------------------
+        self.candidates, self.weights, self.rrf_k = candidates, check_weights(weights, 1 + len(self.also)), rrf_k
 
     @classmethod
     def from_defaults(cls, *, index: VectorStoreIndex | None = None, nodes: Sequence[BaseNode] | None = None,
@@ -162,21 +139,21 @@ class ContextualHybridRetriever(BaseRetriever):
                    show_progress: bool = False, also_embed_models: Sequence[Any] = (),
                    **kwargs: Any) -> ContextualHybridRetriever:
         """Index contextualized nodes into ``vector_store`` (LlamaIndex's in-memory ``SimpleVectorStore`` by
-        default, as ``VectorStoreIndex(nodes)``) and BM25 beside it. Nodes are stored under a stable id (source,
-        offset and text digest), so indexing the same nodes into a persistent store again replaces them.
-        ``also_embed_models``: more embedders, each indexing the nodes in memory (``also=`` takes your own
-        indexes), fused with the first and BM25."""
-        stable = [with_stable_id(n) for n in nodes]
-        windows = kwargs.get("embed_layout", "whole") == "windows"
-        indexed = window_children(stable, embed_model) if windows else stable
-        warn_truncation(embed_model, stable if windows else indexed)
+        default, as ``VectorStoreIndex(nodes)``) and BM25 beside it, under stable ids (source, offset and text
+        digest), so indexing the same nodes into a persistent store again replaces them. ``also_embed_models``:
+        more embedders, each indexing the nodes in memory (``also=`` takes your own indexes)."""
         if vector_store is None:
             from llama_index.core.vector_stores.simple import SimpleVectorStore
 
             vector_store = SimpleVectorStore()
         if not isinstance(vector_store, ContextualVectorStore):
-            vector_store = ContextualVectorStore(vector_store, kwargs.pop("bm25_path", None) or beside(vector_store),
-                                                 tokenizer=kwargs.pop("bm25_tokenizer", "identifiers"))
+            vector_store = ContextualVectorStore(vector_store, kwargs.pop("bm25_path", None),
+                                                 tokenizer=kwargs.pop("bm25_tokenizer", "identifiers"),
+                                                 embed_layout=kwargs.get("embed_layout", "whole"),
+                                                 count_tokens=token_counter(embed_model))
+        stable = [with_stable_id(n) for n in nodes]
+        indexed = window_children(vector_store, stable)
+        warn_truncation(embed_model, stable if vector_store.pairing.layout == "windows" else indexed)
         storage = StorageContext.from_defaults(vector_store=vector_store)
         index = VectorStoreIndex(indexed, storage_context=storage, embed_model=embed_model, show_progress=show_progress,
                                  insert_batch_size=max(2048, len(indexed)))  # a node's windows in one write
@@ -192,41 +169,28 @@ class ContextualHybridRetriever(BaseRetriever):
         """Over an existing store (after a restart, in a query process): its BM25 is opened beside it."""
         return cls(VectorStoreIndex.from_vector_store(vector_store, embed_model=embed_model), **kwargs)
 
-    # -- writes go through the index to the store, which writes both -----------------------------------------
-
     def stored_nodes(self) -> list[BaseNode]:
         """Every whole node both sides hold (read from BM25)."""
         return self.store.get_nodes()
 
     def insert_nodes(self, nodes: Sequence[BaseNode]) -> None:
-        """Add (or replace, by stable id) nodes on both sides."""
-        stable = [with_stable_id(n) for n in nodes]
-        embed_model = getattr(self.index, "_embed_model", None)
-        indexed = window_children(stable, embed_model) if self.embed_layout == "windows" else stable
-        warn_truncation(embed_model, indexed)
-        if self.embed_layout == "windows":  # a node replaced by fewer windows leaves none behind
-            stale = set(self.store.rows([n.node_id for n in stable])) - {n.node_id for n in indexed}
-            if stale:
-                self.index.delete_nodes(sorted(stale), delete_from_docstore=True)
+        """Add (or replace, by stable id) nodes on both sides (through the index: it embeds them)."""
+        indexed = window_children(self.store, [with_stable_id(n) for n in nodes])
+        warn_truncation(getattr(self.index, "_embed_model", None), indexed)
         self.index.insert_nodes(indexed)
         for other in self.also:
             other.insert_nodes(_unembedded(indexed))
 
     def delete_nodes(self, node_ids: Sequence[str]) -> None:
         """Delete nodes (by node id; in the windows layout, their windows too) from both sides."""
-        rows = self.store.rows(list(node_ids)) if self.embed_layout == "windows" else list(node_ids)
-        self.index.delete_nodes(rows, delete_from_docstore=True)
-        for other in self.also:
-            other.delete_nodes(rows, delete_from_docstore=True)
-        self.store.bm25.delete(node_ids)
+        rows = self.store.pairing.row_ids(list(node_ids))  # the index's docstore holds the windows too
+        for index in (self.index, *self.also):
+            index.delete_nodes(rows, delete_from_docstore=True)
 
     def delete_ref_doc(self, ref_doc_id: str) -> None:
         """Delete a source document's nodes from both sides."""
-        self.index.delete_ref_doc(ref_doc_id, delete_from_docstore=True)
-        for other in self.also:
-            other.delete_ref_doc(ref_doc_id, delete_from_docstore=True)
-
-    # -- retrieval ---------------------------------------------------------------------------------------
+        for index in (self.index, *self.also):
+            index.delete_ref_doc(ref_doc_id, delete_from_docstore=True)
 
     def _core(self, query_bundle: QueryBundle) -> tuple[HybridRetriever[BaseNode], int]:
         first: Side[BaseNode] = _IndexSide(self.index, query_bundle, self.callback_manager)
@@ -236,11 +200,14 @@ class ContextualHybridRetriever(BaseRetriever):
         elif self.also:  # each index embeds the query with its own model (a retriever writes its vector on the bundle)
             vector = [first, *(_IndexSide(other, dataclasses.replace(query_bundle, embedding=None),
                                           self.callback_manager) for other in self.also)]
+        screen = None
         if isinstance(self.bm25, BM25IndexRetriever):
             bm25: Side[BaseNode] = _TracedSide(bm25_side(self.bm25.store), self.callback_manager)
+            screen = self.store.pairing.guard(_CODEC) if self.bm25.store is self.store.bm25 else None
         else:
             bm25 = _RetrieverSide(self.bm25, query_bundle)
-        core = HybridRetriever(vector, bm25, candidates=self.candidates, weights=self.weights, rrf_k=self.rrf_k)
+        core = HybridRetriever(vector, bm25, candidates=self.candidates, weights=self.weights, rrf_k=self.rrf_k,
+                               screen=screen)
         return core, self.candidates if self.node_postprocessors else self.similarity_top_k
 
     def _wholes(self, children: Sequence[BaseNode]) -> list[BaseNode]:
@@ -264,7 +231,8 @@ class ContextualHybridRetriever(BaseRetriever):
 
 
 def _ranked(found: Sequence[NodeWithScore]) -> Ranked[BaseNode]:
-    return Ranked([chunk_key(parent_id(n.node)) for n in found], [n.node for n in found])
+    ids = [parent_id(n.node) for n in found]
+    return Ranked([chunk_key(i) for i in ids], [n.node for n in found], ids)
 
 
 class _IndexSide:
@@ -323,13 +291,10 @@ def _unembedded(nodes: Sequence[BaseNode]) -> list[BaseNode]:
 def _annotated(node: BaseNode, hit: Hit[BaseNode]) -> BaseNode:
     """A copy of ``node`` carrying its fused score and per-side ranks in metadata, hidden from the embedding and
     the answering LLM (the stored node is not changed)."""
-    metadata = {**node.metadata, **hit.metadata()}
     hidden = [k for k in RETRIEVAL_KEYS if k not in node.excluded_embed_metadata_keys]
     hidden_llm = [k for k in RETRIEVAL_KEYS if k not in node.excluded_llm_metadata_keys]
     return node.model_copy(update={
-        "metadata": metadata,
+        "metadata": {**node.metadata, **hit.metadata()},
         "excluded_embed_metadata_keys": [*node.excluded_embed_metadata_keys, *hidden],
         "excluded_llm_metadata_keys": [*node.excluded_llm_metadata_keys, *hidden_llm],
     })
-
-

@@ -1,24 +1,22 @@
 """The vector store that keeps contextual BM25 beside any LlamaIndex vector store: every write goes to both.
 
 ``ContextualVectorStore`` wraps the store you already use (Chroma, ``SimpleVectorStore``, Qdrant...) and a core
-``BM25Store`` (a folder, shared by every process that opens it). It is a ``BasePydanticVectorStore``, so
-LlamaIndex's own calls write through it: ``VectorStoreIndex`` builds, ``insert_nodes`` / ``delete_nodes`` /
-``delete_ref_doc``, and ``IngestionPipeline(vector_store=..., docstore=..., docstore_strategy=UPSERTS |
-UPSERTS_AND_DELETE)``. BM25 holds exactly the nodes the vector store holds (whole nodes, the text the embedding
-side sees), under the same ids; vector queries go to the wrapped store.
+``BM25Store``; it is a ``BasePydanticVectorStore``, so LlamaIndex's own calls write through it: ``VectorStoreIndex``
+builds, ``insert_nodes`` / ``delete_nodes`` / ``delete_ref_doc``, and ``IngestionPipeline(vector_store=...,
+docstore=..., docstore_strategy=UPSERTS | UPSERTS_AND_DELETE)``. The writes to both sides are the core pairing's
+(``ctx_retrieval.retrieval.pairing``: the order, the journal, the windows); this module converts nodes to its records
+and does LlamaIndex's I/O. Vector queries go to the wrapped store.
 
 ``BM25IndexRetriever`` is the BM25 side alone, as a LlamaIndex retriever.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
-import re
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from llama_index.core import VectorStoreIndex
 from llama_index.core.base.base_retriever import BaseRetriever
@@ -32,7 +30,7 @@ from llama_index.core.schema import (
     RelatedNodeInfo,
 )
 from llama_index.core.storage.docstore.utils import doc_to_json, json_to_doc
-from llama_index.core.vector_stores.simple import DEFAULT_VECTOR_STORE
+from llama_index.core.vector_stores.simple import SimpleVectorStore
 from llama_index.core.vector_stores.types import (
     BasePydanticVectorStore,
     FilterCondition,
@@ -48,12 +46,29 @@ from pydantic import PrivateAttr
 from ctx_retrieval._names import in_memory_collection
 from ctx_retrieval._optional import require
 from ctx_retrieval.errors import ConfigurationError
-from ctx_retrieval.retrieval.bm25_store import BM25Entry, BM25Store, StoredEntry
+from ctx_retrieval.keys import CONTEXT_KEY
+from ctx_retrieval.protocols import TokenCountingEmbedder
+from ctx_retrieval.retrieval.bm25_store import BM25Store, StoredEntry
 from ctx_retrieval.retrieval.dense import cosine_collection
 from ctx_retrieval.retrieval.hybrid import BM25Side
+from ctx_retrieval.retrieval.pairing import (
+    Pairing,
+    Record,
+    Row,
+    StoreFacts,
+    SyncReport,
+    chunk_of,
+    open_bm25,
+    row_id,
+    window_of,
+)
 from ctx_retrieval.types import make_chunk_id
 
 __all__ = ["BM25IndexRetriever", "ContextualVectorStore", "bm25_side", "chroma_vector_store", "decode", "parent_id"]
+
+_OWNER = "llama_index_ctx.Node/1"
+_PAGE = 5000
+_MAX_WINDOWS = 64  # windows asked for when a chunk is read back from a store (a 256-token input cut at 48 each: 6)
 
 
 def parent_id(node: BaseNode) -> str:
@@ -62,16 +77,19 @@ def parent_id(node: BaseNode) -> str:
     return str(getattr(parent, "node_id", None) or node.node_id)
 
 
-def encode(node: BaseNode, windows: int = 1) -> BM25Entry:
-    """A node as a BM25 entry: the text the embedding side sees, its metadata, the node (no vector) as payload."""
+def record(node: BaseNode) -> Record:
+    """A whole node as the pairing's record: the text the embedding side sees, its metadata, the node (no vector)
+    as the payload."""
     bare = node.model_copy(update={"embedding": None})
-    payload = json.dumps({"node": doc_to_json(bare), "windows": windows}, ensure_ascii=False, default=str).encode()
-    return BM25Entry(node.node_id, node.get_content(metadata_mode=MetadataMode.EMBED), ref=node.ref_doc_id,
-                     metadata=node.metadata, payload=payload)
+    payload = json.dumps({"node": doc_to_json(bare)}, ensure_ascii=False, default=str).encode("utf-8", "surrogatepass")
+    context = node.metadata.get(CONTEXT_KEY)
+    return Record(node.node_id, node.get_content(metadata_mode=MetadataMode.EMBED),
+                  node.get_content(metadata_mode=MetadataMode.NONE), context if isinstance(context, str) else None,
+                  node.ref_doc_id, node.metadata, payload, node)
 
 
 def decode(entry: StoredEntry) -> BaseNode:
-    return json_to_doc(json.loads(entry.payload)["node"])
+    return json_to_doc(json.loads(entry.payload.decode("utf-8", "surrogatepass"))["node"])
 
 
 _WHERE = {FilterOperator.EQ: "$eq", FilterOperator.NE: "$ne", FilterOperator.GT: "$gt", FilterOperator.GTE: "$gte",
@@ -119,38 +137,149 @@ def bm25_side(store: BM25Store) -> BM25Side[BaseNode]:
     return BM25Side(store, decode, translate=_translate)
 
 
-def _wholes(nodes: Sequence[BaseNode]) -> list[tuple[BaseNode, int]]:
-    """Each whole node of a write with its window count: a window child (``<id>#w<n>``, ``PARENT`` set) is grouped
-    with its siblings and joined back into its whole node, on the spaces the text was split at."""
+def _grouped(nodes: Sequence[BaseNode]) -> tuple[list[Record], list[Row]]:
+    """A write's records (whole nodes: a window child ``<id>#w<n>``, ``PARENT`` set, joined with its siblings on
+    the spaces the text was cut at) and its rows (the nodes as given, embedded by the framework)."""
     groups: dict[str, list[BaseNode]] = {}
     for node in nodes:
         groups.setdefault(parent_id(node), []).append(node)
-    out = []
+    records, rows = [], []
     for whole_id, members in groups.items():
         if len(members) == 1 and members[0].node_id == whole_id:
-            out.append((members[0], 1))
+            records.append(record(members[0]))
+            rows.append(Row(whole_id, records[-1].text, records[-1], item=members[0]))
             continue
-        members.sort(key=lambda c: int(c.node_id.rsplit("#w", 1)[-1]) if "#w" in c.node_id else 0)
+        members.sort(key=lambda c: window_of(c.node_id))
         relationships = {k: v for k, v in members[0].relationships.items() if k != NodeRelationship.PARENT}
         text = " ".join(m.get_content(metadata_mode=MetadataMode.NONE) for m in members)
-        out.append((members[0].model_copy(update={"id_": whole_id, "text": text, "relationships": relationships,
-                                                  "embedding": None}), len(members)))
-    return out
+        records.append(record(members[0].model_copy(update={"id_": whole_id, "text": text,
+                                                            "relationships": relationships, "embedding": None})))
+        rows.extend(Row(m.node_id, m.get_content(metadata_mode=MetadataMode.EMBED), records[-1], window_of(m.node_id),
+                        len(members), m) for m in members)
+    return records, rows
+
+
+class _Rows:
+    """A LlamaIndex vector store as the pairing writes it: rows are the nodes the framework embedded; a source
+    document's nodes go with the store's own ``delete(ref_doc_id)``."""
+
+    def __init__(self, store: BasePydanticVectorStore, docstore: Any = None) -> None:
+        self.store = store
+        self.docstore = docstore
+
+    def facts(self) -> StoreFacts:
+        collection = _chroma_collection(self.store)
+        if collection is not None:
+            from ctx_retrieval.retrieval.chroma import chroma_facts
+
+            return chroma_facts(collection)
+        return StoreFacts("memory") if isinstance(self.store, SimpleVectorStore) else StoreFacts("unknown")
+
+    def add_rows(self, rows: Sequence[Row]) -> None:
+        self.store.add([_row_node(r) for r in rows])
+
+    def delete_rows(self, ids: Sequence[str]) -> None:
+        self.store.delete_nodes(node_ids=list(ids))
+
+    def delete_refs(self, refs: Sequence[str]) -> None:
+        for ref in refs:
+            self.store.delete(ref)
+
+    async def aadd_rows(self, rows: Sequence[Row]) -> None:
+        await self.store.async_add([_row_node(r) for r in rows])
+
+    async def adelete_rows(self, ids: Sequence[str]) -> None:
+        await self.store.adelete_nodes(node_ids=list(ids))
+
+    async def adelete_refs(self, refs: Sequence[str]) -> None:
+        for ref in refs:
+            await self.store.adelete(ref)
+
+
+class _ListedRows(_Rows):
+    """A store that reads nodes back and lists them: Chroma (a page at a time: its ``get_nodes`` reads all in one
+    call, which fails at 100k), or a store without text whose nodes an index's docstore holds."""
+
+    def _nodes(self, ids: list[str] | None = None, *, offset: int = 0) -> list[BaseNode]:
+        if self.docstore is not None and not self.store.stores_text:
+            wanted = ids if ids is not None else list(self.docstore.docs)[offset:offset + _PAGE]
+            return list(self.docstore.get_nodes(wanted, raise_error=False))
+        if ids is not None:
+            return list(self.store.get_nodes(node_ids=ids)) if ids else []
+        return list(self.store._get(_PAGE, {}, offset=offset).nodes)  # type: ignore[attr-defined]
+
+    def records(self, chunk_ids: Sequence[str]) -> dict[str, Record]:
+        wanted = [*chunk_ids, *(row_id(c, n) for c in chunk_ids for n in range(_MAX_WINDOWS))] if chunk_ids else []
+        records, _ = _grouped(self._nodes(wanted))
+        return {r.id: r for r in records if r.id in set(chunk_ids)}
+
+    def iter_records(self) -> Iterator[Record]:
+        offset = 0
+        while True:
+            page = self._nodes(offset=offset)
+            yield from _grouped(page)[0]
+            if len(page) < _PAGE:
+                return
+            offset += _PAGE
+
+    def searchable(self, ids: Sequence[str]) -> bool:
+        from ctx_retrieval.retrieval.chroma import chroma_searchable
+
+        collection = _chroma_collection(self.store)
+        return collection is None or chroma_searchable(collection, ids)
+
+    def count_rows(self) -> int:
+        if self.docstore is not None and not self.store.stores_text:
+            return len(self.docstore.docs)
+        collection = _chroma_collection(self.store)
+        return int(collection.count()) if collection is not None else 0
+
+
+def _row_node(row: Row) -> BaseNode:
+    node: BaseNode = row.item if row.item is not None else row.record.item
+    return node
+
+
+def _chroma_collection(store: Any) -> Any:
+    import sys
+
+    module = sys.modules.get("llama_index.vector_stores.chroma")
+    return store._collection if module is not None and isinstance(store, module.ChromaVectorStore) else None
+
+
+def rows_for(store: BasePydanticVectorStore, docstore: Any = None) -> _Rows:
+    listed = _chroma_collection(store) is not None or (docstore is not None and not store.stores_text)
+    return _ListedRows(store, docstore) if listed else _Rows(store, docstore)
+
+
+class Codec:
+    """How the query guard reads a vector-side node: its chunk id, and the record BM25 would hold for it."""
+
+    def chunk_id(self, item: BaseNode) -> str:
+        return parent_id(item)
+
+    def record(self, item: BaseNode) -> Record:
+        return record(item)
 
 
 class ContextualVectorStore(BasePydanticVectorStore):
-    """Any LlamaIndex vector store plus contextual BM25 beside it, written together.
+    """Any LlamaIndex vector store plus contextual BM25 beside it, written together (the core pairing).
 
     Key init args:
         inner: the vector store the vectors go to (queried as it is).
-        bm25: a ``BM25Store``, a folder for one (every process opening it sees the same index), or ``None`` for
-            one in memory.
-        tokenizer: the BM25 tokenizer (``"identifiers"`` default, ``"parts"``, or a callable).
+        bm25: a ``BM25Store`` or a folder for one; by default the rule of
+            ``ctx_retrieval.retrieval.pairing.bm25_beside`` (beside a persistent Chroma, under the cache folder for
+            a Chroma server, in memory beside an in-memory store).
+        tokenizer: the BM25 tokenizer (``"identifiers"`` default, ``"folded"``, ``"thai"``, ``"parts"``, a callable).
+        embed_layout: ``"windows"`` when nodes are written as window children (``ContextualHybridRetriever`` with
+            ``embed_layout="windows"`` writes them so).
+        follow: others write to ``inner`` directly: queries heal BM25 from it (set by the retriever when it wraps
+            a plain store); docstore: where a store without text (``SimpleVectorStore``) finds its nodes.
 
     Use:
         .. code-block:: python
 
-            store = ContextualVectorStore(chroma_vector_store(persist_directory="db"), bm25="db/ctx_bm25/chunks")
+            store = ContextualVectorStore(chroma_vector_store(persist_directory="db"))   # BM25 in db/ctx_bm25/...
             IngestionPipeline(transformations=[...], vector_store=store, docstore=docstore,
                               docstore_strategy=DocstoreStrategy.UPSERTS).run(documents=documents)
             ContextualHybridRetriever.from_vector_store(store, embed_model=...).retrieve("...")
@@ -159,18 +288,26 @@ class ContextualVectorStore(BasePydanticVectorStore):
     stores_text: bool = True
     is_embedding_query: bool = True
     inner: Any
-    _bm25: BM25Store = PrivateAttr()
+    _pairing: Pairing = PrivateAttr()
 
     def __init__(self, inner: BasePydanticVectorStore, bm25: BM25Store | str | Path | None = None, *,
-                 tokenizer: str | Callable[[str], list[str]] = "identifiers") -> None:
+                 tokenizer: str | Callable[[str], list[str]] = "identifiers",
+                 embed_layout: Literal["whole", "windows"] = "whole", follow: bool = False, docstore: Any = None,
+                 count_tokens: Callable[[str], int] | None = None) -> None:
         if isinstance(inner, ContextualVectorStore):
             raise ConfigurationError("this store is already a ContextualVectorStore: use it as it is", setting="inner")
         super().__init__(inner=inner, stores_text=inner.stores_text,  # type: ignore[call-arg]
                          is_embedding_query=inner.is_embedding_query)
-        self._bm25 = bm25 if isinstance(bm25, BM25Store) else BM25Store(bm25, tokenizer=tokenizer)
+        rows = rows_for(inner, docstore)
+        store = open_bm25(bm25, rows.facts(), tokenizer=tokenizer, listable=isinstance(rows, _ListedRows),
+                          owner={"items": _OWNER, "layout": embed_layout})
+        self._pairing = Pairing(rows, store, layout=embed_layout, count_tokens=count_tokens or _estimate,
+                                follow=follow, what=f"the {type(inner).__name__} store")
+        if not len(store) and isinstance(rows, _ListedRows):
+            self._pairing.sync()  # a store indexed before BM25 lived beside it: filled once, then kept
 
     def __repr__(self) -> str:
-        return f"ContextualVectorStore({type(self.inner).__name__}, {self._bm25!r})"
+        return f"ContextualVectorStore({type(self.inner).__name__}, {self.bm25!r})"
 
     @classmethod
     def class_name(cls) -> str:
@@ -178,69 +315,59 @@ class ContextualVectorStore(BasePydanticVectorStore):
 
     @property
     def bm25(self) -> BM25Store:
-        return self._bm25
+        return self._pairing.bm25
+
+    @property
+    def pairing(self) -> Pairing:
+        return self._pairing
 
     @property
     def client(self) -> Any:
         return self.inner.client
 
-    # -- writing both ------------------------------------------------------------------------------------
-
     def add(self, nodes: Sequence[BaseNode], **kwargs: Any) -> list[str]:
-        ids = self.inner.add(nodes, **kwargs)
-        self._bm25.upsert(encode(node, windows) for node, windows in _wholes(nodes))
-        return list(ids)
+        records, rows = _grouped(nodes)
+        self._pairing.add(records, rows)
+        return [n.node_id for n in nodes]
 
     async def async_add(self, nodes: Sequence[BaseNode], **kwargs: Any) -> list[str]:
-        ids = await self.inner.async_add(nodes, **kwargs)
-        await asyncio.to_thread(self._bm25.upsert, [encode(node, windows) for node, windows in _wholes(nodes)])
-        return list(ids)
+        records, rows = _grouped(nodes)
+        await self._pairing.aadd(records, rows)
+        return [n.node_id for n in nodes]
 
     def delete(self, ref_doc_id: str, **kwargs: Any) -> None:
-        """Delete a source document's nodes from both."""
-        self.inner.delete(ref_doc_id, **kwargs)
-        self._bm25.delete_refs([ref_doc_id])
+        """Delete a source document's nodes from BM25, then from the vector store."""
+        self._pairing.delete_refs([ref_doc_id])
 
     async def adelete(self, ref_doc_id: str, **kwargs: Any) -> None:
-        await self.inner.adelete(ref_doc_id, **kwargs)
-        await asyncio.to_thread(self._bm25.delete_refs, [ref_doc_id])
-
-    def rows(self, node_ids: Sequence[str]) -> list[str]:
-        """The ids the wrapped store holds for these whole nodes (their windows, in the windows layout)."""
-        stored = self._bm25.get(node_ids)
-        rows = []
-        for node_id in node_ids:
-            windows = int(json.loads(stored[node_id].payload).get("windows", 1)) if node_id in stored else 1
-            rows.extend([node_id] if windows == 1 else [f"{node_id}#w{n}" for n in range(windows)])
-        return rows
+        await self._pairing.adelete_refs([ref_doc_id])
 
     def delete_nodes(self, node_ids: list[str] | None = None, filters: MetadataFilters | None = None,
                      **kwargs: Any) -> None:
         """Delete nodes by id (whole nodes: their windows go too) or by filters, from both."""
         if filters is not None:
-            doomed = [n.node_id for n in self.get_nodes(node_ids=node_ids, filters=filters)]
-            self.inner.delete_nodes(node_ids=node_ids, filters=filters, **kwargs)
-            self._bm25.delete(doomed)
-            return
-        wanted = list(node_ids or [])
-        if wanted:  # a window child's whole node goes from BM25 with it
-            wholes = list(dict.fromkeys(re.sub(r"#w\d+$", "", i) for i in wanted))
-            self.inner.delete_nodes(node_ids=list(dict.fromkeys([*wanted, *self.rows(wholes)])), **kwargs)
-            self._bm25.delete(wholes)
+            wanted = [n.node_id for n in self.get_nodes(node_ids=node_ids, filters=filters)]
+        else:
+            wanted = list(dict.fromkeys(chunk_of(i) for i in node_ids or []))
+        if wanted:
+            self._pairing.delete(wanted)
 
     async def adelete_nodes(self, node_ids: list[str] | None = None, filters: MetadataFilters | None = None,
                             **kwargs: Any) -> None:
-        await asyncio.to_thread(self.delete_nodes, node_ids, filters, **kwargs)
+        if filters is not None:
+            wanted = [n.node_id for n in self.get_nodes(node_ids=node_ids, filters=filters)]
+        else:
+            wanted = list(dict.fromkeys(chunk_of(i) for i in node_ids or []))
+        if wanted:
+            await self._pairing.adelete(wanted)
 
     def clear(self) -> None:
-        self.inner.clear()
-        self._bm25.clear()
+        self._pairing.delete(self.bm25.ids())
+        self.inner.clear()  # rows BM25 never held (written to the store directly) go too
 
     async def aclear(self) -> None:
+        await self._pairing.adelete(self.bm25.ids())
         await self.inner.aclear()
-        await asyncio.to_thread(self._bm25.clear)
-
-    # -- reading: vectors from the wrapped store, whole nodes from BM25 -----------------------------------------
 
     def query(self, query: VectorStoreQuery, **kwargs: Any) -> VectorStoreQueryResult:
         result: VectorStoreQueryResult = self.inner.query(query, **kwargs)
@@ -252,7 +379,7 @@ class ContextualVectorStore(BasePydanticVectorStore):
 
     def get_nodes(self, node_ids: list[str] | None = None, filters: MetadataFilters | None = None) -> list[BaseNode]:
         """Whole nodes, read from BM25 (which holds every node the store holds, without vectors)."""
-        entries = self._bm25.entries() if node_ids is None else self._bm25.get(node_ids).values()
+        entries = self.bm25.iter_entries() if node_ids is None else self.bm25.get(node_ids).values()
         nodes = [decode(e) for e in entries]
         if filters is not None and filters.filters:
             by_id = {n.node_id: n for n in nodes}
@@ -263,13 +390,22 @@ class ContextualVectorStore(BasePydanticVectorStore):
     def persist(self, persist_path: str, fs: Any = None) -> None:
         self.inner.persist(persist_path, fs=fs)
 
-    def sync(self, nodes: Sequence[BaseNode]) -> int:
-        """Backfill BM25 with the nodes of a store indexed before BM25 lived beside it (``nodes``: from the
-        docstore or the store's ``get_nodes``); returns how many were missing."""
-        have = set(self._bm25.ids())
-        missing = [(n, w) for n, w in _wholes(nodes) if n.node_id not in have]
-        self._bm25.upsert(encode(n, w) for n, w in missing)
-        return len(missing)
+    def sync(self) -> SyncReport:
+        """Reconcile BM25 with the vector store both ways (nodes written to or deleted from it directly, a write
+        interrupted between the two): what was added and removed."""
+        return self._pairing.sync()
+
+
+def _estimate(text: str) -> int:
+    from ctx_retrieval.tokens import estimate_tokens
+
+    return estimate_tokens(text)
+
+
+def token_counter(embed_model: Any) -> Callable[[str], int] | None:
+    """The embedding model's own token counter (the offline embedders'), for the windows layout."""
+    embedder = getattr(embed_model, "_embedder", None)
+    return embedder.count_tokens if isinstance(embedder, TokenCountingEmbedder) else None
 
 
 class BM25IndexRetriever(BaseRetriever):
@@ -298,7 +434,8 @@ class BM25IndexRetriever(BaseRetriever):
             _translate(filters)
         self.store = store if store is not None else BM25Store(tokenizer=tokenizer)
         if nodes:
-            self.store.upsert(encode(n, w) for n, w in _wholes(list(nodes)))
+            records, _ = _grouped(list(nodes))
+            self.store.upsert(r.entry() for r in records)
         self.similarity_top_k = similarity_top_k
         self.filters = filters
 
@@ -334,71 +471,41 @@ def chroma_vector_store(*, client: Any = None, persist_directory: str | Path | N
     return ChromaVectorStore(chroma_collection=collection)
 
 
-def wrap_index(index: VectorStoreIndex, bm25_path: str | Path | None,
-                tokenizer: str | Callable[[str], list[str]]) -> ContextualVectorStore:
-    """The index's store as a ``ContextualVectorStore``: a plain one is wrapped (and the index made to write
-    through the wrapper), its BM25 filled from the stored nodes if it is empty."""
+def wrap_index(index: VectorStoreIndex, bm25_path: str | Path | None, tokenizer: str | Callable[[str], list[str]],
+               embed_layout: Literal["whole", "windows"]) -> ContextualVectorStore:
+    """The index's store as a ``ContextualVectorStore``: a plain one is wrapped and followed (its BM25 filled from
+    the stored nodes when empty, healed from what others write to it), and the index made to write through it."""
+    from llama_index.core.vector_stores.simple import DEFAULT_VECTOR_STORE
+
     store = index.vector_store
     if isinstance(store, ContextualVectorStore):
         return store
-    wrapped = ContextualVectorStore(store, bm25_path or beside(store), tokenizer=tokenizer)
-    if not len(wrapped.bm25):
-        wrapped.sync(stored_nodes_of(index, store))
+    wrapped = ContextualVectorStore(store, bm25_path, tokenizer=tokenizer, embed_layout=embed_layout, follow=True,
+                                    docstore=index.docstore, count_tokens=token_counter(index._embed_model))
     index.storage_context.add_vector_store(wrapped, namespace=DEFAULT_VECTOR_STORE)
     index._vector_store = wrapped  # the index writes through the wrapper from now on
     return wrapped
 
 
-def stored_nodes_of(index: VectorStoreIndex, store: Any) -> list[BaseNode]:
-    """The nodes of an index built before BM25 lived beside it: from the docstore when the store keeps only
-    vectors, from the store when it can list them (Chroma...), else none."""
-    if not store.stores_text:
-        node_ids = list(index.index_struct.nodes_dict.values())
-        return list(index.docstore.get_nodes(node_ids, raise_error=False)) if node_ids else []
-    collection: Any = getattr(store, "client", None)
-    if callable(getattr(store, "_get", None)) and callable(getattr(collection, "count", None)):
-        # ChromaVectorStore: a page at a time (its get_nodes reads all in one call, which fails at 100k)
-        total = int(collection.count())
-        return [n for start in range(0, total, _PAGE) for n in store._get(_PAGE, {}, offset=start).nodes]
-    try:
-        return list(store.get_nodes(node_ids=None))
-    except NotImplementedError:
-        return []
-
-
-def beside(store: Any) -> Path | None:
-    """Where BM25 lives for a plain store: beside a persistent Chroma collection, else in memory."""
-    collection = getattr(store, "client", None)
-    client = getattr(collection, "_client", None)
-    settings = getattr(client, "get_settings", None)
-    name = getattr(collection, "name", None)
-    if name and callable(settings) and settings().is_persistent and settings().persist_directory:
-        return Path(settings().persist_directory) / "ctx_bm25" / str(name)
-    return None
-
-
-def window_children(nodes: Sequence[BaseNode], embed_model: Any) -> list[BaseNode]:
-    """Each node as the child nodes the vector store holds in the windows layout: ``<id>#w<n>``, each the same
-    context (metadata) with one window of the text, pointing at the node as ``PARENT``."""
-    from ctx_retrieval.keys import CONTEXT_KEY
-    from ctx_retrieval.retrieval.layout import chunk_windows
-    from ctx_retrieval.tokens import estimate_tokens
-
-    counter = getattr(getattr(embed_model, "_embedder", None), "count_tokens", None) or estimate_tokens
+def window_children(store: ContextualVectorStore, nodes: Sequence[BaseNode]) -> list[BaseNode]:
+    """Each node as the rows the pairing lays out for it: itself, or in the windows layout child nodes
+    ``<id>#w<n>`` (the same context, one window of the text each, the node as ``PARENT``)."""
     children: list[BaseNode] = []
-    for node in nodes:
-        text = node.get_content(metadata_mode=MetadataMode.NONE)
-        for n, part in enumerate(chunk_windows(text, node.metadata.get(CONTEXT_KEY), counter)):
-            relationships = {**node.relationships, NodeRelationship.PARENT: RelatedNodeInfo(node_id=node.node_id)}
-            children.append(node.model_copy(update={"id_": f"{node.node_id}#w{n}", "text": part,
-                                                    "relationships": relationships, "embedding": None}))
+    for row in store.pairing.rows([record(n) for n in nodes]):
+        node: BaseNode = row.record.item
+        if row.window is None:
+            children.append(node)
+            continue
+        relationships = {**node.relationships, NodeRelationship.PARENT: RelatedNodeInfo(node_id=node.node_id)}
+        children.append(node.model_copy(update={"id_": row.id, "text": row.part, "relationships": relationships,
+                                                "embedding": None}))
     return children
 
 
 def warn_truncation(embed_model: Any, nodes: Sequence[BaseNode]) -> None:
     """One warning per indexing call, naming documents by file name, when the offline embedder truncates."""
     embedder = getattr(embed_model, "_embedder", None)
-    if embedder is None or not hasattr(embedder, "warn_if_corpus_truncated") or not nodes:
+    if not isinstance(embedder, TokenCountingEmbedder) or not nodes:
         return
     embedder.warn_if_corpus_truncated([n.get_content(metadata_mode=MetadataMode.EMBED) for n in nodes],
                                       [_document_name(n) for n in nodes])
@@ -429,6 +536,3 @@ def _is_uuid(value: str) -> bool:
     except ValueError:
         return False
     return True
-
-
-_PAGE = 5000

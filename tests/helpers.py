@@ -9,6 +9,11 @@ from __future__ import annotations
 
 import json
 import re
+import shutil
+import socket
+import subprocess
+import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -132,3 +137,47 @@ class SteppedClock(Clock):
         self.slept.append(seconds)
         self.now += seconds
         await asyncio.sleep(0)
+
+
+CHROMA = shutil.which("chroma") or str(Path(sys.executable).parent / "chroma")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class ChromaServer:
+    """A real Chroma server (the chromadb package's ``chroma run``) on 127.0.0.1, storing under ``path``."""
+
+    def __init__(self, path: Path) -> None:
+        self.path, self.port = path, free_port()
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        import chromadb
+
+        self.process = subprocess.Popen([CHROMA, "run", "--path", str(self.path), "--host", "127.0.0.1",
+                                         "--port", str(self.port)], stdout=subprocess.DEVNULL,
+                                        stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                chromadb.HttpClient(host="127.0.0.1", port=self.port).heartbeat()
+                return
+            except Exception:
+                if time.monotonic() > deadline or self.process.poll() is not None:
+                    raise RuntimeError("the Chroma server did not start") from None
+                time.sleep(0.2)
+
+    def client(self) -> Any:
+        import chromadb
+
+        return chromadb.HttpClient(host="127.0.0.1", port=self.port)
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.terminate()
+            self.process.wait(30)
+            self.process = None

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ctx_retrieval._paths import cache_dir
 from ctx_retrieval._sqlite import guarded, open_cache_database, transaction
 from ctx_retrieval.errors import CacheError, ConfigurationError
 from ctx_retrieval.usage import TokenUsage
@@ -208,11 +209,7 @@ def prune_cutoff(older_than: float | Any | None) -> float | None:
 
 def default_cache_path() -> Path:
     """``$CTX_RETRIEVAL_CACHE_DIR/contexts.sqlite``, else under ``$XDG_CACHE_HOME`` or ``~/.cache``."""
-    base = os.environ.get("CTX_RETRIEVAL_CACHE_DIR")
-    if base:
-        return Path(base) / "contexts.sqlite"
-    xdg = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(xdg) / "ctx-retrieval" / "contexts.sqlite"
+    return cache_dir() / "contexts.sqlite"
 
 
 def _digest(*parts: str) -> str:

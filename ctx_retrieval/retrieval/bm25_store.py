@@ -1,31 +1,41 @@
 """The contextual BM25 index that lives beside a vector store: on disk, updated in place, read by many processes.
 
 A folder (or memory, for one process) holding every chunk's indexed text (context + chunk), its id, its source
-document, its filterable metadata and an opaque payload (the framework's serialized document or node, so a chunk
-found by BM25 alone comes back whole). Adding, replacing and deleting chunks writes a new segment and marks
-deletions, never rebuilds; any number of processes open the folder without re-tokenizing anything, and each sees
-the last committed write at its next query. Writers take turns (one at a time, across processes; a busy writer is
-waited for up to ``writer_timeout_s``).
+document, its filterable metadata, how many vector-store rows hold it (1, or its windows) and an opaque payload
+(the framework's serialized document or node, so a chunk found by BM25 alone comes back whole). Adding, replacing
+and deleting chunks writes a new segment and marks deletions, never rebuilds; any number of processes open the
+folder without re-tokenizing anything, and each sees the last committed write at its next query. Writers take turns
+(one at a time, across processes; a busy writer is waited for up to ``writer_timeout_s``).
 
 The engine is tantivy (segments, deletions, background merges, a writer lock, memory-mapped readers), chosen over
-our numpy index with segments and over SQLite postings by measurement (``benchmarks/bm25_engines.py``): at 1M
+our numpy index with segments and over SQLite postings by measurement (``benchmarks/bm25_backends.py``): at 1M
 chunks it answers in a third of the time of an exhaustive numpy scoring (block-max WAND), and it ranks like the
 numpy index and bm25s (the same failure@20 on the cookbook dev queries). It is fed the core's tokens (identifier
-splitting by default, or any callable), so tokenization is ours and the same for every language issue 25 adds.
+splitting by default, or any callable), so tokenization is ours and the same for every language.
 Scoring is BM25 with Lucene's idf, k1=1.2, b=0.75 (tantivy's; document lengths quantized to 256 levels).
+
+Filters give exactly what ``ctx_retrieval.retrieval.filters`` gives on the stored metadata: strings are matched as
+terms; every number and boolean is also indexed as a float (``nums``), so a numeric bound compares with ints, floats
+and booleans alike (``True == 1``, as in Python); a bound the float index cannot decide exactly (beyond 2**53, not a
+float) and anything else the engine cannot express is evaluated on each candidate's stored metadata.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import fcntl
+import hashlib
 import json
 import math
+import numbers
 import os
+import shutil
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -37,27 +47,33 @@ from ctx_retrieval.retrieval.fusion import chunk_key
 
 __all__ = ["BM25Entry", "BM25Results", "BM25Store", "StoredEntry", "chunk_key"]
 
-FORMAT = 2  # 2: a write-order field that breaks score ties
+FORMAT = 3  # 2: a write-order field that breaks score ties; 3: numbers as floats, row counts, hashed long terms
 MANIFEST = "ctx_bm25.json"
+_ENGINE_META = "meta.json"  # tantivy's own list of segments: without it the engine would start an empty index
 _LOCK_FILE = ".ctx_bm25.lock"
 _TOKENIZER = "ctx_tokens"  # tantivy's name for our pre-tokenized text: split on the spaces we join tokens with
 _MAX_TOKEN_BYTES = 255  # longer tokens (base64 blobs, minified code) are dropped, as the engine cannot index them
+_MAX_TERM_BYTES = 1024  # longer ids and refs are indexed by their digest (the engine's terms end at 65,530 bytes)
 _FILTERABLE_CHARS = 256  # string metadata longer than this is kept in the payload but not indexed for filters
+_EXACT_FLOAT = 2.0**53  # floats hold every integer below this, so a bound under it compares exactly
 _WRITER_HEAP = 64_000_000
+_BATCH = 5000  # documents built and handed to the writer at a time (a million chunks never sit in memory at once)
 _SAFE_KEY = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
+_DISK_ERRORS = ("No space left", "Disk quota", "File too large", "os error 28", "os error 27", "os error 122")
 
 
 @dataclass(frozen=True)
 class BM25Entry:
     """One chunk to index: ``text`` is what BM25 reads (context + chunk); ``ref`` its source document (for
-    ``delete_refs``); ``metadata`` what filters see (scalars; longer strings are not indexed); ``payload`` what a
-    hit returns (the adapter's serialized document or node)."""
+    ``delete_refs``); ``metadata`` what filters see (scalars; longer strings are not indexed); ``rows`` how many
+    vector-store rows hold the chunk (its windows); ``payload`` what a hit returns (the adapter's serialized item)."""
 
     id: str
     text: str
     ref: str | None = None
     metadata: Mapping[str, Any] = field(default_factory=dict)
     payload: bytes = b""
+    rows: int = 1
 
 
 @dataclass(frozen=True)
@@ -68,6 +84,7 @@ class StoredEntry:
     ref: str | None
     metadata: dict[str, Any]
     payload: bytes
+    rows: int = 1
 
 
 class BM25Results:
@@ -97,7 +114,26 @@ def _entry(document: Any) -> StoredEntry:
     meta = fields.get("meta") or [{}]
     ref = fields.get("ref") or [None]
     payload = fields.get("payload") or [b""]
-    return StoredEntry(fields["id"][0], ref[0], dict(meta[0]), bytes(payload[0]))
+    rows = fields.get("rows") or [1]
+    return StoredEntry(fields["id"][0], ref[0], dict(meta[0]), bytes(payload[0]), int(rows[0]))
+
+
+def _term(value: str) -> str:
+    """The indexed term of an id or a ref: itself, or for a long one its digest (stored in full either way)."""
+    data = value.encode("utf-8")
+    return value if len(data) <= _MAX_TERM_BYTES else "sha256:" + hashlib.sha256(data).hexdigest()
+
+
+def _checked_text(value: Any, what: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise InvalidInputError(f"a BM25 entry needs a non-empty string {what}, not {value!r}")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidInputError(f"the {what} {value.encode('utf-8', 'backslashreplace').decode()[:80]!r} holds a "
+                                "lone surrogate (text decoded wrongly): read the source with errors='replace'",
+                                chunk_id=value if what == "id" else None) from None
+    return value
 
 
 class _NotExpressibleError(Exception):
@@ -109,9 +145,11 @@ class BM25Store:
 
     Key init args:
         path: the folder (created if missing); ``None`` keeps the index in memory.
-        tokenizer: ``"identifiers"`` (default), ``"parts"``, or a callable ``text -> tokens``; a folder remembers
-            the tokenizer name it was built with and refuses another.
+        tokenizer: ``"identifiers"`` (default), ``"folded"``, ``"thai"``, ``"parts"``, or a callable ``text ->
+            tokens``; a folder remembers the tokenizer it was built with and refuses another.
         writer_timeout_s: how long a write waits for another process's writer before ``SearchIndexError``.
+        owner: what wrote the folder's payloads (a framework's item format and the embedding layout); a folder
+            written by another owner is refused, so two adapters never read each other's payloads.
 
     Use:
         .. code-block:: python
@@ -123,12 +161,13 @@ class BM25Store:
     """
 
     def __init__(self, path: str | Path | None = None, *, tokenizer: str | Callable[[str], list[str]] = "identifiers",
-                 writer_timeout_s: float = 30.0) -> None:
+                 writer_timeout_s: float = 30.0, owner: Mapping[str, str] | None = None) -> None:
         self._tantivy = require("tantivy", "bm25")
         self.path = Path(path) if path is not None else None
         self.tokenizer_name = tokenizer if isinstance(tokenizer, str) else _callable_name(tokenizer)
         self._tokenize = resolve_tokenizer(tokenizer)
         self.writer_timeout_s = writer_timeout_s
+        self.owner = dict(owner) if owner else None
         self._lock = threading.Lock()  # one writer per process at a time; readers need no lock
         self._memory_writer: Any = None
         self._seq = 0
@@ -139,12 +178,16 @@ class BM25Store:
 
     def _build_schema(self) -> Any:
         builder = self._tantivy.SchemaBuilder()
-        builder.add_text_field("id", stored=True, tokenizer_name="raw", index_option="basic")
+        builder.add_text_field("id", stored=True, index_option="basic", tokenizer_name="raw", fast=False)
+        builder.add_text_field("id_term", stored=False, tokenizer_name="raw", index_option="basic")
         builder.add_unsigned_field("key", stored=False, indexed=False, fast=True)
         builder.add_unsigned_field("seq", stored=False, indexed=False, fast=True)
+        builder.add_unsigned_field("rows", stored=True, indexed=False, fast=False)
         builder.add_text_field("ref", stored=True, tokenizer_name="raw", index_option="basic")
+        builder.add_text_field("ref_term", stored=False, tokenizer_name="raw", index_option="basic")
         builder.add_text_field("body", stored=False, tokenizer_name=_TOKENIZER, index_option="freq")
         builder.add_json_field("meta", stored=True, fast=True, tokenizer_name="raw", index_option="basic")
+        builder.add_json_field("nums", stored=False, fast=True, tokenizer_name="raw", index_option="basic")
         builder.add_bytes_field("payload", stored=True, indexed=False, fast=False)
         return builder.build()
 
@@ -156,22 +199,30 @@ class BM25Store:
             self.path.mkdir(parents=True, exist_ok=True)
             with _folder_lock(self.path):
                 manifest = self.path / MANIFEST
-                if manifest.exists():
-                    _check_manifest(self.path, manifest, self.tokenizer_name)
-                else:
-                    if any(p.name != _LOCK_FILE for p in self.path.iterdir()):
+                meta = _check_manifest(self.path, manifest, self.tokenizer_name, self.owner) if manifest.exists() \
+                    else None
+                if meta is None:
+                    if any(p.name != _LOCK_FILE and not p.name.startswith(".") for p in self.path.iterdir()):
                         raise SearchIndexError(f"{self.path} holds files but no {MANIFEST}: it is not a "
                                                "ctx-retrieval BM25 index; pass an empty or new folder",
                                                path=str(self.path))
                     # The manifest first: a crash before the engine's files exist leaves a folder that opens.
-                    _write_atomic(manifest, json.dumps({"format": FORMAT, "engine": "tantivy",
-                                                        "tokenizer": self.tokenizer_name,
-                                                        "analysis": ANALYSIS_VERSIONS.get(self.tokenizer_name)}))
+                    meta = {"format": FORMAT, "engine": "tantivy", "tokenizer": self.tokenizer_name,
+                            "analysis": ANALYSIS_VERSIONS.get(self.tokenizer_name), "engine_files": False,
+                            **({"owner": self.owner} if self.owner else {})}
+                    _write_atomic(manifest, json.dumps(meta))
+                elif meta.get("engine_files") and not (self.path / _ENGINE_META).exists():
+                    raise SearchIndexError(f"{self.path} lost the engine's {_ENGINE_META} (its list of segments): "
+                                           "the index cannot be read; delete the folder to rebuild it from your "
+                                           "vector store (the next open refills it)", path=str(self.path))
                 try:
                     index = tantivy.Index(self._schema, path=str(self.path), reuse=True)
                 except (OSError, ValueError) as exc:
                     raise SearchIndexError(f"the BM25 index at {self.path} cannot be opened ({exc}): delete the "
                                            "folder to rebuild it from your vector store", path=str(self.path)) from exc
+                updates = {k: v for k, v in (("engine_files", True), ("owner", self.owner)) if v and not meta.get(k)}
+                if updates:  # the engine's files exist now; an owner-less folder is claimed by its first owner
+                    _write_atomic(manifest, json.dumps({**meta, **updates}))
         analyzer = (tantivy.TextAnalyzerBuilder(tantivy.Tokenizer.whitespace())
                     .filter(tantivy.Filter.remove_long(_MAX_TOKEN_BYTES)).build())
         index.register_tokenizer(_TOKENIZER, analyzer)
@@ -185,28 +236,53 @@ class BM25Store:
         if self.path is None:
             raise TypeError("an in-memory BM25Store cannot be sent to another process: give it a folder "
                             "(BM25Store(path)) so every process opens the same index")
-        return _reopen, (str(self.path), self.tokenizer_name, self.writer_timeout_s)
+        return _reopen, (str(self.path), self.tokenizer_name, self.writer_timeout_s, self.owner)
 
     # -- writing -----------------------------------------------------------------------------------------
 
     @contextlib.contextmanager
     def _writer(self) -> Iterator[Any]:
         """The index writer for one write: in memory, kept; on disk, taken (waiting for another process's) and
-        released after its commit, so writers in several processes take turns."""
+        released after its commit, so writers in several processes take turns. A full disk is a
+        ``SearchIndexError`` that says so (the engine reports it from a writer thread as a bare ``ValueError``)."""
         with self._lock:
-            if self.path is None:
-                if self._memory_writer is None:
-                    self._memory_writer = self._index.writer(_WRITER_HEAP, 1)
-                yield self._memory_writer
-                return
-            writer = self._acquire()
             try:
-                yield writer
-            except BaseException:
-                writer.rollback()
-                raise
-            finally:
-                writer.wait_merging_threads()  # releases the lock once merges end
+                if self.path is None:
+                    if self._memory_writer is None:
+                        self._memory_writer = self._index.writer(_WRITER_HEAP, 1)
+                    yield self._memory_writer
+                    return
+                writer = self._acquire()
+                try:
+                    yield writer
+                except BaseException:
+                    with contextlib.suppress(Exception):
+                        writer.rollback()
+                    raise
+                finally:
+                    with contextlib.suppress(Exception):
+                        writer.wait_merging_threads()  # releases the lock once merges end
+            except (OSError, ValueError) as exc:
+                if self._disk_full(exc):
+                    raise SearchIndexError(f"the disk holding the BM25 index at {self.path} is full ({exc}): free "
+                                           "space there (or move the index to another disk: bm25=another folder); "
+                                           "nothing of this write was committed", path=str(self.path)) from exc
+                if isinstance(exc, SearchIndexError):
+                    raise
+                raise SearchIndexError(f"the BM25 index at {self.path or 'memory'} cannot be written ({exc})",
+                                       path=str(self.path)) from exc
+
+    def _disk_full(self, exc: BaseException) -> bool:
+        """Whether a failed write ran out of disk: the error says so, or a writer thread died (the engine then says
+        only that) where the folder's disk has less room left than one writer's buffer."""
+        if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EFBIG, errno.EDQUOT):
+            return True
+        if any(marker in str(exc) for marker in _DISK_ERRORS):
+            return True
+        if self.path is not None and "killed" in str(exc):
+            with contextlib.suppress(OSError):
+                return shutil.disk_usage(self.path).free < _WRITER_HEAP
+        return False
 
     def _acquire(self) -> Any:
         deadline = time.monotonic() + self.writer_timeout_s
@@ -216,8 +292,7 @@ class BM25Store:
                 return self._index.writer(_WRITER_HEAP, min(2, os.cpu_count() or 1))
             except ValueError as exc:
                 if "LockBusy" not in str(exc):
-                    raise SearchIndexError(f"the BM25 index at {self.path} cannot be written ({exc})",
-                                           path=str(self.path)) from exc
+                    raise
                 if time.monotonic() >= deadline:
                     raise SearchIndexError(f"another process has been writing the BM25 index at {self.path} for over "
                                            f"{self.writer_timeout_s:g} s: raise writer_timeout_s, or stop the other "
@@ -226,33 +301,39 @@ class BM25Store:
                 pause = min(0.25, pause * 2)
 
     def upsert(self, entries: Iterable[BM25Entry]) -> int:
-        """Add chunks, replacing any stored under the same id, in one commit; returns how many were written."""
-        entries = list(entries)
-        if not entries:
+        """Add chunks, replacing any stored under the same id, in one commit; returns how many were written.
+        Entries are read a batch at a time, so an iterator of a million chunks never sits in memory whole."""
+        iterator = iter(entries)
+        first = list(_take(iterator, _BATCH))
+        if not first:
             return 0
-        documents = [(entry, self._document(entry, self._next_seq(n))) for n, entry in enumerate(entries)]
+        written = 0
+        batch = [(entry, self._document(entry, self._next_seq(n))) for n, entry in enumerate(first)]
         with self._writer() as writer:
-            for entry, document in documents:
-                writer.delete_documents_by_term("id", entry.id)
-                writer.add_document(document)
+            while batch:
+                for entry, document in batch:
+                    writer.delete_documents_by_term("id_term", _term(entry.id))
+                    writer.add_document(document)
+                written += len(batch)
+                batch = [(entry, self._document(entry, self._next_seq(1))) for entry in _take(iterator, _BATCH)]
             writer.commit()
-        return len(documents)
+        return written
 
     def delete(self, ids: Iterable[str]) -> None:
         """Delete chunks by id (unknown ids are ignored), in one commit."""
-        self._delete("id", ids)
+        self._delete("id_term", ids)
 
     def delete_refs(self, refs: Iterable[str]) -> None:
         """Delete every chunk of these source documents (``BM25Entry.ref``), in one commit."""
-        self._delete("ref", refs)
+        self._delete("ref_term", refs)
 
     def _delete(self, field_name: str, values: Iterable[str]) -> None:
-        values = [str(v) for v in values]
-        if not values:
+        terms = [_term(str(v)) for v in values]
+        if not terms:
             return
         with self._writer() as writer:
-            for value in values:
-                writer.delete_documents_by_term(field_name, value)
+            for term in terms:
+                writer.delete_documents_by_term(field_name, term)
             writer.commit()
 
     def clear(self) -> None:
@@ -271,24 +352,32 @@ class BM25Store:
         return self._seq
 
     def _document(self, entry: BM25Entry, seq: int) -> Any:
-        if not isinstance(entry.id, str) or not entry.id:
-            raise InvalidInputError(f"a BM25 entry needs a non-empty string id, not {entry.id!r}")
+        chunk_id = _checked_text(entry.id, "id")
         if not isinstance(entry.text, str):
-            raise InvalidInputError(f"chunk {entry.id!r}: text must be str, not {type(entry.text).__name__}")
+            raise InvalidInputError(f"chunk {entry.id!r}: text must be str, not {type(entry.text).__name__}",
+                                    chunk_id=chunk_id)
         document = self._tantivy.Document()
-        document.add_text("id", entry.id)
-        document.add_unsigned("key", chunk_key(entry.id))
+        document.add_text("id", chunk_id)
+        document.add_text("id_term", _term(chunk_id))
+        document.add_unsigned("key", chunk_key(chunk_id))
         document.add_unsigned("seq", seq)
+        document.add_unsigned("rows", max(1, int(entry.rows)))
         if entry.ref is not None:
-            document.add_text("ref", str(entry.ref))
+            ref = _checked_text(str(entry.ref), "ref")
+            document.add_text("ref", ref)
+            document.add_text("ref_term", _term(ref))
         document.add_text("body", " ".join(self._tokens(entry.text)))
-        document.add_json("meta", json.dumps(_filterable(entry.metadata), ensure_ascii=False))
+        filterable = _filterable(entry.metadata)
+        document.add_json("meta", json.dumps(filterable, ensure_ascii=False))
+        document.add_json("nums", json.dumps({k: float(v) for k, v in filterable.items() if not isinstance(v, str)}))
         document.add_bytes("payload", bytes(entry.payload))
         return document
 
     def _tokens(self, text: str) -> list[str]:
-        # Our tokens hold no whitespace; a callable's might: keep each one whole.
-        return ["_".join(t.split()) for t in self._tokenize(text) if t and not t.isspace()]
+        # Our tokens hold no whitespace; a callable's might: keep each one whole. A lone surrogate (text decoded
+        # wrongly) cannot enter the engine: it reads as U+FFFD, in the index and in queries alike.
+        tokens = ["_".join(t.split()) for t in self._tokenize(text) if t and not t.isspace()]
+        return [t.encode("utf-8", "replace").decode("utf-8") if not _encodable(t) else t for t in tokens]
 
     # -- reading -----------------------------------------------------------------------------------------
 
@@ -305,9 +394,11 @@ class BM25Store:
 
         ``where`` (a filter in the vector stores' ``where`` syntax, ``ctx_retrieval.retrieval.filters``) and
         ``keep`` (a predicate on each stored chunk) restrict the search: the ``k`` best among the chunks that
-        pass, not a filtered top ``k``."""
+        pass, not a filtered top ``k``. ``k`` beyond the index's size is the index's size."""
         tantivy = self._tantivy
         terms = self._tokens(query)
+        searcher = self._searcher()
+        k = min(int(k), int(searcher.num_docs))
         if not terms or k <= 0:
             return BM25Results([], [])
         text_query = tantivy.Query.boolean_query(
@@ -323,7 +414,6 @@ class BM25Store:
                 text_query = tantivy.Query.boolean_query([
                     (tantivy.Occur.Must, text_query),
                     (tantivy.Occur.Must, tantivy.Query.const_score_query(restriction, 0.0))])
-        searcher = self._searcher()
         if predicate is None:
             return self._search_stable(searcher, text_query, k)
         return self._search_kept(searcher, text_query, k, predicate)
@@ -334,9 +424,10 @@ class BM25Store:
         merges), so indexes holding the same chunks written in the same order rank them the same. Chunks tied with
         the k-th are all read before the cut."""
         limit = k + 1
+        total = int(searcher.num_docs)
         while True:
             hits = searcher.search(query, limit, count=False).hits
-            if len(hits) < limit or hits[k - 1][0] != hits[-1][0]:
+            if len(hits) < limit or hits[k - 1][0] != hits[-1][0] or limit > total:
                 break
             limit *= 2
         addresses = [address for _, address in hits]
@@ -351,50 +442,81 @@ class BM25Store:
     def _search_kept(self, searcher: Any, query: Any, k: int, keep: Callable[[StoredEntry], bool]) -> BM25Results:
         """The best ``k`` that pass ``keep``: read ever deeper (4x each time) until ``k`` pass or nothing is left."""
         limit = 4 * k
+        total = int(searcher.num_docs)
         while True:
-            hits = searcher.search(query, limit, count=False).hits
+            hits = searcher.search(query, min(limit, total), count=False).hits
             seqs = searcher.fast_field_values("seq", [a for _, a in hits]) if hits else []
             kept = [(score, seq, e) for score, seq, e in
                     ((s, q, _entry(searcher.doc(a))) for (s, a), q in zip(hits, seqs, strict=True)) if keep(e)]
-            if (len(kept) > k and kept[k - 1][0] != kept[-1][0]) or len(hits) < limit:
+            if (len(kept) > k and kept[k - 1][0] != kept[-1][0]) or len(hits) < limit or limit >= total:
                 kept = sorted(kept, key=lambda found: (-found[0], found[1]))[:k]
                 return BM25Results([chunk_key(e.id) for _, _, e in kept], [float(s) for s, _, _ in kept],
                                    entries=[e for _, _, e in kept])
             limit *= 4
 
+    def _matching(self, searcher: Any, field_name: str, values: Sequence[str]) -> Iterator[Any]:
+        """The addresses of the documents whose ``field_name`` term is one of ``values``, 1,024 terms at a time."""
+        for start in range(0, len(values), 1024):
+            part = [_term(v) for v in values[start:start + 1024]]
+            query = self._tantivy.Query.term_set_query(self._schema, field_name, part)
+            limit = len(part) if field_name == "id_term" else int(searcher.num_docs)
+            if limit:
+                yield from (address for _, address in searcher.search(query, limit, count=False).hits)
+
     def get(self, ids: Iterable[str]) -> dict[str, StoredEntry]:
         """The stored chunks with these ids (missing ones are left out)."""
-        tantivy = self._tantivy
         wanted = list(dict.fromkeys(str(i) for i in ids))
         if not wanted:
             return {}
         searcher = self._searcher()
-        found: dict[str, StoredEntry] = {}
-        for start in range(0, len(wanted), 1024):
-            part = wanted[start:start + 1024]
-            query = tantivy.Query.term_set_query(self._schema, "id", part)
-            for _, address in searcher.search(query, len(part), count=False).hits:
-                entry = _entry(searcher.doc(address))
-                found[entry.id] = entry
+        found = {e.id: e for e in (_entry(searcher.doc(a)) for a in self._matching(searcher, "id_term", wanted))}
         return {i: found[i] for i in wanted if i in found}
 
+    def known_keys(self, ids: Iterable[str]) -> set[int]:
+        """The ``chunk_key`` of each of these ids the index holds (one term lookup, no document read)."""
+        wanted = list(dict.fromkeys(str(i) for i in ids))
+        if not wanted:
+            return set()
+        searcher = self._searcher()
+        addresses = list(self._matching(searcher, "id_term", wanted))
+        return set(searcher.fast_field_values("key", addresses)) if addresses else set()
+
+    def ids_of_refs(self, refs: Iterable[str]) -> list[str]:
+        """The ids of every chunk of these source documents."""
+        wanted = list(dict.fromkeys(str(r) for r in refs))
+        if not wanted:
+            return []
+        searcher = self._searcher()
+        return [str(searcher.doc(a)["id"][0]) for a in self._matching(searcher, "ref_term", wanted)]
+
+    def iter_entries(self, batch: int = _BATCH) -> Iterator[StoredEntry]:
+        """Every stored chunk, a batch at a time (the searcher is a snapshot: writes meanwhile are not seen)."""
+        searcher = self._searcher()
+        total = int(searcher.num_docs)
+        if not total:
+            return
+        hits = searcher.search(self._tantivy.Query.all_query(), total, count=False).hits
+        for start in range(0, len(hits), batch):
+            yield from (_entry(searcher.doc(address)) for _, address in hits[start:start + batch])
+
     def entries(self) -> list[StoredEntry]:
-        """Every stored chunk, in one pass over the index (reads it whole)."""
+        """Every stored chunk (reads the index whole)."""
+        return list(self.iter_entries())
+
+    def ids(self) -> list[str]:
+        """Every stored chunk id (for reconciling with a vector store)."""
         searcher = self._searcher()
         total = int(searcher.num_docs)
         if not total:
             return []
         hits = searcher.search(self._tantivy.Query.all_query(), total, count=False).hits
-        return [_entry(searcher.doc(address)) for _, address in hits]
-
-    def ids(self) -> list[str]:
-        """Every stored chunk id (for reconciling with a vector store; reads the whole index)."""
-        return [entry.id for entry in self.entries()]
+        return [str(searcher.doc(address)["id"][0]) for _, address in hits]
 
 
 class _WhereQuery:
     """A ``where`` filter as an engine query; ``_NotExpressibleError`` for what the engine cannot express (ranges
-    over strings, keys with dots or spaces...), which is then evaluated on each candidate's stored metadata."""
+    over strings, keys with dots or spaces, bounds a float cannot hold exactly...), which is then evaluated on each
+    candidate's stored metadata."""
 
     def __init__(self, tantivy: Any, schema: Any, index: Any) -> None:
         self.tantivy, self.schema, self.index = tantivy, schema, index
@@ -420,43 +542,60 @@ class _WhereQuery:
         tantivy = self.tantivy
         if not key or not set(key) <= _SAFE_KEY:
             raise _NotExpressibleError
-        path = f"meta.{key}"
         if operator in ("$eq", "$ne"):
-            match = self._term(path, want)
+            match = self._equal(key, want)
             return match if operator == "$eq" else _all_but(tantivy, match)
         if operator in ("$in", "$nin"):
             values = list(want)
             if not values:
                 nothing = tantivy.Query.empty_query()
                 return nothing if operator == "$in" else tantivy.Query.all_query()
-            match = tantivy.Query.boolean_query([(tantivy.Occur.Should, self._term(path, v)) for v in values])
+            match = tantivy.Query.boolean_query([(tantivy.Occur.Should, self._equal(key, v)) for v in values])
             return match if operator == "$in" else _all_but(tantivy, match)
-        if not isinstance(want, (int, float)) or isinstance(want, bool) or not math.isfinite(want):
-            raise _NotExpressibleError  # ranges over strings, dates, booleans: compared in Python
         symbol = {"$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}[operator]
-        return self.index.parse_query(f"{path}:{symbol}{want!r}", [])
+        return self.index.parse_query(f"nums.{key}:{symbol}{_float_literal(want)}", [])
 
-    def _term(self, path: str, value: Any) -> Any:
-        if isinstance(value, str) and len(value) > _FILTERABLE_CHARS:
-            raise _NotExpressibleError
-        if not isinstance(value, (str, int, float, bool)) or (isinstance(value, float) and not math.isfinite(value)):
-            raise _NotExpressibleError
-        return self.tantivy.Query.term_query(self.schema, path, value)
+    def _equal(self, key: str, value: Any) -> Any:
+        if isinstance(value, str):
+            if len(value) > _FILTERABLE_CHARS or not _encodable(value):
+                raise _NotExpressibleError
+            return self.tantivy.Query.term_query(self.schema, f"meta.{key}", value)
+        literal = _float_literal(value)  # numbers and booleans: equal as Python compares them (True == 1 == 1.0)
+        return self.index.parse_query(f"nums.{key}:[{literal} TO {literal}]", [])
 
 
-def _check_manifest(folder: Path, manifest: Path, tokenizer_name: str) -> None:
-    """Refuse a folder that is not ours, of another format, or built with other tokens."""
+def _float_literal(value: Any) -> str:
+    """``value`` as the engine's float literal, when a float comparison decides exactly what Python's would:
+    a real number a float holds exactly, below 2**53 in size (so no stored integer rounds across it)."""
+    if not isinstance(value, numbers.Real):
+        raise _NotExpressibleError  # strings, dates, None: compared in Python
+    try:
+        as_float = float(value)
+    except (OverflowError, ValueError):
+        raise _NotExpressibleError from None
+    if not math.isfinite(as_float) or as_float != value or abs(as_float) >= _EXACT_FLOAT:
+        raise _NotExpressibleError
+    text = format(Decimal(as_float), "f")  # the float's exact decimal expansion, never an exponent
+    return text if "." in text else text + ".0"
+
+
+def _check_manifest(folder: Path, manifest: Path, tokenizer_name: str,
+                    owner: Mapping[str, str] | None) -> dict[str, Any]:
+    """Refuse a folder that is not ours, of another format, built with other tokens or for another owner."""
     try:
         meta = json.loads(manifest.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         raise SearchIndexError(f"{manifest} cannot be read ({exc}): delete the folder to rebuild the index",
                                path=str(folder)) from exc
+    if not isinstance(meta, dict):
+        raise SearchIndexError(f"{manifest} is not a BM25 manifest (a JSON {type(meta).__name__}, not an object): "
+                               "delete the folder to rebuild the index", path=str(folder))
     if meta.get("format") != FORMAT or meta.get("engine") != "tantivy":
         raise SearchIndexError(f"{folder} holds a BM25 index of format {meta.get('format')!r} "
                                f"({meta.get('engine')}); this version reads format {FORMAT}: delete the folder to "
-                               "rebuild it", path=str(folder))
-    if meta.get("tokenizer") == tokenizer_name and meta.get("analysis") != ANALYSIS_VERSIONS.get(
-            tokenizer_name):
+                               "rebuild it (the vector store holds every chunk: the next open refills it)",
+                               path=str(folder))
+    if meta.get("tokenizer") == tokenizer_name and meta.get("analysis") != ANALYSIS_VERSIONS.get(tokenizer_name):
         raise SearchIndexError(f"{folder} was built with version {meta.get('analysis')} of the "
                                f"{tokenizer_name!r} tokenizer; this version tokenizes as version "
                                f"{ANALYSIS_VERSIONS.get(tokenizer_name)}: delete the folder to rebuild the "
@@ -465,6 +604,16 @@ def _check_manifest(folder: Path, manifest: Path, tokenizer_name: str) -> None:
         raise SearchIndexError(f"{folder} was built with the {meta.get('tokenizer')!r} tokenizer, not "
                                f"{tokenizer_name!r}: pass tokenizer={meta.get('tokenizer')!r}, or delete the "
                                "folder to rebuild it with the new one", path=str(folder))
+    written_by = meta.get("owner")
+    if owner and isinstance(written_by, dict) and written_by != dict(owner):
+        raise SearchIndexError(f"{folder} was written by {_describe(written_by)}, not {_describe(owner)}: they "
+                               "cannot read each other's chunks; give this one its own folder (bm25=...) or its own "
+                               "collection", path=str(folder))
+    return meta
+
+
+def _describe(owner: Mapping[str, Any]) -> str:
+    return ", ".join(f"{k} {v}" for k, v in sorted(owner.items()))
 
 
 def _all_but(tantivy: Any, match: Any) -> Any:
@@ -473,35 +622,65 @@ def _all_but(tantivy: Any, match: Any) -> Any:
                                         (tantivy.Occur.MustNot, match)])
 
 
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def _filterable(metadata: Mapping[str, Any]) -> dict[str, Any]:
+    """The metadata filters can see: booleans, finite numbers within 64 bits (numpy's and enums' as Python's),
+    strings up to ``_FILTERABLE_CHARS`` that are valid text."""
     out: dict[str, Any] = {}
     for key, value in metadata.items():
-        if isinstance(value, bool) or (isinstance(value, (int, float)) and math.isfinite(value)):
-            if isinstance(value, int) and not isinstance(value, bool) and not -2**63 <= value < 2**63:
-                continue  # beyond a 64-bit integer: filters cannot compare it
+        if isinstance(value, bool):
             out[str(key)] = value
-        elif isinstance(value, str) and len(value) <= _FILTERABLE_CHARS:
+        elif isinstance(value, numbers.Integral):
+            if -2**63 <= int(value) < 2**63:  # beyond a 64-bit integer the engine cannot store it
+                out[str(key)] = int(value)
+        elif isinstance(value, numbers.Real):
+            if math.isfinite(float(value)):
+                out[str(key)] = float(value)
+        elif isinstance(value, str) and len(value) <= _FILTERABLE_CHARS and _encodable(value):
             out[str(key)] = value
-    return out
+    return {k: v for k, v in out.items() if _encodable(k)}
 
 
 def _callable_name(tokenizer: Callable[[str], list[str]]) -> str:
+    """A tokenizer callable's name as a folder records it: a named tokenizer by its name; any other by its module
+    and qualified name plus a digest of its code, so two lambdas (or two versions of one function) are two
+    tokenizers, never taken for one."""
     for name, known in TOKENIZERS.items():
         if tokenizer is known:
             return name
-    return f"{getattr(tokenizer, '__module__', '?')}.{getattr(tokenizer, '__qualname__', repr(tokenizer))}"
+    base = f"{getattr(tokenizer, '__module__', '?')}.{getattr(tokenizer, '__qualname__', type(tokenizer).__name__)}"
+    code = getattr(tokenizer, "__code__", None)
+    if code is None:
+        return base
+    digest = hashlib.sha256(repr((code.co_code, code.co_consts, code.co_names, code.co_varnames)).encode())
+    return f"{base}#{digest.hexdigest()[:12]}"
 
 
-def _reopen(path: str, tokenizer: str, writer_timeout_s: float) -> BM25Store:
+def _reopen(path: str, tokenizer: str, writer_timeout_s: float, owner: Mapping[str, str] | None) -> BM25Store:
     if tokenizer not in TOKENIZERS:
         import importlib
 
-        module, _, name = tokenizer.rpartition(".")
+        module, _, name = tokenizer.split("#", 1)[0].rpartition(".")
         found: Any = importlib.import_module(module)
         for part in name.split("."):
             found = getattr(found, part)
-        return BM25Store(path, tokenizer=found, writer_timeout_s=writer_timeout_s)
-    return BM25Store(path, tokenizer=tokenizer, writer_timeout_s=writer_timeout_s)
+        return BM25Store(path, tokenizer=found, writer_timeout_s=writer_timeout_s, owner=owner)
+    return BM25Store(path, tokenizer=tokenizer, writer_timeout_s=writer_timeout_s, owner=owner)
+
+
+def _take(iterator: Iterator[BM25Entry], n: int) -> Iterator[BM25Entry]:
+    for _ in range(n):
+        try:
+            yield next(iterator)
+        except StopIteration:
+            return
 
 
 @contextlib.contextmanager

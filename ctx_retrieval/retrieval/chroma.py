@@ -7,18 +7,21 @@ made here gets an explicit embedding function.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from ctx_retrieval._optional import require
 from ctx_retrieval.protocols import Embedder
 from ctx_retrieval.retrieval.embeddings import MiniLMEmbedder
+from ctx_retrieval.retrieval.pairing import StoreFacts
 
 chromadb = require("chromadb", "chroma")
 from chromadb.api.types import Documents, EmbeddingFunction, Embeddings  # noqa: E402 - after the guarded import
 from chromadb.utils.embedding_functions import register_embedding_function  # noqa: E402
 
-__all__ = ["DEFAULT_CHROMA_DIR", "MiniLMChromaEmbeddingFunction", "persistent_client"]
+__all__ = ["DEFAULT_CHROMA_DIR", "MiniLMChromaEmbeddingFunction", "chroma_facts", "chroma_searchable",
+           "persistent_client"]
 
 DEFAULT_CHROMA_DIR = ".ctx_retrieval/chroma"
 
@@ -57,3 +60,34 @@ def persistent_client(path: str | os.PathLike[str] = DEFAULT_CHROMA_DIR) -> Any:
     Path(path).mkdir(parents=True, exist_ok=True)
     settings = chromadb.Settings(anonymized_telemetry=False)
     return chromadb.PersistentClient(path=str(path), settings=settings)
+
+
+def chroma_facts(collection: Any) -> StoreFacts:
+    """What a Chroma collection is, for where BM25 lives and whether a second process can follow it: on an embedded
+    ``PersistentClient`` it is ``local`` (its folder; the vectors live in the process that opened it), on an
+    ``HttpClient`` a ``server`` (host, port, tenant, database, collection id), else in ``memory``. Read from the
+    collection's client settings (Chroma's own record of how the client was made)."""
+    settings = collection._client.get_settings()
+    if "fastapi" in str(settings.chroma_api_impl).lower():
+        identity = (f"chroma-{settings.chroma_server_host}-{settings.chroma_server_http_port}-{collection.tenant}-"
+                    f"{collection.database}-{collection.name}-{collection.id}")
+        return StoreFacts("server", collection=collection.name, identity=identity)
+    if settings.is_persistent and settings.persist_directory:
+        return StoreFacts("local", path=Path(settings.persist_directory), collection=collection.name)
+    return StoreFacts("memory", collection=collection.name)
+
+
+def chroma_searchable(collection: Any, ids: Sequence[str]) -> bool:
+    """Whether this process's search of ``collection`` finds these rows (each by its own vector): an embedded
+    client lists rows another process wrote, but its in-process vector index never holds them."""
+    if not ids:
+        return True
+    try:
+        stored = collection.get(ids=list(ids), include=["embeddings"])
+    except Exception:  # Chroma's InternalError "Error finding id": its vector index lacks them
+        return False
+    for row, vector in zip(stored["ids"], stored["embeddings"], strict=True):
+        found = collection.query(query_embeddings=[vector], n_results=10, include=[])["ids"][0]
+        if row not in found:
+            return False
+    return True

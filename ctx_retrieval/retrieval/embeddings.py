@@ -20,8 +20,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ctx_retrieval._optional import require
+from ctx_retrieval._paths import cache_dir
 from ctx_retrieval._sqlite import guarded, open_cache_database, transaction
-from ctx_retrieval.contextualize.cache import default_cache_path
 from ctx_retrieval.errors import CacheError
 from ctx_retrieval.progress import progress_bar
 
@@ -41,7 +41,7 @@ class EmbeddingCache:
     """Vectors by (model, text) in SQLite (WAL, safe for several processes), stored as float32 bytes."""
 
     def __init__(self, path: str | os.PathLike[str] | None = None) -> None:
-        self.path = Path(path) if path is not None else default_cache_path().parent / "embeddings.sqlite"
+        self.path = Path(path) if path is not None else cache_dir() / "embeddings.sqlite"
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         self._conn, self.read_only = open_cache_database(

@@ -21,7 +21,7 @@ from ctx_retrieval.retrieval.bm25_store import BM25Results, BM25Store, StoredEnt
 from ctx_retrieval.retrieval.fusion import DEFAULT_RRF_K, chunk_key, fuse, side_weights
 
 __all__ = ["DEFAULT_CANDIDATES", "AsyncSide", "BM25Side", "Hit", "HybridRetriever", "Ranked", "Ranking", "Reranker",
-           "Side", "WindowedSide", "all_weights", "chunk_key"]
+           "Screen", "Side", "WindowedSide", "all_weights", "chunk_key"]
 
 T = TypeVar("T")
 T_co = TypeVar("T_co", covariant=True)
@@ -42,10 +42,12 @@ class Ranking(Protocol[T_co]):
 
 @dataclass(frozen=True)
 class Ranked(Generic[T]):
-    """A ``Ranking`` whose items are already built (a framework store returns documents with their ids)."""
+    """A ``Ranking`` whose items are already built (a framework store returns documents with their ids);
+    ``ids`` are their chunk ids (what a ``Screen`` checks)."""
 
     keys: Sequence[int]
     found: Sequence[T]
+    ids: Sequence[str] = ()
 
     def items(self, positions: Sequence[int]) -> list[T]:
         return [self.found[p] for p in positions]
@@ -88,6 +90,22 @@ class Hit(Generic[T]):
 
 
 @runtime_checkable
+class Screen(Protocol):
+    """Checks one query's rankings against what the indexes hold before fusion (``pairing.QueryGuard``): chunks
+    being deleted dropped, chunks the vector side holds and BM25 lacks added to it (``again`` asks BM25 anew).
+    Vector rankings it screens carry ``ids`` (chunk ids beside their keys). ``confirm`` sees the fused hits and says
+    whether some were stale (the query then runs once more)."""
+
+    def prepare(self) -> None:
+        """Before the sides are searched (a store others write is reconciled first)."""
+        ...
+
+    def screen(self, vectors: list[Any], bm25: Any, again: Callable[[], Any] | None) -> tuple[list[Any], Any]: ...
+
+    def confirm(self, hits: Sequence[Any]) -> bool: ...
+
+
+@runtime_checkable
 class Reranker(Protocol[T]):
     """Reorders fused hits for a query; ``depth`` is how many it reads (the first ``depth`` fused hits are built
     and handed to it, the rest are not read)."""
@@ -118,7 +136,8 @@ class HybridRetriever(Generic[T]):
 
     def __init__(self, vector: Side[T] | Sequence[Side[T]] | None, bm25: Side[T] | None, *,
                  candidates: int = DEFAULT_CANDIDATES, weights: Sequence[float] | Mapping[str, float] = (1.0, 1.0),
-                 rrf_k: int = DEFAULT_RRF_K, reranker: Reranker[T] | None = None) -> None:
+                 rrf_k: int = DEFAULT_RRF_K, reranker: Reranker[T] | None = None, screen: Screen | None = None
+                 ) -> None:
         vectors: tuple[Side[T], ...]
         if vector is None:
             vectors = ()
@@ -139,6 +158,10 @@ class HybridRetriever(Generic[T]):
         self.weights = all_weights(weights, len(vectors))
         self.rrf_k = rrf_k
         self.reranker = reranker
+        if screen is not None and not isinstance(screen, Screen):
+            raise ConfigurationError(f"screen= takes a Screen (screen, confirm), not {type(screen).__name__}",
+                                     setting="screen")
+        self.screen = screen
 
     def __repr__(self) -> str:
         vector = self.vector if len(self.vectors) < 2 else list(self.vectors)
@@ -148,9 +171,16 @@ class HybridRetriever(Generic[T]):
     def retrieve(self, query: str, k: int = 20, where: Any = None) -> list[Hit[T]]:
         """The ``k`` best hits for ``query``; ``where`` goes to every side (each applies it in its own terms)."""
         _check_k(k)
-        vectors = [side.search(query, self.candidates, where) for side in self.vectors]
-        bm25 = self.bm25.search(query, self.candidates, where) if self.bm25 is not None else None
-        hits = self._fused(vectors, bm25, self._depth(k))
+        for attempt in (1, 2):
+            if self.screen is not None:
+                self.screen.prepare()
+            vectors = [side.search(query, self.candidates, where) for side in self.vectors]
+            bm25 = self.bm25.search(query, self.candidates, where) if self.bm25 is not None else None
+            if self.screen is not None:
+                vectors, bm25 = self.screen.screen(vectors, bm25, self._again(query, where))
+            hits = self._fused(vectors, bm25, self._depth(k))
+            if self.screen is None or attempt == 2 or not self.screen.confirm(hits):
+                break
         if self.reranker is not None and hits:
             hits = self.reranker.rerank(query, hits)
         return hits[:k]
@@ -158,12 +188,24 @@ class HybridRetriever(Generic[T]):
     async def aretrieve(self, query: str, k: int = 20, where: Any = None) -> list[Hit[T]]:
         """``retrieve``, with the sides queried concurrently."""
         _check_k(k)
-        *vectors, bm25 = await asyncio.gather(*(_asearch(side, query, self.candidates, where)
-                                                for side in (*self.vectors, self.bm25)))
-        hits = self._fused([v for v in vectors if v is not None], bm25, self._depth(k))
+        for attempt in (1, 2):
+            if self.screen is not None:
+                await asyncio.to_thread(self.screen.prepare)
+            *vectors, bm25 = await asyncio.gather(*(_asearch(side, query, self.candidates, where)
+                                                    for side in (*self.vectors, self.bm25)))
+            found = [v for v in vectors if v is not None]
+            if self.screen is not None:
+                found, bm25 = await asyncio.to_thread(self.screen.screen, found, bm25, self._again(query, where))
+            hits = self._fused(found, bm25, self._depth(k))
+            if self.screen is None or attempt == 2 or not await asyncio.to_thread(self.screen.confirm, hits):
+                break
         if self.reranker is not None and hits:
             hits = await self.reranker.arerank(query, hits)
         return hits[:k]
+
+    def _again(self, query: str, where: Any) -> Callable[[], Ranking[T]] | None:
+        bm25 = self.bm25
+        return None if bm25 is None else lambda: bm25.search(query, self.candidates, where)
 
     def _depth(self, k: int) -> int:
         return max(k, self.reranker.depth) if self.reranker is not None else k
@@ -308,6 +350,8 @@ class _WholeRanking(Generic[T, W]):
         self._window_at = [at[key] for key in self._keys]
         self._windows = windows
         self._wholes = wholes
+        window_ids: Sequence[str] | None = getattr(windows, "ids", None)
+        self.ids = [window_ids[p] for p in self._window_at] if window_ids else []
 
     @property
     def keys(self) -> Sequence[int]:

@@ -4,6 +4,7 @@ the fused score and each side's rank on every result."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -35,7 +36,6 @@ from langchain_ctx import (
     original_text,
 )
 from langchain_ctx import ContextualHybridRetriever as LCRetriever
-from langchain_ctx.store import list_documents
 from llama_index_ctx import ContextualHybridRetriever as LIRetriever
 from llama_index_ctx import ContextualNodeTransform, MiniLMEmbedding, chroma_vector_store
 from llama_index_ctx import ContextualVectorStore as LIContextualVectorStore
@@ -281,7 +281,8 @@ def test_add_documents_says_when_it_cannot_update_a_bm25_side_of_yours(embedder:
     assert len(built.bm25.store) == len(documents)  # type: ignore[union-attr]
 
 
-def test_a_store_that_cannot_list_its_documents_gets_bm25_from_what_was_added(embedder: MiniLMEmbedder) -> None:
+def test_a_store_that_cannot_list_its_documents_gets_bm25_from_what_was_added(embedder: MiniLMEmbedder,
+                                                                             tmp_path: Path) -> None:
     from langchain_core.vectorstores import VectorStore
 
     class Opaque(VectorStore):
@@ -308,9 +309,9 @@ def test_a_store_that_cannot_list_its_documents_gets_bm25_from_what_was_added(em
 
     documents = lc_documents()
     embeddings = MiniLMEmbeddings(embedder)
-    with pytest.raises(TypeError, match="cannot list its documents"):
+    with pytest.raises(ConfigurationError, match=r"cannot list its rows.*pass bm25="):  # BM25 could not be rebuilt
         LCRetriever.from_vectorstore(Opaque(embeddings))
-    retriever = LCRetriever(vectorstore=Opaque(embeddings), k=50)
+    retriever = LCRetriever(vectorstore=Opaque(embeddings), k=50, bm25_path=tmp_path / "bm25")
     retriever.add_documents(documents)
     assert len(retriever.stored_documents()) == len(documents)
     results = retriever.invoke(QUERY)
@@ -342,8 +343,9 @@ def test_llama_index_windows_layout_indexes_children_and_answers_with_whole_node
     assert len(children) > len(nodes) and all("#w" in c.node_id for c in children)
     wholes = retriever.stored_nodes()  # BM25 holds the whole nodes
     assert sorted(n.node_id for n in wholes) == sorted(stable_id(n).node_id for n in nodes)
-    fresh = LIContextualVectorStore(retriever.store.inner)  # as after a restart, BM25 lost: filled from the children
-    assert fresh.sync(children) == len(nodes)
+    # as after a restart, BM25 lost: filled at open from the children the index's docstore holds
+    fresh = LIContextualVectorStore(retriever.store.inner, embed_layout="windows", docstore=retriever.index.docstore)
+    assert len(fresh.bm25) == len(nodes) and fresh.sync().added == 0
     rebuilt = {n.node_id: n for n in fresh.get_nodes()}
     for node in wholes:
         assert _parent_text_key(rebuilt[node.node_id].get_content(metadata_mode=MetadataMode.NONE)) == \
@@ -362,6 +364,12 @@ def _parent_text_key(text: str) -> str:
     return " ".join(text.split())
 
 
+def stored_rows(store: Any) -> list[LCDocument]:
+    """What an InMemoryVectorStore holds, row by row."""
+    return [LCDocument(page_content=row["text"], metadata=dict(row["metadata"]), id=i)
+            for i, row in store.store.items()]
+
+
 def test_langchain_windows_layout_is_the_multi_vector_pattern(embedder: MiniLMEmbedder) -> None:
     filler = " ".join(f"detail{n}" for n in range(160))
     documents = [LCDocument(page_content=f"# Runbook {t}\n\n{filler} The {topic} workers drain the retry queue at "
@@ -371,7 +379,7 @@ def test_langchain_windows_layout_is_the_multi_vector_pattern(embedder: MiniLMEm
         [LCDocument(page_content=d.page_content, metadata={**d.metadata, "start_index": 0}) for d in documents],
         source_documents=documents)
     retriever = LCRetriever.from_documents(chunks, MiniLMEmbeddings(embedder), k=5, embed_layout="windows")
-    rows = list_documents(retriever.vectorstore.inner) or []
+    rows = stored_rows(retriever.vectorstore.inner)
     assert len(rows) > len(chunks) and all("#w" in str(r.id) for r in rows)
     assert all(r.metadata["chunk_id"] in {c.metadata["chunk_id"] for c in chunks} for r in rows)
     wholes = {d.id: d for d in retriever.stored_documents()}
@@ -382,7 +390,7 @@ def test_langchain_windows_layout_is_the_multi_vector_pattern(embedder: MiniLMEm
     assert results[0].metadata["tenant"] == "a" and len({d.id for d in results}) == len(results)
     assert all("#w" not in str(d.id) for d in results)
     retriever.delete([results[0].metadata["chunk_id"]])
-    rows = list_documents(retriever.vectorstore.inner) or []
+    rows = stored_rows(retriever.vectorstore.inner)
     assert rows and not [r for r in rows if r.metadata["chunk_id"] == results[0].metadata["chunk_id"]]
 
 

@@ -3,11 +3,6 @@ HttpClient, query it, restart the server, and find the data still there."""
 
 from __future__ import annotations
 
-import shutil
-import socket
-import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,43 +13,7 @@ chromadb = pytest.importorskip("chromadb")
 from ctx_retrieval import MiniLMEmbedder  # noqa: E402
 from ctx_retrieval.evaluation import RecordedContextualizer, load_cookbook  # noqa: E402
 from ctx_retrieval.retrieval.store import IndexedChunk, build_store, open_store  # noqa: E402
-
-CHROMA = shutil.which("chroma") or str(Path(sys.executable).parent / "chroma")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-class ChromaServer:
-    def __init__(self, path: Path) -> None:
-        self.path, self.port = path, free_port()
-        self.process: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        self.process = subprocess.Popen([CHROMA, "run", "--path", str(self.path), "--host", "127.0.0.1",
-                                         "--port", str(self.port)], stdout=subprocess.DEVNULL,
-                                        stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                self.client().heartbeat()
-                return
-            except Exception:
-                if time.monotonic() > deadline or self.process.poll() is not None:
-                    raise RuntimeError("the Chroma server did not start") from None
-                time.sleep(0.2)
-
-    def client(self) -> object:
-        return chromadb.HttpClient(host="127.0.0.1", port=self.port)
-
-    def stop(self) -> None:
-        if self.process is not None:
-            self.process.terminate()
-            self.process.wait(30)
-            self.process = None
+from tests.helpers import CHROMA, ChromaServer  # noqa: E402
 
 
 @pytest.fixture

@@ -3,17 +3,12 @@
 LangChain's indexing API (``index()`` with a record manager, ``cleanup="incremental"`` and ``"full"``) and
 LlamaIndex's ``IngestionPipeline`` (a docstore strategy, ``UPSERTS`` and ``UPSERTS_AND_DELETE``) and its index's
 ``insert_nodes`` / ``delete_ref_doc``, into a ``ContextualVectorStore`` over Chroma on disk; then a second process
-(a query service) opens the same folders, answers, and sees the writer's next commit at its next query.
+(a query service: tests/integration/test_pairing_processes.py) sees the writer's next commit at its next query.
 """
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
-from typing import Any
 
 import pytest
 
@@ -124,85 +119,6 @@ def test_llama_index_own_index_calls_write_both_sides(embedder: MiniLMEmbedder) 
     assert li_ids(store)[0] == li_ids(store)[1] == {n.node_id for n in nodes}
     index.delete_ref_doc("acme")
     assert li_ids(store) == (set(), set())
-
-
-READER = textwrap.dedent("""
-    import json, sys
-    sys.path.insert(0, {root!r})
-    from ctx_retrieval import MiniLMEmbedder
-    FRAMEWORK = {framework!r}
-    if FRAMEWORK == "langchain":
-        from langchain_chroma import Chroma
-        from langchain_ctx import ContextualHybridRetriever, ContextualVectorStore, MiniLMEmbeddings
-        embeddings = MiniLMEmbeddings(MiniLMEmbedder(cache={cache!r}))
-        store = ContextualVectorStore(Chroma(collection_name="filings", embedding_function=embeddings,
-                                             persist_directory={db!r}), bm25={bm25!r})
-        retriever = ContextualHybridRetriever(vectorstore=store, k=3)
-        def ask(q):
-            return [[d.page_content, d.metadata["bm25_rank"]] for d in retriever.invoke(q)]
-    else:
-        from llama_index_ctx import ContextualHybridRetriever, ContextualVectorStore, MiniLMEmbedding
-        from llama_index_ctx import chroma_vector_store
-        store = ContextualVectorStore(chroma_vector_store(persist_directory={db!r}), bm25={bm25!r})
-        retriever = ContextualHybridRetriever.from_vector_store(
-            store, embed_model=MiniLMEmbedding(MiniLMEmbedder(cache={cache!r})), similarity_top_k=3)
-        def ask(q):
-            return [[r.node.get_content(), r.node.metadata["bm25_rank"]] for r in retriever.retrieve(q)]
-    print(json.dumps({{"ready": len(store.bm25)}}), flush=True)
-    for line in sys.stdin:
-        print(json.dumps(ask(line.strip())), flush=True)
-""")
-
-
-def _reader(framework: str, tmp_path: Path, shared_cache_dir: Path) -> subprocess.Popen[str]:
-    script = READER.format(root=str(ROOT), framework=framework, db=str(tmp_path / "db"), bm25=str(tmp_path / "bm25"),
-                           cache=str(shared_cache_dir / "embeddings.sqlite"))
-    return subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                            text=True)
-
-
-def _ask(reader: subprocess.Popen[str], query: str) -> Any:
-    assert reader.stdin is not None and reader.stdout is not None
-    reader.stdin.write(query + "\n")
-    reader.stdin.flush()
-    return json.loads(reader.stdout.readline())
-
-
-@pytest.mark.parametrize("framework", ["langchain", "llama_index"])
-def test_a_query_process_sees_the_ingestion_process_commits_at_its_next_query(
-        framework: str, tmp_path: Path, embedder: MiniLMEmbedder, shared_cache_dir: Path) -> None:
-    if framework == "langchain":
-        embeddings = MiniLMEmbeddings(embedder)
-        writer: Any = LCStore(Chroma(collection_name="filings", embedding_function=embeddings,
-                                     persist_directory=str(tmp_path / "db")), bm25=tmp_path / "bm25")
-        writer.add_documents(lc_chunks((GLOBEX, "globex")))
-
-        def write_acme() -> None:
-            writer.add_documents(lc_chunks((EDITED, "acme")))
-    else:
-        writer = LIStore(chroma_vector_store(persist_directory=tmp_path / "db"), bm25=tmp_path / "bm25")
-        embed_model = MiniLMEmbedding(embedder)
-        index = VectorStoreIndex.from_vector_store(writer, embed_model=embed_model)
-        splitter = SentenceSplitter(chunk_size=48, chunk_overlap=0)
-        index.insert_nodes(splitter([LIDocument(text=GLOBEX, id_="globex")]))
-
-        def write_acme() -> None:
-            index.insert_nodes(splitter([LIDocument(text=EDITED, id_="acme")]))
-    reader = _reader(framework, tmp_path, shared_cache_dir)
-    try:
-        assert reader.stdout is not None
-        ready = json.loads(reader.stdout.readline())
-        assert ready["ready"] == len(writer.bm25) > 0  # opened, not rebuilt: the writer's chunks are there
-        before = _ask(reader, "Zanzibar foundry move")
-        assert all("Zanzibar" not in text for text, _ in before)
-        write_acme()  # committed by the ingestion process while the query process runs
-        after = _ask(reader, "Zanzibar foundry move")
-        assert [rank for text, rank in after if "Zanzibar" in text][:1] == [1], after
-    finally:
-        if reader.stdin is not None:
-            reader.stdin.close()
-        reader.wait(timeout=60)
-    assert reader.returncode == 0
 
 
 def test_a_store_indexed_before_bm25_is_read_a_page_at_a_time(monkeypatch: pytest.MonkeyPatch) -> None:

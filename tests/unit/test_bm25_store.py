@@ -193,3 +193,140 @@ def test_ties_rank_the_same_however_the_index_was_written() -> None:
         assert one.search("shared", k).keys == many.search("shared", k).keys
         assert one.search("shared", k, keep=lambda e: e.id != "c5").keys == \
             many.search("shared", k, keep=lambda e: e.id != "c5").keys
+
+
+# -- issue 33: the store hardened ---------------------------------------------------------------------------------
+
+
+def test_ids_and_refs_past_the_engines_term_limit_are_replaced_and_deleted_like_short_ones() -> None:
+    store = BM25Store()
+    long_id, long_ref = "x" * 70_000, "source/" + "y" * 70_000  # the engine's terms end at 65,530 bytes
+    store.upsert([BM25Entry(long_id, "first words", ref=long_ref)])
+    store.upsert([BM25Entry(long_id, "second words", ref=long_ref)])
+    assert len(store) == 1 and store.get([long_id])[long_id].ref == long_ref and _ids(store, "second") == [long_id]
+    store.delete([long_id])
+    assert len(store) == 0
+    store.upsert([BM25Entry(long_id, "third words", ref=long_ref), BM25Entry("short", "words", ref=long_ref)])
+    assert sorted(store.ids_of_refs([long_ref])) == sorted([long_id, "short"])
+    store.delete_refs([long_ref])
+    assert len(store) == 0
+
+
+class Year(__import__("enum").IntEnum):
+    NOW = 2023
+
+
+@pytest.mark.parametrize("bound", [2023, 2023.0, 2023.5, 1e19, -1e16, 1e300, -1e300, 2**63, 10**18 + 1, 0, 3, True,
+                                   Year.NOW, "np.float64(2000.0)", "np.int64(2023)", float("nan")])
+@pytest.mark.parametrize("operator", ["$gt", "$gte", "$lt", "$lte", "$eq", "$ne"])
+def test_numeric_filters_keep_exactly_what_the_filter_module_keeps_for_any_bound(bound: Any, operator: str) -> None:
+    np = pytest.importorskip("numpy")
+    if isinstance(bound, str):
+        bound = eval(bound, {"np": np})  # numpy scalars, built here so the parameter ids stay readable
+    values = [2023, 2023.5, -5, 0, 10**18, 2**62, -1e16, 1e19, True, False, 3.0, "2023", None, np.int64(7),
+              np.float64(2000.0), Year.NOW]
+    store = BM25Store()
+    store.upsert(BM25Entry(f"c{n}", "word", metadata={"year": v} if v is not None else {}) for n, v in
+                 enumerate(values))
+    where = {"year": {operator: bound}}
+    matches = compile_where(where)
+    want = sorted(f"c{n}" for n, v in enumerate(values) if matches({"year": v} if v is not None else {}))
+    assert sorted(_ids(store, "word", 100, where=where)) == want
+
+
+def test_a_boolean_and_an_integer_are_equal_in_both_as_in_python() -> None:
+    store = BM25Store()
+    store.upsert([BM25Entry("t", "word", metadata={"flag": True}), BM25Entry("one", "word", metadata={"flag": 1}),
+                  BM25Entry("f", "word", metadata={"flag": False}), BM25Entry("zero", "word", metadata={"flag": 0.0})])
+    assert sorted(_ids(store, "word", where={"flag": True})) == ["one", "t"]
+    assert sorted(_ids(store, "word", where={"flag": 1})) == ["one", "t"]
+    assert sorted(_ids(store, "word", where={"flag": {"$in": [0]}})) == ["f", "zero"]
+
+
+@pytest.mark.parametrize("k", [10**9, 2**63, 2**64 + 5])
+def test_a_huge_k_is_the_index_size(k: int) -> None:
+    store = BM25Store()
+    store.upsert(BM25Entry(i, t) for i, t in TEXTS.items())
+    assert _ids(store, "executor", k) == ["c", "a"]
+    assert len(store.search("executor", k, keep=lambda e: True)) == 2
+
+
+def test_a_lone_surrogate_id_is_a_typed_error_and_text_with_one_is_indexed() -> None:
+    from ctx_retrieval import InvalidInputError
+
+    store = BM25Store()
+    with pytest.raises(InvalidInputError, match=r"lone surrogate.*errors='replace'"):
+        store.upsert([BM25Entry("bad\ud800id", "text")])
+    store.upsert([BM25Entry("ok", "broken \ud800 text", metadata={"name": "x\udcff"})])
+    assert _ids(store, "broken") == ["ok"] and len(store) == 1
+
+
+def test_a_full_disk_is_a_search_index_error_that_names_the_disk(tmp_path: Path) -> None:
+    import os
+
+    tiny = tmp_path / "tiny"
+    tiny.mkdir()
+    if os.geteuid() != 0 or subprocess.run(["mount", "-t", "tmpfs", "-o", "size=300k", "tmpfs", str(tiny)],
+                                           capture_output=True).returncode:
+        pytest.skip("a small tmpfs needs root (mount)")
+    try:
+        store = BM25Store(tiny / "bm25")
+        with pytest.raises(SearchIndexError, match=r"disk holding the BM25 index.*is full.*free space"):
+            for round_ in range(100):
+                store.upsert(BM25Entry(f"c{round_}-{n}", " ".join(f"w{m}x{n}" for m in range(50)),
+                                       payload=b"x" * 2000) for n in range(100))
+    finally:
+        subprocess.run(["umount", "-l", str(tiny)], check=False)
+
+
+def test_a_folder_that_lost_the_engines_segment_list_is_an_error_never_an_empty_index(tmp_path: Path) -> None:
+    store = BM25Store(tmp_path / "bm25")
+    store.upsert(BM25Entry(i, t) for i, t in TEXTS.items())
+    (tmp_path / "bm25" / "meta.json").unlink()
+    with pytest.raises(SearchIndexError, match=r"lost the engine's meta.json"):
+        BM25Store(tmp_path / "bm25")
+
+
+@pytest.mark.parametrize("manifest", ["[1, 2]", '"text"', "3", "null"])
+def test_a_manifest_that_is_json_but_not_an_object_is_a_search_index_error(tmp_path: Path, manifest: str) -> None:
+    BM25Store(tmp_path / "bm25")
+    (tmp_path / "bm25" / "ctx_bm25.json").write_text(manifest, encoding="utf-8")
+    with pytest.raises(SearchIndexError, match="not a BM25 manifest"):
+        BM25Store(tmp_path / "bm25")
+
+
+def test_two_different_tokenizer_callables_are_never_taken_for_one(tmp_path: Path) -> None:
+    BM25Store(tmp_path / "bm25", tokenizer=lambda text: text.split())
+    with pytest.raises(SearchIndexError, match="tokenizer"):
+        BM25Store(tmp_path / "bm25", tokenizer=lambda text: text.lower().split())
+    BM25Store(tmp_path / "bm25", tokenizer=lambda text: text.split())  # the same code is the same tokenizer
+
+
+def test_a_folder_written_for_one_owner_is_refused_by_another(tmp_path: Path) -> None:
+    BM25Store(tmp_path / "bm25", owner={"items": "langchain_ctx.Document/1", "layout": "whole"})
+    with pytest.raises(SearchIndexError, match=r"written by items langchain_ctx.Document/1.*its own folder"):
+        BM25Store(tmp_path / "bm25", owner={"items": "llama_index_ctx.Node/1", "layout": "whole"})
+    BM25Store(tmp_path / "bm25", owner={"items": "langchain_ctx.Document/1", "layout": "whole"})
+    BM25Store(tmp_path / "bm25")  # a reader that names no owner reads any
+
+
+def test_a_million_chunks_are_indexed_a_batch_at_a_time(tmp_path: Path) -> None:
+    """The store reads its entries as they come: a generator is never turned into a list of every document."""
+    seen = []
+
+    def entries() -> Any:
+        for n in range(12_000):
+            seen.append(n)
+            yield BM25Entry(f"c{n}", f"word{n % 50} common")
+
+    store = BM25Store()
+    original = store._document
+    high_water = []
+
+    def document(entry: BM25Entry, seq: int) -> Any:
+        high_water.append(len(seen) - int(entry.id[1:]))  # entries read ahead of the one being built
+        return original(entry, seq)
+
+    store._document = document  # type: ignore[method-assign]
+    assert store.upsert(entries()) == 12_000 and len(store) == 12_000
+    assert max(high_water) <= 5000  # one batch, however long the stream

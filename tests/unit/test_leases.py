@@ -11,8 +11,9 @@ import sys
 import time
 from pathlib import Path
 
+from ctx_retrieval._process import dead_here, worker_id
 from ctx_retrieval.contextualize.cache import ContextCache
-from ctx_retrieval.contextualize.leases import TRUST_SHARE, DocumentLeases, dead_here, worker_id
+from ctx_retrieval.contextualize.leases import TRUST_SHARE, DocumentLeases
 from ctx_retrieval.contextualize.planning import Plan
 from ctx_retrieval.contextualize.prompts import DEFAULT_PROMPT
 from ctx_retrieval.types import SourceDocument
