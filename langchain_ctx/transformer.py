@@ -9,6 +9,7 @@ from typing import Any, Literal
 from langchain_core.documents import BaseDocumentTransformer, Document
 
 from ctx_retrieval._aio import run_sync
+from ctx_retrieval.adapting import contextualizer_for, grouped, provenance, report_of
 from ctx_retrieval.contextualize.tracing import tracing
 from ctx_retrieval.contextualize.versions import refreshing
 from ctx_retrieval.errors import InvalidInputError
@@ -16,16 +17,12 @@ from ctx_retrieval.keys import (
     CHUNK_ID_KEY,
     CONTEXT_CHARS_KEY,
     CONTEXT_KEY,
-    CONTEXT_MODEL_KEY,
-    CONTEXT_PROMPT_VERSION_KEY,
-    CONTEXT_PROVIDER_KEY,
     CONTEXT_SEPARATOR,
     CONTEXT_STATUS_KEY,
     CONTEXT_WRITTEN_FROM_KEY,
     ORIGINAL_TEXT_KEY,
 )
-from ctx_retrieval.protocols import Contextualizer
-from ctx_retrieval.reconstruct import Piece, source_document
+from ctx_retrieval.reconstruct import Piece
 from ctx_retrieval.text import indexed_header, indexed_text
 from ctx_retrieval.types import Chunk, ContextResult, SourceDocument, make_chunk_id
 from ctx_retrieval.usage import RunReport
@@ -83,21 +80,15 @@ class ContextualDocumentTransformer(BaseDocumentTransformer):
     changed; new ``Document``s are returned in input order.
     """
 
-    def __init__(
-        self,
-        contextualizer: Contextualizer | None = None,
-        *,
-        source_key: str = "source",
-        on_unplaceable: Literal["raise", "skip"] = "raise",
-        progress: bool = False,
-        indexed_metadata_keys: Sequence[str] = (),
-        keep_original_text: bool = False,
-    ) -> None:
-        if contextualizer is None:
-            from ctx_retrieval.contextualize.generator import ContextGenerator
+    def __init__(self, contextualizer: Any = None, *, source_key: str = "source",
+                 on_unplaceable: Literal["raise", "skip"] = "raise", progress: bool = False,
+                 indexed_metadata_keys: Sequence[str] = (), keep_original_text: bool = False) -> None:
+        from langchain_core.language_models import BaseChatModel
 
-            contextualizer = ContextGenerator()
-        self.contextualizer = contextualizer
+        from .providers import LangChainChatProvider
+
+        self.contextualizer = contextualizer_for(  # a missing or malformed key fails here, as in LlamaIndex
+            contextualizer, wrap=lambda m: LangChainChatProvider(m) if isinstance(m, BaseChatModel) else None)
         self.progress = progress  # a progress bar over the chunks, per call (a shared generator is not changed)
         self.source_key = source_key
         self.on_unplaceable = on_unplaceable
@@ -108,17 +99,14 @@ class ContextualDocumentTransformer(BaseDocumentTransformer):
     def __repr__(self) -> str:
         return f"ContextualDocumentTransformer(contextualizer={self.contextualizer!r}, source_key={self.source_key!r})"
 
-    # -- placing chunks in their documents ---------------------------------------------------------------
-
-    def _plan(
-        self, documents: Sequence[Document], source_documents: Sequence[Document] | None
-    ) -> tuple[list[tuple[SourceDocument, list[Chunk]]], list[tuple[str, str] | None]]:
-        """(document, chunks) items, and for each input its (document id, chunk id), or None if skipped."""
-        sources: dict[str, Document] = {}
-        for n, whole in enumerate(source_documents or []):
-            sources[_source_id(whole.metadata.get(self.source_key, whole.id or n))] = whole
-        groups: dict[str, list[int]] = {}
+    def _plan(self, documents: Sequence[Document], source_documents: Sequence[Document] | None
+              ) -> tuple[list[tuple[SourceDocument, list[Chunk]]], list[tuple[str, str] | None]]:
+        """(document, chunks) items, and for each input its (document id, chunk id), or None if passed through."""
+        sources = {_source_id(whole.metadata.get(self.source_key, whole.id or n)): whole
+                   for n, whole in enumerate(source_documents or [])}
         placement: list[tuple[str, str] | None] = [None] * len(documents)
+        pieces: list[tuple[str, Piece]] = []
+        positions: dict[str, int] = {}
         for i, doc in enumerate(documents):
             if CONTEXT_STATUS_KEY in doc.metadata and CONTEXT_CHARS_KEY in doc.metadata:
                 continue  # this transformer's own output: passed through as it is, never given a second context
@@ -132,19 +120,14 @@ class ContextualDocumentTransformer(BaseDocumentTransformer):
                         "source_documents=), or on_unplaceable='skip' to pass such chunks through without a context")
                 logger.warning("%s: passed through without a context", why)
                 continue
-            groups.setdefault(_source_id(source), []).append(i)
-        items: list[tuple[SourceDocument, list[Chunk]]] = []
-        for source_id, indices in groups.items():
-            pieces = []
-            for position, i in enumerate(indices):
-                doc = documents[i]
-                start = doc.metadata.get("start_index")
-                chunk_id = str(doc.metadata.get(CHUNK_ID_KEY) or make_chunk_id(source_id, position, doc.page_content))
-                pieces.append(Piece(chunk_id, doc.page_content, start if isinstance(start, int) else None))
-                placement[i] = (source_id, chunk_id)
-            given = sources.get(source_id)
-            items.append(source_document(source_id, pieces, text=given.page_content if given else None,
-                                         metadata=given.metadata if given else None))
+            source_id = _source_id(source)
+            position = positions[source_id] = positions.get(source_id, -1) + 1
+            start = doc.metadata.get("start_index")
+            chunk_id = str(doc.metadata.get(CHUNK_ID_KEY) or make_chunk_id(source_id, position, doc.page_content))
+            pieces.append((source_id, Piece(chunk_id, doc.page_content, start if isinstance(start, int) else None)))
+            placement[i] = (source_id, chunk_id)
+        items = grouped(pieces, text_of=lambda s: sources[s].page_content if s in sources else None,
+                        metadata_of=lambda s: sources[s].metadata if s in sources else None)
         return items, placement
 
     def _documents(self, documents: Sequence[Document], placement: list[tuple[str, str] | None],
@@ -152,19 +135,15 @@ class ContextualDocumentTransformer(BaseDocumentTransformer):
         by_id = {(r.document_id, r.chunk_id): r for r in results}
         out: list[Document] = []
         for doc, where in zip(documents, placement, strict=True):
-            if where is None:  # skipped, or contextualized already
+            if where is None:  # passed through, or contextualized already
                 out.append(Document(page_content=doc.page_content, metadata=dict(doc.metadata), id=doc.id))
                 continue
             result = by_id[where]
             content = indexed_text(doc.page_content, result.context, doc.metadata, self.indexed_metadata_keys)
             header = indexed_header(result.context, doc.metadata, self.indexed_metadata_keys)
-            chars = len(header) + len(CONTEXT_SEPARATOR) if header else 0
-            metadata = {**doc.metadata, CHUNK_ID_KEY: where[1], CONTEXT_CHARS_KEY: chars,
-                        CONTEXT_PROVIDER_KEY: result.provider, CONTEXT_MODEL_KEY: result.model,
-                        CONTEXT_PROMPT_VERSION_KEY: result.prompt_version, CONTEXT_STATUS_KEY: result.stored_status}
-            metadata.pop(CONTEXT_WRITTEN_FROM_KEY, None)
-            if result.written_from:  # a reused (stale) context: the document version it was written from
-                metadata[CONTEXT_WRITTEN_FROM_KEY] = result.written_from
+            metadata = {k: v for k, v in doc.metadata.items() if k != CONTEXT_WRITTEN_FROM_KEY}
+            metadata.update({CHUNK_ID_KEY: where[1], CONTEXT_CHARS_KEY: len(header) + len(CONTEXT_SEPARATOR)
+                             if header else 0, **provenance(result)})
             if result.context:
                 metadata[CONTEXT_KEY] = result.context
             if self.keep_original_text:
@@ -193,7 +172,7 @@ class ContextualDocumentTransformer(BaseDocumentTransformer):
                 results = await generator.arefresh_stale(items, batch=bool(kwargs.get("batch")), **progress)
             else:
                 results = await self.contextualizer.acontextualize_many(items, **progress)
-        self.last_report = getattr(results, "report", None) or self.contextualizer.last_report
+        self.last_report = report_of(results, self.contextualizer)
         return self._documents(documents, placement, results)
 
     def refresh_stale(self, documents: Sequence[Document], *, batch: bool = False,

@@ -11,22 +11,14 @@ from llama_index.core.schema import BaseNode, MetadataMode, TextNode, TransformC
 from pydantic import ConfigDict, Field, PrivateAttr
 
 from ctx_retrieval._aio import run_sync
+from ctx_retrieval.adapting import contextualizer_for, grouped, identity, provenance, report_of, served_report
 from ctx_retrieval.contextualize.tracing import tracing
 from ctx_retrieval.contextualize.versions import refreshing, stale_documents
 from ctx_retrieval.contextualize.versions import stale_marker as cache_stale_marker
 from ctx_retrieval.errors import ConfigurationError
-from ctx_retrieval.keys import (
-    CONTEXT_KEY,
-    CONTEXT_MODEL_KEY,
-    CONTEXT_PROMPT_VERSION_KEY,
-    CONTEXT_PROVIDER_KEY,
-    CONTEXT_SEPARATOR,
-    CONTEXT_STATUS_KEY,
-    CONTEXT_WRITTEN_FROM_KEY,
-    PROVENANCE_KEYS,
-)
+from ctx_retrieval.keys import CONTEXT_KEY, CONTEXT_SEPARATOR, CONTEXT_WRITTEN_FROM_KEY, PROVENANCE_KEYS
 from ctx_retrieval.protocols import ServerDescribingProvider
-from ctx_retrieval.reconstruct import Piece, source_document
+from ctx_retrieval.reconstruct import Piece
 from ctx_retrieval.types import Chunk, SourceDocument
 from ctx_retrieval.usage import RunReport
 
@@ -103,7 +95,7 @@ class ContextualNodeTransform(TransformComponent):
         if llm is not None and contextualizer is not None:
             raise ConfigurationError("pass llm= or contextualizer=, not both", setting="llm")
         chosen = _contextualizer_for(llm if llm is not None else contextualizer)
-        data.setdefault("contextualizer_id", _identity(chosen))
+        data.setdefault("contextualizer_id", identity(chosen))
         super().__init__(**data)
         self._contextualizer = chosen
         self._docstore = docstore
@@ -113,14 +105,8 @@ class ContextualNodeTransform(TransformComponent):
         """What this transform's last call did and cost: tokens, cache hits, dollars, failures. Before any call,
         and after a run whose ``IngestionCache`` served this step (LlamaIndex then does not call the transform), it
         is an empty report that says so."""
-        if self._last_report is not None:
-            return self._last_report
-        provider = getattr(self._contextualizer, "provider", None)
-        return RunReport(provider=str(getattr(provider, "name", type(self._contextualizer).__name__)),
-                         model=str(getattr(provider, "model", "-")),
-                         prompt_version=str(getattr(getattr(self._contextualizer, "prompt", None), "version", "-")),
-                         warnings=["this transform generated no contexts in its last pipeline run: the run's "
-                                   "IngestionCache served its nodes (0 requests, $0), or it has not run yet"])
+        return self._last_report if self._last_report is not None else served_report(
+            self._contextualizer, "the run's IngestionCache served its nodes")
 
     def to_dict(self, **kwargs: Any) -> dict[str, Any]:
         # IngestionPipeline hashes each step with to_dict() right before it either calls the step or serves the
@@ -139,10 +125,10 @@ class ContextualNodeTransform(TransformComponent):
         provider = getattr(self._contextualizer, "provider", None)
         if not isinstance(provider, ServerDescribingProvider) or provider.prepared:
             return
-        automatic = self.contextualizer_id == _identity(self._contextualizer)
+        automatic = self.contextualizer_id == identity(self._contextualizer)
         run_sync(_prepared(provider))
         if automatic:  # a contextualizer_id the user set stays as set
-            self.contextualizer_id = _identity(self._contextualizer)
+            self.contextualizer_id = identity(self._contextualizer)
 
     @classmethod
     def from_generator(cls, contextualizer: Any = None, *, docstore: Any = None,
@@ -168,17 +154,15 @@ class ContextualNodeTransform(TransformComponent):
     # -- finding the source documents --------------------------------------------------------------------
 
     def _plan(self, nodes: Sequence[BaseNode]) -> list[tuple[SourceDocument, list[Chunk]]]:
-        groups: dict[str, list[BaseNode]] = {}
+        pieces: list[tuple[str, Piece]] = []
         whole = 0
         for node in nodes:
             ref = node.ref_doc_id
-            if ref is None:
-                if self.contextualize_whole_documents:
-                    groups.setdefault(node.node_id, []).append(node)
-                else:
-                    whole += 1  # a whole document: nothing to situate it in
+            if ref is None and not self.contextualize_whole_documents:
+                whole += 1  # a whole document: nothing to situate it in
                 continue
-            groups.setdefault(ref, []).append(node)
+            pieces.append((ref or node.node_id, Piece(node.node_id, node.get_content(metadata_mode=MetadataMode.NONE),
+                                                      getattr(node, "start_char_idx", None))))
         self._notes = []
         if whole:
             self._notes.append(
@@ -186,21 +170,15 @@ class ContextualNodeTransform(TransformComponent):
                 "SentenceSplitter left out before ContextualNodeTransform?) and got no context; "
                 "contextualize_whole_documents=True gives them one")
             logger.warning("%s", self._notes[-1])
-        single = sum(1 for members in groups.values() if len(members) == 1)
+        items = grouped(pieces, text_of=self._docstore_text)
+        single = sum(1 for _, chunks in items if len(chunks) == 1)
         if single:
             self._notes.append(f"{single} documents are a single node: each got a context written from a document "
                                "no larger than the node")
-        items: list[tuple[SourceDocument, list[Chunk]]] = []
-        for ref, members in groups.items():
-            pieces = [Piece(n.node_id, n.get_content(metadata_mode=MetadataMode.NONE),
-                            getattr(n, "start_char_idx", None)) for n in members]
-            items.append(source_document(ref, pieces, text=self._docstore_text(ref)))
         return items
 
     def _docstore_text(self, ref: str) -> str | None:
-        if self._docstore is None:
-            return None
-        document = self._docstore.get_document(ref, raise_error=False)
+        document = self._docstore.get_document(ref, raise_error=False) if self._docstore is not None else None
         return None if document is None else str(document.get_content(metadata_mode=MetadataMode.NONE))
 
     def _apply(self, nodes: Sequence[BaseNode], results: Sequence[Any]) -> list[BaseNode]:
@@ -214,10 +192,7 @@ class ContextualNodeTransform(TransformComponent):
             first = {self.context_key: result.context} if result.context else {}
             asked = {k: rest.pop(k) for k in self.indexed_metadata_keys if k in rest}
             rest.pop(CONTEXT_WRITTEN_FROM_KEY, None)
-            node.metadata = {**first, **asked, **rest, CONTEXT_PROVIDER_KEY: result.provider,
-                             CONTEXT_MODEL_KEY: result.model, CONTEXT_PROMPT_VERSION_KEY: result.prompt_version,
-                             CONTEXT_STATUS_KEY: result.stored_status,
-                             **({CONTEXT_WRITTEN_FROM_KEY: result.written_from} if result.written_from else {})}
+            node.metadata = {**first, **asked, **rest, **provenance(result)}
             if isinstance(node, TextNode):
                 node.metadata_template, node.metadata_separator = "{value}", "\n"
                 node.text_template = "{metadata_str}" + CONTEXT_SEPARATOR + "{content}"
@@ -258,7 +233,7 @@ class ContextualNodeTransform(TransformComponent):
                 results = await self._contextualizer.arefresh_stale(items, **self._refresh, **progress)
             else:
                 results = await self._contextualizer.acontextualize_many(items, **progress)
-        report = getattr(results, "report", None) or getattr(self._contextualizer, "last_report", None)
+        report = report_of(results, self._contextualizer)
         if report is not None:
             report.warnings.extend(self._notes)
         self._last_report = report
@@ -284,29 +259,12 @@ def _pipeline_shows_progress() -> bool:
 
 def _contextualizer_for(given: Any) -> Any:
     """A contextualizer for what ``ContextualNodeTransform`` was given, checked now (key present and well-formed)."""
-    from ctx_retrieval.contextualize.generator import ContextGenerator
-    from ctx_retrieval.protocols import Contextualizer
-    from ctx_retrieval.providers.base import Provider
+    from llama_index.core.llms import LLM
 
-    if given is None:
-        chosen: Any = ContextGenerator()
-    elif isinstance(given, Contextualizer):
-        chosen = given
-    elif isinstance(given, Provider):
-        chosen = ContextGenerator(given)
-    else:
-        from llama_index.core.llms import LLM
+    from .providers import LlamaIndexLLMProvider
 
-        if not isinstance(given, LLM):
-            raise TypeError(f"llm= takes a ctx_retrieval provider (AnthropicProvider(...)), a LlamaIndex LLM or a "
-                            f"contextualizer (ContextGenerator(...)), not {type(given).__name__}")
-        from .providers import LlamaIndexLLMProvider
-
-        chosen = ContextGenerator(LlamaIndexLLMProvider(given))
-    provider = getattr(chosen, "provider", None)
-    if provider is not None and hasattr(provider, "check_ready"):
-        provider.check_ready()
-    return chosen
+    return contextualizer_for(given, wrap=lambda m: LlamaIndexLLMProvider(m) if isinstance(m, LLM) else None,
+                              what="llm")
 
 
 async def _prepared(provider: Any) -> None:
@@ -315,13 +273,6 @@ async def _prepared(provider: Any) -> None:
         await provider.aprepare()
     finally:
         await provider.aclose()
-
-
-def _identity(contextualizer: Any) -> str:
-    identity = getattr(contextualizer, "identity", None)
-    if isinstance(identity, str) and identity:
-        return identity
-    return type(contextualizer).__name__  # a user's own contextualizer: its class is all we know
 
 
 def _with(keys: list[str] | None, extra: Sequence[str]) -> list[str]:

@@ -105,10 +105,8 @@ class ChromaSide(Generic[T]):
         # No count() first: a round trip per query (0.9 ms at 10k), and Chroma answers fewer than k as it is.
         found = self.collection.query(query_embeddings=[self.embed_query(query)], n_results=k,
                                       where=where or None, include=["metadatas"] if self.chunk_id_key else [])
-        if self.chunk_id_key:
-            ids = [str(m[self.chunk_id_key]) for m in found["metadatas"][0]]
-        else:
-            ids = [str(i) for i in found["ids"][0]]
+        # Chroma's ids are strings; windows name their chunk in metadata
+        ids = [str(m[self.chunk_id_key]) for m in found["metadatas"][0]] if self.chunk_id_key else found["ids"][0]
         return IdRanking(ids, [chunk_key(i) for i in ids], self.resolve)
 
 

@@ -6,7 +6,9 @@ fused score on one documented scale and each side's rank.
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import heapq
 from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
@@ -21,6 +23,7 @@ SIDES = ("vector", "bm25")
 T = TypeVar("T", bound=Hashable)
 
 
+@functools.lru_cache(maxsize=1 << 17)
 def chunk_key(chunk_id: str) -> int:
     """A chunk id as the 63-bit integer the hybrid query fuses on (every side maps its ids the same way, and the
     BM25 index keeps it as a column, so no id is read for a candidate that is not returned). Two ids of a million
@@ -75,18 +78,22 @@ def fuse(
     if any(w < 0 for w in weights) or (rankings and not any(w > 0 for w in weights)):
         raise InvalidInputError(f"weights must be >= 0 with at least one above 0, not {list(weights)}")
     ranks: dict[T, list[int | None]] = {}
-    for side, ranking in enumerate(rankings):
+    raw: dict[T, float] = {}
+    sides = len(rankings)
+    for side, (ranking, weight) in enumerate(zip(rankings, weights, strict=True)):
         for rank, item in enumerate(ranking, start=1):
-            held = ranks.setdefault(item, [None] * len(rankings))
+            held = ranks.get(item)
+            if held is None:
+                held = ranks[item] = [None] * sides
+                raw[item] = 0.0
             if held[side] is None:  # an id repeated within one ranking counts at its best rank
                 held[side] = rank
+                raw[item] += weight / (rrf_k + rank)
     best = sum(weights) / (rrf_k + 1) if rankings else 1.0
-    hits = []
-    for item, item_ranks in ranks.items():  # insertion order: first seen, ranking by ranking
-        raw = sum(w / (rrf_k + r) for w, r in zip(weights, item_ranks, strict=True) if r is not None)
-        hits.append(FusedHit(item, raw / best, raw, tuple(item_ranks)))
-    hits.sort(key=lambda hit: -hit.raw_score)  # stable: first-seen order breaks ties
-    return hits[:limit] if limit is not None else hits
+    # insertion order (first seen, ranking by ranking) breaks ties, as a stable sort by score would
+    scored = [(-score, order, item) for order, (item, score) in enumerate(raw.items())]
+    chosen = heapq.nsmallest(limit, scored) if limit is not None else sorted(scored)
+    return [FusedHit(item, -negative / best, -negative, tuple(ranks[item])) for negative, _, item in chosen]
 
 
 def side_weights(weights: Sequence[float] | Mapping[str, float]) -> tuple[float, float]:

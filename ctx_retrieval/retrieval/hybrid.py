@@ -11,9 +11,12 @@ positions, so only the results returned are ever built (not the 2 x 150 candidat
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
+import os
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
+from typing import Any, Generic, Literal, Protocol, TypeVar, runtime_checkable
 
 from ctx_retrieval.errors import ConfigurationError, InvalidInputError
 from ctx_retrieval.keys import BM25_RANK_KEY, DENSE_RANKS_KEY, FUSED_SCORE_KEY, VECTOR_RANK_KEY
@@ -136,8 +139,8 @@ class HybridRetriever(Generic[T]):
 
     def __init__(self, vector: Side[T] | Sequence[Side[T]] | None, bm25: Side[T] | None, *,
                  candidates: int = DEFAULT_CANDIDATES, weights: Sequence[float] | Mapping[str, float] = (1.0, 1.0),
-                 rrf_k: int = DEFAULT_RRF_K, reranker: Reranker[T] | None = None, screen: Screen | None = None
-                 ) -> None:
+                 rrf_k: int = DEFAULT_RRF_K, reranker: Reranker[T] | None = None, screen: Screen | None = None,
+                 items_from: Literal["vector", "bm25"] = "vector") -> None:
         vectors: tuple[Side[T], ...]
         if vector is None:
             vectors = ()
@@ -162,6 +165,7 @@ class HybridRetriever(Generic[T]):
             raise ConfigurationError(f"screen= takes a Screen (screen, confirm), not {type(screen).__name__}",
                                      setting="screen")
         self.screen = screen
+        self.items_from = items_from  # which side's items a hit both found is read from (the cheaper one)
 
     def __repr__(self) -> str:
         vector = self.vector if len(self.vectors) < 2 else list(self.vectors)
@@ -174,8 +178,7 @@ class HybridRetriever(Generic[T]):
         for attempt in (1, 2):
             if self.screen is not None:
                 self.screen.prepare()
-            vectors = [side.search(query, self.candidates, where) for side in self.vectors]
-            bm25 = self.bm25.search(query, self.candidates, where) if self.bm25 is not None else None
+            vectors, bm25 = self._search(query, where)
             if self.screen is not None:
                 vectors, bm25 = self.screen.screen(vectors, bm25, self._again(query, where))
             hits = self._fused(vectors, bm25, self._depth(k))
@@ -203,6 +206,22 @@ class HybridRetriever(Generic[T]):
             hits = await self.reranker.arerank(query, hits)
         return hits[:k]
 
+    def _search(self, query: str, where: Any) -> tuple[list[Ranking[T]], Ranking[T] | None]:
+        """Every side's candidates; the BM25 store searched on a thread meanwhile (the engine releases the
+        interpreter while it scores, so its time hides behind the vector store's)."""
+        bm25 = self.bm25
+        if bm25 is None:
+            return [side.search(query, self.candidates, where) for side in self.vectors], None
+        if not self.vectors or not isinstance(bm25, BM25Side):
+            return [s.search(query, self.candidates, where) for s in self.vectors], bm25.search(query, self.candidates,
+                                                                                                 where)
+        pending = _pool().submit(bm25.search, query, self.candidates, where)
+        try:
+            vectors = [side.search(query, self.candidates, where) for side in self.vectors]
+        finally:
+            found = pending.result()
+        return vectors, found
+
     def _again(self, query: str, where: Any) -> Callable[[], Ranking[T]] | None:
         bm25 = self.bm25
         return None if bm25 is None else lambda: bm25.search(query, self.candidates, where)
@@ -214,21 +233,32 @@ class HybridRetriever(Generic[T]):
         """The first ``depth`` fused hits, each item read from the first side that found it (vector sides first)."""
         sides = [*vectors, *([bm25] if bm25 is not None else [])]
         weights = self.weights if bm25 is not None else self.weights[:-1]
-        positions = [_first_positions(side.keys) for side in sides]
+        # a side's keys are usually distinct (then a key's position is its rank - 1); a side of repeats is read
+        # at each key's first position, and ranked among its distinct keys
+        distinct = [keys if len(set(keys)) == len(keys) else _unique(keys) for keys in (s.keys for s in sides)]
+        positions = [None if d is side.keys else _first_positions(side.keys) for d, side in zip(distinct, sides,
+                                                                                               strict=True)]
         if len(sides) == 1:
-            keys = _unique(sides[0].keys)[:depth]
-            found = sides[0].items([positions[0][key] for key in keys])
+            keys = list(distinct[0][:depth])
+            at = positions[0]
+            found = sides[0].items([at[key] for key in keys] if at is not None else list(range(len(keys))))
             on_vector = bm25 is None
             return [Hit(item, key, 1.0 / rank, rank if on_vector else None, None if on_vector else rank,
                         (rank,) if on_vector else ())
                     for rank, (key, item) in enumerate(zip(keys, found, strict=True), start=1)]
-        fused = fuse([_unique(side.keys) for side in sides], rrf_k=self.rrf_k, weights=weights, limit=depth)
-        wanted: dict[int, list[int]] = {}
+        fused = fuse(distinct, rrf_k=self.rrf_k, weights=weights, limit=depth)
+        wanted: dict[int, list[tuple[int, int]]] = {}
+        last = len(sides) - 1
         for hit in fused:
-            wanted.setdefault(next(s for s, rank in enumerate(hit.ranks) if rank is not None), []).append(hit.id)
+            side = last if bm25 is not None and self.items_from == "bm25" and hit.ranks[last] is not None else next(
+                s for s, rank in enumerate(hit.ranks) if rank is not None)
+            at = positions[side]
+            rank = hit.ranks[side]
+            assert rank is not None
+            wanted.setdefault(side, []).append((hit.id, at[hit.id] if at is not None else rank - 1))
         items: dict[int, T] = {}
-        for s, keys in wanted.items():
-            items.update(zip(keys, sides[s].items([positions[s][key] for key in keys]), strict=True))
+        for s, chosen in wanted.items():
+            items.update(zip((key for key, _ in chosen), sides[s].items([p for _, p in chosen]), strict=True))
         n = len(vectors)
         return [Hit(items[hit.id], hit.id, hit.score, min((r for r in hit.ranks[:n] if r is not None), default=None),
                     hit.ranks[n] if bm25 is not None else None, hit.ranks[:n]) for hit in fused]
@@ -249,6 +279,20 @@ def all_weights(weights: Sequence[float] | Mapping[str, float], vectors: int) ->
         raise ConfigurationError(f"{exc} (or, with {vectors} vector sides, {vectors + 1} weights: each vector side's, "
                                  "then BM25's)" if vectors > 1 else str(exc), setting="weights") from None
     return (vector,) * max(vectors, 1) + (bm25,)
+
+
+_POOL: concurrent.futures.ThreadPoolExecutor | None = None
+_POOL_LOCK = threading.Lock()
+
+
+def _pool() -> concurrent.futures.ThreadPoolExecutor:
+    """The threads BM25 searches run on while the vector side answers (one per core, shared by every query)."""
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None:
+            _POOL = concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 2,
+                                                          thread_name_prefix="ctx-bm25")
+        return _POOL
 
 
 def _check_k(k: int) -> None:

@@ -702,14 +702,14 @@ class QueryGuard(Generic[T]):
         adding = {i for intent in pending if intent.op == "add" and not intent.open for i in intent.ids}
         if bm25 is not None and vectors:
             known = set(bm25.keys)
-            unknown: dict[str, tuple[int, int]] = {}  # chunk id -> (which vector ranking, position in it)
+            unknown: dict[str, tuple[int, int, int]] = {}  # chunk id -> (its key, which ranking, position in it)
             for side, ranking in enumerate(vectors):
                 for position, (key, chunk_id) in enumerate(zip(ranking.keys, ranking.ids, strict=True)):
                     if key not in known and key not in deleting and chunk_id not in adding:
-                        unknown.setdefault(chunk_id, (side, position))
+                        unknown.setdefault(chunk_id, (key, side, position))
             if unknown:
-                held = pairing.bm25.known_keys(unknown)
-                missing = {i: at for i, at in unknown.items() if chunk_key(i) not in held}
+                held = pairing.bm25.held(unknown)
+                missing = {i: (side, at) for i, (_, side, at) in unknown.items() if i not in held}
                 if missing and self._fill(vectors, missing, deleting_refs) and again is not None:
                     bm25 = again()
         if deleting or deleting_refs:

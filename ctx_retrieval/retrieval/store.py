@@ -43,7 +43,7 @@ _LEGACY_CHUNKS = "chunks.jsonl"  # written by stores before the pairing; read on
 _BM25_DIR = "bm25-store"
 _MODES = ("hybrid", "dense", "bm25")
 _OWNER = {"items": "ctx_retrieval.IndexedChunk/1"}
-SEARCH_EF = 1000
+SEARCH_EF = 300
 
 
 @dataclass(frozen=True)
@@ -196,7 +196,8 @@ class HybridStore:
             raise InvalidInputError(f"mode must be hybrid, dense or bm25, not {mode!r}")
         retriever = HybridRetriever(self._vector_side if mode != "bm25" else None,
                                     self._bm25_side if mode != "dense" else None,
-                                    candidates=candidates, weights=weights, rrf_k=rrf_k, screen=self._guard)
+                                    candidates=candidates, weights=weights, rrf_k=rrf_k, screen=self._guard,
+                                    items_from="bm25")  # BM25 reads a chunk it ranked by its address
         return [SearchHit(h.item, h.score, h.vector_rank, h.bm25_rank) for h in retriever.retrieve(query, k)]
 
     def add(self, chunks: Iterable[IndexedChunk], *, batch: int = 2000) -> int:

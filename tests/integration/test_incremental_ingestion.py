@@ -9,6 +9,7 @@ LlamaIndex's ``IngestionPipeline`` (a docstore strategy, ``UPSERTS`` and ``UPSER
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -75,7 +76,7 @@ def test_langchain_index_api_incremental_and_full_cleanup_keep_bm25_equal_to_the
     assert {d.metadata["source"] for d in store.documents()} == {"globex"}
 
 
-def li_pipeline(store: LIStore, docstore: SimpleDocumentStore, embed_model: MiniLMEmbedding,
+def li_pipeline(store: Any, docstore: SimpleDocumentStore, embed_model: MiniLMEmbedding,
                 strategy: DocstoreStrategy) -> IngestionPipeline:
     return IngestionPipeline(
         transformations=[SentenceSplitter(chunk_size=48, chunk_overlap=0),
@@ -142,3 +143,48 @@ def test_a_store_indexed_before_bm25_is_read_a_page_at_a_time(monkeypatch: pytes
     store.add([TextNode(text=t, id_=f"n{n}", embedding=[float(n + 1)] * 8) for n, t in enumerate(texts)])
     retriever = LIRetriever.from_vector_store(store, embed_model=MockEmbedding(embed_dim=8))
     assert len(retriever.store.bm25) == 7 and retriever.bm25.retrieve("service5")[0].node.node_id == "n5"
+
+
+# -- issue 33: the usual flow, the frameworks' own ingestion into a plain store, in one process ----------------------
+
+
+def test_langchain_index_into_a_plain_store_is_followed_by_the_retriever_at_its_first_query(
+        embedder: MiniLMEmbedder, caplog: pytest.LogCaptureFixture) -> None:
+    import logging
+
+    from langchain_core.vectorstores import InMemoryVectorStore
+
+    plain = InMemoryVectorStore(MiniLMEmbeddings(embedder))
+    records = InMemoryRecordManager("plain")
+    records.create_schema()
+    index(lc_chunks((GLOBEX, "globex")), records, plain, cleanup="full", source_id_key="source",
+          key_encoder="sha256")
+    retriever = LCRetriever.from_vectorstore(plain, k=5)  # the user's own store, as it is
+    assert retriever.invoke("Globex")
+    index(lc_chunks((GLOBEX, "globex"), (EDITED, "acme")), records, plain, cleanup="full", source_id_key="source",
+          key_encoder="sha256")
+    with caplog.at_level(logging.WARNING):
+        hits = [d for d in retriever.invoke("Zanzibar foundry move") if "Zanzibar" in d.page_content]
+    assert hits and hits[0].metadata["bm25_rank"] == 1 and hits[0].metadata["vector_rank"] is not None
+    assert "written directly" in caplog.text and "ContextualVectorStore" in caplog.text  # and says how to avoid it
+    index(lc_chunks((GLOBEX, "globex")), records, plain, cleanup="full", source_id_key="source",
+          key_encoder="sha256")
+    assert all("Zanzibar" not in d.page_content for d in retriever.invoke("Zanzibar foundry move"))
+
+
+def test_llama_index_pipeline_into_a_plain_store_is_followed_by_the_retriever_at_its_first_query(
+        embedder: MiniLMEmbedder) -> None:
+    embed_model = MiniLMEmbedding(embedder)
+    plain = chroma_vector_store()  # in memory, not wrapped
+    docstore = SimpleDocumentStore()
+    li_pipeline(plain, docstore, embed_model, DocstoreStrategy.UPSERTS_AND_DELETE).run(
+        documents=[LIDocument(text=GLOBEX, id_="globex")])
+    retriever = LIRetriever.from_vector_store(plain, embed_model=embed_model, similarity_top_k=5)
+    assert retriever.retrieve("Globex")
+    li_pipeline(plain, docstore, embed_model, DocstoreStrategy.UPSERTS_AND_DELETE).run(
+        documents=[LIDocument(text=GLOBEX, id_="globex"), LIDocument(text=EDITED, id_="acme")])
+    hits = [r for r in retriever.retrieve("Zanzibar foundry move") if "Zanzibar" in r.node.get_content()]
+    assert hits and hits[0].node.metadata["bm25_rank"] == 1 and hits[0].node.metadata["vector_rank"] is not None
+    li_pipeline(plain, docstore, embed_model, DocstoreStrategy.UPSERTS_AND_DELETE).run(
+        documents=[LIDocument(text=GLOBEX, id_="globex")])
+    assert all("Zanzibar" not in r.node.get_content() for r in retriever.retrieve("Zanzibar foundry move"))

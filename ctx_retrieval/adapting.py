@@ -1,0 +1,109 @@
+"""What both framework adapters do alike, once: choosing who writes the contexts (checked when given, not at the first
+chunk), grouping a framework's chunks into the documents they are contextualized against, the metadata a
+contextualized chunk records, and the report of a step the framework's own cache served.
+
+The adapters convert their types (LangChain ``Document``, LlamaIndex nodes) to and from what these take.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from ctx_retrieval.keys import (
+    CONTEXT_MODEL_KEY,
+    CONTEXT_PROMPT_VERSION_KEY,
+    CONTEXT_PROVIDER_KEY,
+    CONTEXT_STATUS_KEY,
+    CONTEXT_WRITTEN_FROM_KEY,
+)
+from ctx_retrieval.naming import SOURCE_KEYS
+from ctx_retrieval.protocols import Contextualizer
+from ctx_retrieval.reconstruct import Piece, source_document
+from ctx_retrieval.types import Chunk, ContextResult, SourceDocument
+from ctx_retrieval.usage import RunReport
+
+__all__ = ["contextualizer_for", "file_name", "grouped", "identity", "provenance", "report_of", "served_report"]
+
+logger = logging.getLogger(__name__)
+
+
+def contextualizer_for(given: Any, *, wrap: Callable[[Any], Any] | None = None, what: str = "contextualizer") -> Any:
+    """Who writes the contexts for what an adapter was given: Claude (``ContextGenerator()``) for ``None``; a
+    contextualizer as it is; a ``ctx_retrieval`` provider in a ``ContextGenerator``; a framework model through
+    ``wrap`` (which returns a provider, or ``None`` for what it does not take). A provider's key is checked here:
+    a missing or malformed one fails now, in both frameworks, not at the first chunk."""
+    from ctx_retrieval.contextualize.generator import ContextGenerator
+    from ctx_retrieval.providers.base import Provider
+
+    if given is None:
+        chosen: Any = ContextGenerator()
+    elif isinstance(given, Contextualizer):
+        chosen = given
+    elif isinstance(given, Provider):
+        chosen = ContextGenerator(given)
+    else:
+        provider = wrap(given) if wrap is not None else None
+        if provider is None:
+            raise TypeError(f"{what}= takes a ctx_retrieval provider (AnthropicProvider(...)), a contextualizer "
+                            f"(ContextGenerator(...)) or the framework's chat model, not {type(given).__name__}")
+        chosen = ContextGenerator(provider)
+    provider = getattr(chosen, "provider", None)
+    if isinstance(provider, Provider):
+        provider.check_ready()
+    return chosen
+
+
+def identity(contextualizer: Any) -> str:
+    """Everything that changes a contextualizer's contexts, as text without secrets (a framework cache's key)."""
+    if isinstance(contextualizer, Contextualizer):
+        return contextualizer.identity
+    return type(contextualizer).__name__  # a user's own contextualizer: its class is all we know
+
+
+def grouped(chunks: Iterable[tuple[str, Piece]], *, text_of: Callable[[str], str | None] = lambda _: None,
+            metadata_of: Callable[[str], Mapping[str, Any] | None] = lambda _: None
+            ) -> list[tuple[SourceDocument, list[Chunk]]]:
+    """``(source id, piece)`` pairs grouped by source, in first-seen order, each with its document: the text
+    ``text_of`` gives (a docstore, ``source_documents=``), else rebuilt from the pieces' offsets."""
+    groups: dict[str, list[Piece]] = {}
+    for source, piece in chunks:
+        groups.setdefault(source, []).append(piece)
+    return [source_document(source, pieces, text=text_of(source), metadata=metadata_of(source))
+            for source, pieces in groups.items()]
+
+
+def provenance(result: ContextResult) -> dict[str, Any]:
+    """The metadata a contextualized chunk records of its context: who wrote it, with which prompt, and how it was
+    obtained (``written_from`` only for a reused, stale context)."""
+    out = {CONTEXT_PROVIDER_KEY: result.provider, CONTEXT_MODEL_KEY: result.model,
+           CONTEXT_PROMPT_VERSION_KEY: result.prompt_version, CONTEXT_STATUS_KEY: result.stored_status}
+    if result.written_from:
+        out[CONTEXT_WRITTEN_FROM_KEY] = result.written_from
+    return out
+
+
+def served_report(contextualizer: Any, served_by: str = "the framework's cache served its chunks") -> RunReport:
+    """The report of a step that wrote no context: the framework's cache served it, or it has not run yet."""
+    provider = getattr(contextualizer, "provider", None)
+    prompt = getattr(contextualizer, "prompt", None)
+    return RunReport(provider=str(getattr(provider, "name", type(contextualizer).__name__)),
+                     model=str(getattr(provider, "model", "-")), prompt_version=str(getattr(prompt, "version", "-")),
+                     warnings=[f"this step generated no contexts in its last run: {served_by} (0 requests, $0), "
+                               "or it has not run yet"])
+
+
+def file_name(metadata: Mapping[str, Any], fallback: str) -> str:
+    """A chunk's file name, for warnings that name documents by their file (else ``fallback``)."""
+    for key in SOURCE_KEYS:
+        if metadata.get(key):
+            return Path(str(metadata[key])).name
+    return fallback
+
+
+def report_of(results: Sequence[ContextResult] | Any, contextualizer: Any) -> RunReport | None:
+    """The report a contextualizer's call returned (a ``ContextRun``), else its last one."""
+    report = getattr(results, "report", None)
+    return report if isinstance(report, RunReport) else getattr(contextualizer, "last_report", None)
