@@ -1,7 +1,8 @@
 """Query latency of fused BM25 + vector retrieval: LangChain's EnsembleRetriever (rank-bm25 + Chroma), LlamaIndex's
-QueryFusionRetriever (bm25s + Chroma), our two adapters as shipped (each over the same Chroma collection, wrapped
-as a ContextualVectorStore whose BM25Store is filled once from it), and ours (the core HybridRetriever over a
-ChromaSide and the BM25Store, no framework objects).
+QueryFusionRetriever (bm25s + Chroma), each framework's own vector retrieval alone (150 candidates: what an adapter
+adds its BM25 side and the core's fusion to), our two adapters as shipped (each over the same Chroma collection,
+wrapped as a ContextualVectorStore whose BM25Store is filled from it), and ours: the core store as users call it
+(``build_store``, then ``open_store(...).search``, its guard included).
 
     .venv/bin/python benchmarks/query_latency.py [--sizes 10000,100000] [--queries 50]
 
@@ -49,6 +50,27 @@ def vectors(n: int, seed: int) -> Any:
 
     v = np.random.default_rng(seed).standard_normal((n, DIM), dtype=np.float32)
     return v / np.linalg.norm(v, axis=1, keepdims=True)
+
+
+class Lookup:
+    """An embedder (the core's protocol) that looks pre-embedded texts and queries up."""
+
+    model_id = "lookup"
+
+    def __init__(self, vectors: dict[str, Any]) -> None:
+        self.vectors = vectors
+
+    def embed(self, texts: list[str]) -> Any:
+        import numpy as np
+
+        return np.stack([self.vectors[t] for t in texts])
+
+    def embed_query(self, text: str) -> Any:
+        return self.vectors[text]
+
+
+def vecs_of(size: int) -> Any:
+    return vectors(size, seed=0)
 
 
 def chroma_collection(ids: list[str], texts: list[str], vecs: Any, path: str) -> Any:
@@ -108,16 +130,16 @@ def run_one(config: str, size: int, n_queries: int) -> dict[str, Any]:
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         client, collection = chroma_collection(ids, texts, vectors(size, seed=0), tmp)
-        if config == "ours":  # the core: a Chroma side and the BM25Store through HybridRetriever
-            from ctx_retrieval import BM25Entry, BM25Side, BM25Store, HybridRetriever
-            from ctx_retrieval.retrieval.dense import ChromaSide
+        if config == "ours":  # the core store as users call it: built by build_store, open_store(...).search
+            from ctx_retrieval.retrieval.store import IndexedChunk, build_store, open_store
 
-            bm25 = BM25Store(os.path.join(tmp, "bm25"))
-            bm25.upsert(BM25Entry(i, t) for i, t in zip(ids, texts, strict=True))
-            hybrid = HybridRetriever(ChromaSide(collection, lambda q: by_query[q]), BM25Side(bm25, lambda e: e.id))
+            lookup = Lookup({**dict(zip(texts, vecs_of(size), strict=True)), **by_query})
+            build_store(os.path.join(tmp, "store"), (IndexedChunk(i, "doc", t, None) for i, t in
+                                                     zip(ids, texts, strict=True)), embedder=lookup).close()
+            store = open_store(os.path.join(tmp, "store"), embedder=lookup)
 
             def search(q: str) -> list[str]:
-                return [h.item for h in hybrid.retrieve(q, 20)]
+                return [h.chunk.chunk_id for h in store.search(q, k=20)]
         elif config in ("langchain", "langchain-ctx"):
             from langchain_chroma import Chroma
             from langchain_core.documents import Document
@@ -138,10 +160,12 @@ def run_one(config: str, size: int, n_queries: int) -> dict[str, Any]:
                 bm25 = BM25Retriever.from_documents(docs, preprocess_func=tokenize, k=150)
                 retriever: Any = EnsembleRetriever(retrievers=[bm25, store.as_retriever(search_kwargs={"k": 150})],
                                                    weights=[0.5, 0.5], id_key="chunk_id")
+            elif config == "langchain-vector":  # the framework's own vector retrieval alone, 150 candidates
+                retriever = store.as_retriever(search_kwargs={"k": 150})
             else:  # our LangChain adapter as shipped: Chroma wrapped with its BM25Store beside it (filled once)
-                from langchain_ctx import ContextualHybridRetriever
+                from langchain_ctx import ContextualHybridRetriever, ContextualVectorStore
 
-                retriever = ContextualHybridRetriever(vectorstore=store)
+                retriever = ContextualHybridRetriever(vectorstore=ContextualVectorStore(store))
 
             def search(q: str) -> list[str]:
                 return [d.metadata["chunk_id"] for d in retriever.invoke(q)[:20]]
@@ -159,11 +183,15 @@ def run_one(config: str, size: int, n_queries: int) -> dict[str, Any]:
                 fusion: Any = QueryFusionRetriever([vector_index.as_retriever(similarity_top_k=150), bm25],
                                                    llm=MockLLM(), mode="reciprocal_rerank", num_queries=1,
                                                    similarity_top_k=20, use_async=False)
+            elif config == "llama-index-vector":  # the framework's own vector retrieval alone, 150 candidates
+                fusion = vector_index.as_retriever(similarity_top_k=150)
             else:  # our LlamaIndex adapter as shipped: the index's Chroma wrapped, its BM25Store filled once
                 from llama_index_ctx import ContextualHybridRetriever as LlamaIndexHybrid
+                from llama_index_ctx import ContextualVectorStore
 
                 del nodes
-                fusion = LlamaIndexHybrid(vector_index)
+                fusion = LlamaIndexHybrid.from_vector_store(ContextualVectorStore(vector_index.vector_store),
+                                                            embed_model=vector_index._embed_model)
 
             def search(q: str) -> list[str]:
                 return [n.node.node_id for n in fusion.retrieve(q)]
@@ -193,7 +221,8 @@ def main() -> int:
         return 0
     rows = []
     for size in (int(s) for s in args.sizes.split(",")):
-        for config in ("langchain", "llama-index", "langchain-ctx", "llama-index-ctx", "ours"):
+        for config in ("langchain", "llama-index", "langchain-vector", "llama-index-vector", "langchain-ctx",
+                       "llama-index-ctx", "ours"):
             if config == "langchain" and size > args.max_rank_bm25:
                 rows.append({"config": config, "size": size, "skipped": "rank-bm25 over --max-rank-bm25"})
                 continue

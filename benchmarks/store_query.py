@@ -88,11 +88,15 @@ def timed(calls: dict[str, Callable[[str], Any]], queries: list[str], rounds: in
 def build(size: int, width: int | None, texts: list[str], vectors: Any, embedder: Lookup, folder: str) -> Any:
     import ctx_retrieval.retrieval.store as store
 
+    shipped = store.SEARCH_EF
     if width is not None:
         store.SEARCH_EF = width or None  # type: ignore[assignment]
-    path = os.path.join(folder, f"store-{size}-{width}")
-    store.build_store(path, (store.IndexedChunk(f"c{i}", f"d{i // 20}", t, None) for i, t in enumerate(texts)),
-                      embedder=embedder).close()
+    try:
+        path = os.path.join(folder, f"store-{size}-{width}")
+        store.build_store(path, (store.IndexedChunk(f"c{i}", f"d{i // 20}", t, None) for i, t in enumerate(texts)),
+                          embedder=embedder).close()
+    finally:
+        store.SEARCH_EF = shipped
     return store.open_store(path, embedder=embedder)
 
 

@@ -113,11 +113,38 @@ def llama_index(rows: list[tuple[str, str, str]], batch: int, by_text: dict[str,
     return out
 
 
+def bm25_build(n: int) -> int:
+    """Peak memory of building a BM25Store of ``n`` chunks streamed from a generator (60 words each)."""
+    import subprocess
+
+    script = f"""
+import resource, sys, tempfile, time
+sys.path.insert(0, {ROOT!r})
+from ctx_retrieval.retrieval.bm25_store import BM25Entry, BM25Store
+def entries():
+    for i in range({n}):
+        yield BM25Entry(f"c{{i}}", " ".join(f"w{{(i * 7 + j * 13) % 50000}}" for j in range(60)), ref=f"d{{i // 20}}")
+with tempfile.TemporaryDirectory() as folder:
+    started = time.perf_counter()
+    BM25Store(folder + "/bm25").upsert(entries())
+    print(time.perf_counter() - started, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True)
+    seconds, peak = (float(x) for x in done.stdout.split())
+    print(f"BM25Store of {n:,} chunks from a generator: {seconds:.0f} s, peak memory {peak:,.0f} MB")
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--chunks", type=int, default=5000)
     parser.add_argument("--batch", type=int, default=256)
+    parser.add_argument("--bm25-build", type=int, metavar="N",
+                        help="instead: build a BM25Store of N synthetic chunks from a generator, in a fresh process, "
+                             "and print its time and peak memory (max RSS)")
     args = parser.parse_args()
+    if args.bm25_build:
+        return bm25_build(args.bm25_build)
     rows = chunks(args.chunks)
     by_text = vectors([t for _, t, _ in rows])
     print(f"{args.chunks:,} chunks in batches of {args.batch}, Chroma on disk, vectors precomputed")

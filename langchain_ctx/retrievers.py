@@ -9,7 +9,6 @@ order, checked by a test), plus the fused score and each side's rank on every re
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -24,20 +23,17 @@ from ctx_retrieval.keys import CHUNK_ID_KEY
 from ctx_retrieval.progress import progress_bar
 from ctx_retrieval.protocols import TokenCountingEmbedder
 from ctx_retrieval.retrieval.bm25 import resolve_tokenizer
-from ctx_retrieval.retrieval.fusion import DEFAULT_RRF_K, chunk_key, side_weights
-from ctx_retrieval.retrieval.hybrid import DEFAULT_CANDIDATES, Hit, HybridRetriever, Ranked, Side, WindowedSide
+from ctx_retrieval.retrieval.fusion import DEFAULT_RRF_K, side_weights
+from ctx_retrieval.retrieval.hybrid import DEFAULT_CANDIDATES, HybridRetriever, Side, WindowedSide
 from ctx_retrieval.retrieval.hybrid import all_weights as check_weights
 
+from .sides import RetrieverSide, TracedSide, VectorSide, documents
 from .store import (
-    WHOLE_KEY,
-    WINDOW_KEY,
-    WINDOWS_KEY,
     BM25IndexRetriever,
     Codec,
     ContextualVectorStore,
     bm25_side,
     chroma_store,
-    document_filter,
 )
 
 __all__ = ["BM25IndexRetriever", "ContextualHybridRetriever", "ContextualVectorStore"]
@@ -206,22 +202,22 @@ class ContextualHybridRetriever(BaseRetriever):
         chosen = filter if filter is not None else self.search_kwargs.get("filter")
         config = {"callbacks": run_manager.get_child()}
         store: ContextualVectorStore = self.vectorstore
-        first: Side[Document] = _VectorSide(store.inner, self.search_kwargs, config)
+        first: Side[Document] = VectorSide(store.inner, self.search_kwargs, config)
         vector: Side[Document] | list[Side[Document]] = first
         if self.embed_layout == "windows":
             vector = WindowedSide(first, self._wholes)
         elif store.also:
-            vector = [first, *(_VectorSide(s, self.search_kwargs, config) for s in store.also)]
+            vector = [first, *(VectorSide(s, self.search_kwargs, config) for s in store.also)]
         screen = None
         if isinstance(self.bm25, BM25IndexRetriever):
-            bm25: Side[Document] = _TracedSide(bm25_side(self.bm25.store), config["callbacks"])
+            bm25: Side[Document] = TracedSide(bm25_side(self.bm25.store), config["callbacks"])
             screen = store.pairing.guard(_CODEC) if self.bm25.store is store.bm25 else None
         elif chosen is not None:
             raise InvalidInputError("a filter needs the built-in BM25 side (it filters BM25 candidates the same "
                                     "way); a bm25= retriever of your own cannot be filtered: filter it yourself")
         else:
             assert self.bm25 is not None
-            bm25 = _RetrieverSide(self.bm25, config)
+            bm25 = RetrieverSide(self.bm25, config)
         return HybridRetriever(vector, bm25, candidates=self.candidates, weights=self.weights, rrf_k=self.rrf_k,
                                screen=screen), chosen
 
@@ -235,7 +231,7 @@ class ContextualHybridRetriever(BaseRetriever):
         filter: Filter | None = None,  # noqa: A002 - LangChain's name for it
     ) -> list[Document]:
         hybrid, chosen = self._hybrid(run_manager, filter)
-        found = _documents(hybrid.retrieve(query, self.candidates if self.compressor else (k or self.k), chosen))
+        found = documents(hybrid.retrieve(query, self.candidates if self.compressor else (k or self.k), chosen))
         if self.compressor is not None and found:
             found = list(self.compressor.compress_documents(found, query, callbacks=run_manager.get_child()))
         return found[: k or self.k]
@@ -245,90 +241,11 @@ class ContextualHybridRetriever(BaseRetriever):
         filter: Filter | None = None,  # noqa: A002
     ) -> list[Document]:
         hybrid, chosen = self._hybrid(run_manager, filter)
-        found = _documents(await hybrid.aretrieve(query, self.candidates if self.compressor else (k or self.k),
+        found = documents(await hybrid.aretrieve(query, self.candidates if self.compressor else (k or self.k),
                                                   chosen))
         if self.compressor is not None and found:
             found = list(await self.compressor.acompress_documents(found, query, callbacks=run_manager.get_child()))
         return found[: k or self.k]
-
-
-def _documents(hits: list[Hit[Document]]) -> list[Document]:
-    hidden = (WHOLE_KEY, WINDOW_KEY, WINDOWS_KEY)
-    return [Document(page_content=h.item.page_content, id=h.item.id, metadata={
-        **{k: v for k, v in h.item.metadata.items() if k not in hidden}, **h.metadata()}) for h in hits]
-
-
-def _ranked(found: Sequence[Document]) -> Ranked[Document]:
-    ids = [_CODEC.chunk_id(d) for d in found]
-    return Ranked([chunk_key(i) for i in ids], found, ids)
-
-
-class _VectorSide:
-    """The wrapped store's own retriever (its search type, its filter format) with the query's callbacks; an
-    ``InMemoryVectorStore`` gets where dicts as the callables it takes."""
-
-    def __init__(self, store: Any, search_kwargs: Mapping[str, Any], config: Any) -> None:
-        self.store, self.search_kwargs, self.config = store, search_kwargs, config
-
-    def _retriever(self, k: int, where: Any) -> Any:
-        from langchain_core.vectorstores import InMemoryVectorStore
-
-        search_kwargs = {**self.search_kwargs, "k": k}
-        if where is not None:
-            memory = isinstance(self.store, InMemoryVectorStore)
-            search_kwargs["filter"] = document_filter(where) if memory and isinstance(where, Mapping) else where
-        return self.store.as_retriever(search_kwargs=search_kwargs)
-
-    def search(self, query: str, k: int, where: Any = None) -> Ranked[Document]:
-        return _ranked(self._retriever(k, where).invoke(query, config=self.config))
-
-    async def asearch(self, query: str, k: int, where: Any = None) -> Ranked[Document]:
-        return _ranked(await self._retriever(k, where).ainvoke(query, config=self.config))
-
-
-class _TracedSide:
-    """The store's BM25 side as a child retriever run of the query (for LangChain tracing), as
-    ``BM25IndexRetriever`` would report it; the documents are decoded for the trace only when someone listens."""
-
-    def __init__(self, inner: Side[Document], callbacks: Any) -> None:
-        self.inner, self.callbacks = inner, callbacks
-
-    def search(self, query: str, k: int, where: Any = None) -> Any:
-        if not self.callbacks.handlers:
-            return self.inner.search(query, k, where)
-        run = self.callbacks.on_retriever_start(None, query, name="BM25IndexRetriever")
-        try:
-            ranking = self.inner.search(query, k, where)
-        except BaseException as exc:
-            run.on_retriever_error(exc)
-            raise
-        run.on_retriever_end(ranking.items(range(len(ranking.keys))))
-        return ranking
-
-    async def asearch(self, query: str, k: int, where: Any = None) -> Any:
-        if not self.callbacks.handlers:
-            return await asyncio.to_thread(self.inner.search, query, k, where)
-        run = await self.callbacks.on_retriever_start(None, query, name="BM25IndexRetriever")
-        try:
-            ranking = await asyncio.to_thread(self.inner.search, query, k, where)
-        except BaseException as exc:
-            await run.on_retriever_error(exc)
-            raise
-        await run.on_retriever_end(ranking.items(range(len(ranking.keys))))
-        return ranking
-
-
-class _RetrieverSide:
-    """Any LangChain retriever as a side (a ``bm25=`` of the user's), asked for its own ``k``."""
-
-    def __init__(self, retriever: BaseRetriever, config: Any) -> None:
-        self.retriever, self.config = retriever, config
-
-    def search(self, query: str, k: int, where: Any = None) -> Ranked[Document]:
-        return _ranked(self.retriever.invoke(query, config=self.config))
-
-    async def asearch(self, query: str, k: int, where: Any = None) -> Ranked[Document]:
-        return _ranked(await self.retriever.ainvoke(query, config=self.config))
 
 
 def _name(document: Document) -> str:

@@ -10,13 +10,13 @@ from ctx_retrieval._optional import require
 
 require("llama_index.core", "llama-index")
 
-from .bm25 import BM25IndexRetriever  # noqa: E402 - after the dependency check
 from .embeddings import E5Embedding, MiniLMEmbedding  # noqa: E402
 from .late import LateChunkingTransform  # noqa: E402
 from .providers import LlamaIndexLLMProvider  # noqa: E402
 from .rerank import ClaudeRerankPostprocessor, eval_reranker  # noqa: E402
 from .retrievers import ContextualHybridRetriever, ContextualVectorStore, chroma_vector_store  # noqa: E402
 from .splitters import EmbedderTokenSplitter  # noqa: E402
+from .store import BM25IndexRetriever  # noqa: E402 - after the dependency check
 from .transform import ContextualNodeTransform, arefresh_stale, refresh_stale  # noqa: E402
 
 __all__ = [

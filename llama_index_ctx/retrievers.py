@@ -17,17 +17,17 @@ from typing import Any, Literal
 
 from llama_index.core import StorageContext, VectorStoreIndex
 from llama_index.core.base.base_retriever import BaseRetriever
-from llama_index.core.callbacks import CallbackManager, CBEventType, EventPayload
+from llama_index.core.callbacks import CallbackManager
 from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle
 from llama_index.core.vector_stores.types import MetadataFilters
 
 from ctx_retrieval.errors import ConfigurationError
-from ctx_retrieval.keys import RETRIEVAL_KEYS
-from ctx_retrieval.retrieval.fusion import DEFAULT_RRF_K, chunk_key
-from ctx_retrieval.retrieval.hybrid import DEFAULT_CANDIDATES, Hit, HybridRetriever, Ranked, Side, WindowedSide
+from ctx_retrieval.retrieval.fusion import DEFAULT_RRF_K
+from ctx_retrieval.retrieval.hybrid import DEFAULT_CANDIDATES, Hit, HybridRetriever, Side, WindowedSide
 from ctx_retrieval.retrieval.hybrid import all_weights as check_weights
 
+from .sides import IndexSide, RetrieverSide, TracedSide, annotated, unembedded
 from .store import (
     BM25IndexRetriever,
     Codec,
@@ -159,7 +159,7 @@ class ContextualHybridRetriever(BaseRetriever):
                                  insert_batch_size=max(2048, len(indexed)))  # a node's windows in one write
         if also_embed_models:
             kwargs["also"] = [*kwargs.get("also", ()), *(
-                VectorStoreIndex(_unembedded(indexed), embed_model=model, show_progress=show_progress)
+                VectorStoreIndex(unembedded(indexed), embed_model=model, show_progress=show_progress)
                 for model in also_embed_models)]
         return cls(index, **kwargs)
 
@@ -179,7 +179,7 @@ class ContextualHybridRetriever(BaseRetriever):
         warn_truncation(getattr(self.index, "_embed_model", None), indexed)
         self.index.insert_nodes(indexed)
         for other in self.also:
-            other.insert_nodes(_unembedded(indexed))
+            other.insert_nodes(unembedded(indexed))
 
     def delete_nodes(self, node_ids: Sequence[str]) -> None:
         """Delete nodes (by node id; in the windows layout, their windows too) from both sides."""
@@ -193,19 +193,19 @@ class ContextualHybridRetriever(BaseRetriever):
             index.delete_ref_doc(ref_doc_id, delete_from_docstore=True)
 
     def _core(self, query_bundle: QueryBundle) -> tuple[HybridRetriever[BaseNode], int]:
-        first: Side[BaseNode] = _IndexSide(self.index, query_bundle, self.callback_manager)
+        first: Side[BaseNode] = IndexSide(self.index, query_bundle, self.callback_manager)
         vector: Side[BaseNode] | list[Side[BaseNode]] = first
         if self.embed_layout == "windows":
             vector = WindowedSide(first, self._wholes)
         elif self.also:  # each index embeds the query with its own model (a retriever writes its vector on the bundle)
-            vector = [first, *(_IndexSide(other, dataclasses.replace(query_bundle, embedding=None),
+            vector = [first, *(IndexSide(other, dataclasses.replace(query_bundle, embedding=None),
                                           self.callback_manager) for other in self.also)]
         screen = None
         if isinstance(self.bm25, BM25IndexRetriever):
-            bm25: Side[BaseNode] = _TracedSide(bm25_side(self.bm25.store), self.callback_manager)
+            bm25: Side[BaseNode] = TracedSide(bm25_side(self.bm25.store), self.callback_manager)
             screen = self.store.pairing.guard(_CODEC) if self.bm25.store is self.store.bm25 else None
         else:
-            bm25 = _RetrieverSide(self.bm25, query_bundle)
+            bm25 = RetrieverSide(self.bm25, query_bundle)
         core = HybridRetriever(vector, bm25, candidates=self.candidates, weights=self.weights, rrf_k=self.rrf_k,
                                screen=screen)
         return core, self.candidates if self.node_postprocessors else self.similarity_top_k
@@ -216,7 +216,7 @@ class ContextualHybridRetriever(BaseRetriever):
         return [found.get(i, c) for i, c in zip(ids, children, strict=True)]
 
     def _finish(self, query_bundle: QueryBundle, hits: list[Hit[BaseNode]]) -> list[NodeWithScore]:
-        results = [NodeWithScore(node=_annotated(h.item, h), score=h.score) for h in hits]
+        results = [NodeWithScore(node=annotated(h.item, h), score=h.score) for h in hits]
         for postprocessor in self.node_postprocessors:
             results = postprocessor.postprocess_nodes(results, query_bundle=query_bundle)
         return results[: self.similarity_top_k]
@@ -230,71 +230,3 @@ class ContextualHybridRetriever(BaseRetriever):
         return self._finish(query_bundle, await core.aretrieve(query_bundle.query_str, depth, self.filters))
 
 
-def _ranked(found: Sequence[NodeWithScore]) -> Ranked[BaseNode]:
-    ids = [parent_id(n.node) for n in found]
-    return Ranked([chunk_key(i) for i in ids], [n.node for n in found], ids)
-
-
-class _IndexSide:
-    """The index's own vector retriever (its store, the filters, the callback manager) for one query bundle."""
-
-    def __init__(self, index: VectorStoreIndex, bundle: QueryBundle, callback_manager: CallbackManager) -> None:
-        self.index, self.bundle, self.callback_manager = index, bundle, callback_manager
-
-    def _retriever(self, k: int, where: Any) -> BaseRetriever:
-        retriever = self.index.as_retriever(similarity_top_k=k, filters=where)
-        retriever.callback_manager = self.callback_manager  # as_retriever passes the index's own
-        return retriever
-
-    def search(self, query: str, k: int, where: Any = None) -> Ranked[BaseNode]:
-        return _ranked(self._retriever(k, where).retrieve(self.bundle))
-
-    async def asearch(self, query: str, k: int, where: Any = None) -> Ranked[BaseNode]:
-        return _ranked(await self._retriever(k, where).aretrieve(self.bundle))
-
-
-class _RetrieverSide:
-    """A keyword retriever of the user's (LlamaIndex's ``BM25Retriever``...), asked for its own top k."""
-
-    def __init__(self, retriever: BaseRetriever, bundle: QueryBundle) -> None:
-        self.retriever, self.bundle = retriever, bundle
-
-    def search(self, query: str, k: int, where: Any = None) -> Ranked[BaseNode]:
-        return _ranked(self.retriever.retrieve(self.bundle))
-
-    async def asearch(self, query: str, k: int, where: Any = None) -> Ranked[BaseNode]:
-        return _ranked(await self.retriever.aretrieve(self.bundle))
-
-
-class _TracedSide:
-    """The store's BM25 side as a RETRIEVE event of the query's callback manager (as ``BM25IndexRetriever``
-    reports it); the nodes are decoded for the event only when a handler listens."""
-
-    def __init__(self, inner: Side[BaseNode], callback_manager: CallbackManager) -> None:
-        self.inner, self.callback_manager = inner, callback_manager
-
-    def search(self, query: str, k: int, where: Any = None) -> Any:
-        if not self.callback_manager.handlers:
-            return self.inner.search(query, k, where)
-        with self.callback_manager.event(CBEventType.RETRIEVE, payload={EventPayload.QUERY_STR: query}) as event:
-            ranking = self.inner.search(query, k, where)
-            nodes = [NodeWithScore(node=n) for n in ranking.items(range(len(ranking.keys)))]
-            event.on_end(payload={EventPayload.NODES: nodes})
-        return ranking
-
-
-def _unembedded(nodes: Sequence[BaseNode]) -> list[BaseNode]:
-    """Copies without the vector a pipeline or the first index put on them: another index embeds them itself."""
-    return [n.model_copy(update={"embedding": None}) if n.embedding is not None else n for n in nodes]
-
-
-def _annotated(node: BaseNode, hit: Hit[BaseNode]) -> BaseNode:
-    """A copy of ``node`` carrying its fused score and per-side ranks in metadata, hidden from the embedding and
-    the answering LLM (the stored node is not changed)."""
-    hidden = [k for k in RETRIEVAL_KEYS if k not in node.excluded_embed_metadata_keys]
-    hidden_llm = [k for k in RETRIEVAL_KEYS if k not in node.excluded_llm_metadata_keys]
-    return node.model_copy(update={
-        "metadata": {**node.metadata, **hit.metadata()},
-        "excluded_embed_metadata_keys": [*node.excluded_embed_metadata_keys, *hidden],
-        "excluded_llm_metadata_keys": [*node.excluded_llm_metadata_keys, *hidden_llm],
-    })

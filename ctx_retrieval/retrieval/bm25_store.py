@@ -476,15 +476,12 @@ class BM25Store:
             limit *= 4
 
     def _matching(self, searcher: Any, field_name: str, values: Sequence[str]) -> list[Any]:
-        """The addresses of the documents whose ``field_name`` term is one of ``values``, 1,024 terms at a time."""
-        found: list[Any] = []
-        for start in range(0, len(values), 1024):
-            part = [_term(v) for v in values[start:start + 1024]]
-            query = self._tantivy.Query.term_set_query(self._schema, field_name, part)
-            limit = len(part) if field_name == "id_term" else int(searcher.num_docs)
-            if limit:
-                found.extend(address for _, address in searcher.search(query, limit, count=False).hits)
-        return found
+        """The addresses of the documents whose ``field_name`` term is one of ``values``: a term query each (ten
+        of them cost a tenth of one term-set query of ten in the engine's Python binding)."""
+        tantivy, schema = self._tantivy, self._schema
+        limit = 1 if field_name == "id_term" else max(1, int(searcher.num_docs))
+        return [address for value in values for _, address in searcher.search(
+            tantivy.Query.term_query(schema, field_name, _term(value)), limit, count=False).hits]
 
     def get(self, ids: Iterable[str]) -> dict[str, StoredEntry]:
         """The stored chunks with these ids (missing ones are left out)."""
