@@ -16,7 +16,7 @@ import signal
 import sys
 import textwrap
 import threading
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -27,6 +27,7 @@ from ctx_retrieval.contextualize.heuristic import HeuristicContextualizer
 from ctx_retrieval.contextualize.prompts import DEFAULT_PROMPT, DOCUMENT_LANGUAGE_PROMPT, ENGLISH_PROMPT
 from ctx_retrieval.errors import ConfigurationError, ContextGenerationError, CtxRetrievalError, InvalidInputError
 from ctx_retrieval.loaders import DEFAULT_MAX_INPUT_BYTES, SAMPLE_DOCUMENT, load_documents, load_sample
+from ctx_retrieval.naming import printable
 from ctx_retrieval.types import Chunk, SourceDocument
 
 __all__ = ["main"]
@@ -197,8 +198,10 @@ def _interruptible(generator: Any, made: _Contextualizer) -> Iterator[None]:
         return
 
     def on_interrupt(signum: int, frame: Any) -> None:
-        if made.interrupted:
-            raise KeyboardInterrupt
+        if made.interrupted:  # quit at once: requests in flight are abandoned, what was done is still written
+            _say("quitting: requests in flight are abandoned; what was done is written")
+            generator.stop(at_once=True)
+            return
         made.interrupted = True
         _say("stopping: requests in flight finish and are stored (press Ctrl-C again to quit at once)")
         generator.stop()
@@ -316,20 +319,31 @@ def _cmd_contextualize(args: argparse.Namespace) -> int:
         contexts = contextualizer.run(items)
     finally:
         contextualizer.close()
-    out = open(args.out, "w", encoding="utf-8") if args.out != "-" else sys.stdout  # noqa: SIM115
-    try:
-        for document, chunks in items:
-            for chunk in chunks:
-                out.write(json.dumps({"document_id": document.id, "chunk_id": chunk.id, "position": chunk.position,
-                                      "text": chunk.text, "context": contexts.get(chunk.id),
-                                      **contextualizer.records.get(chunk.id, {})},
-                                     ensure_ascii=False) + "\n")
-    finally:
-        if out is not sys.stdout:
-            out.close()
+    rows = [{"document_id": document.id, "chunk_id": chunk.id, "position": chunk.position, "text": chunk.text,
+             "context": contexts.get(chunk.id), **contextualizer.records.get(chunk.id, {})}
+            for document, chunks in items for chunk in chunks]
+    write_jsonl(args.out, rows)
     if args.out != "-":
-        _say(f"wrote {sum(len(c) for _, c in items)} contextualized chunks to {args.out}")
+        with_context = sum(1 for row in rows if row["context"])
+        undone = sum(1 for row in rows if row.get("status") in ("not_attempted", "failed"))
+        rest = (f"; {undone} without one (not attempted or failed): run the same command again to do them"
+                if undone else "")
+        _say(f"wrote {len(rows)} chunks to {args.out}: {with_context} with a context{rest}")
     return 130 if contextualizer.interrupted else 0
+
+
+def write_jsonl(target: str, rows: Iterable[Mapping[str, Any]]) -> None:
+    """One JSON object per line, as UTF-8; a name the filesystem gave as bytes that are not UTF-8 is written as
+    those bytes (surrogateescape), so no row is lost to an encoding after its context was paid for."""
+    out = open(target, "wb") if target != "-" else sys.stdout.buffer  # noqa: SIM115
+    try:
+        for row in rows:
+            out.write((json.dumps(row, ensure_ascii=False) + "\n").encode("utf-8", "surrogateescape"))
+    finally:
+        if target != "-":
+            out.close()
+        else:
+            out.flush()
 
 
 EMBEDDERS = ("minilm", "e5")
@@ -376,6 +390,12 @@ def _cmd_index(args: argparse.Namespace) -> int:
 
     embedder = _embedder(progress=not args.quiet, name=args.embedder)  # sizes the chunks and embeds them
     items = load_documents(args.inputs, _splitter(args, embedder), max_bytes=int(args.max_input_mb * 2**20))
+    for document, _ in items:  # before any request: an index's ids are text (a vector store refuses other bytes)
+        try:
+            document.id.encode("utf-8")
+        except UnicodeEncodeError:
+            raise InvalidInputError(f"{printable(document.id.encode('utf-8', 'surrogateescape'))}: its name is not "
+                                    "UTF-8, and an index's ids must be text: rename the file") from None
     if args.contexts:
         from ctx_retrieval.loaders import numbered_jsonl
 
@@ -409,7 +429,8 @@ def _cmd_index(args: argparse.Namespace) -> int:
             return 130
     _say(f"contextualizer: {label}")
     chunks = [IndexedChunk(c.id, d.id, c.text, contexts.get(c.id)) for d, cs in items for c in cs]
-    build_store(args.store, chunks, embedder=embedder, embed_layout=args.embed_layout)
+    build_store(args.store, chunks, embedder=embedder, embed_layout=args.embed_layout,
+                tokenizer=args.bm25_tokenizer).close()
     print(f"indexed {len(chunks)} chunks ({sum(1 for c in chunks if c.context)} with a context) into {args.store} "
           "(Chroma + BM25)")
     return 0
@@ -417,9 +438,18 @@ def _cmd_index(args: argparse.Namespace) -> int:
 
 def _cmd_cache(args: argparse.Namespace) -> int:
     """``cache stats`` / ``cache prune``: what the context cache holds, and dropping what is no longer needed."""
+    from ctx_retrieval.contextualize.cache import default_cache_path
+    from ctx_retrieval.contextualize.cache_postgres import CACHE_URL_ENV, is_postgres_url
     from ctx_retrieval.contextualize.stores import open_context_cache
 
-    cache: Any = open_context_cache(args.cache or True)
+    where = args.cache or os.environ.get(CACHE_URL_ENV) or default_cache_path()
+    if not is_postgres_url(where) and not Path(where).is_file():  # reading or pruning never creates a cache
+        if not args.cache and not os.environ.get(CACHE_URL_ENV):
+            print(f"no context cache yet at {where}: nothing has been contextualized on this machine")
+            return 0
+        raise InvalidInputError(f"no context cache at {where}: check the path (--cache PATH; by default "
+                                f"{default_cache_path()}, or ${CACHE_URL_ENV})")
+    cache: Any = open_context_cache(where)
     try:
         if args.action == "stats":
             print(cache.stats().format())
@@ -454,7 +484,8 @@ def _cmd_query(args: argparse.Namespace) -> int:
     from ctx_retrieval.retrieval.store import open_store, store_embedder
 
     built_with = store_embedder(args.store)  # the store's own: queries must be embedded by the same model
-    store = open_store(args.store, embedder=_embedder(progress=False, name="e5" if built_with == "e5" else "minilm"))
+    store = open_store(args.store, embedder=_embedder(progress=False, name="e5" if built_with == "e5" else "minilm"),
+                       tokenizer=args.bm25_tokenizer)
     hits = store.search(args.query, k=args.k, mode=args.mode)
     for n, hit in enumerate(hits, start=1):
         ranks = f"vector #{hit.vector_rank or '-'}, bm25 #{hit.bm25_rank or '-'}"
@@ -760,6 +791,16 @@ def _add_input_limit(parser: argparse.ArgumentParser) -> None:
                              "devices and pipes are refused")
 
 
+def _add_analysis_args(parser: argparse.ArgumentParser, *, default: str | None = "identifiers") -> None:
+    """The BM25 analysis options, the same for every command that builds or reads BM25 (index, query, eval, demo)."""
+    parser.add_argument("--bm25-tokenizer", choices=["identifiers", "folded", "thai", "parts"], default=default,
+                        help="BM25 tokens: identifier parts and whole identifiers, CJK and Thai as characters + "
+                             "bigrams, words also without diacritics (identifiers, the default); folded: only "
+                             "without diacritics; thai: Thai segmented into words ([thai] extra); parts: "
+                             "identifier parts only" + ("" if default else "; default: what the index was built "
+                                                        "with"))
+
+
 def _add_eval_output_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--vector-store", choices=["numpy", "chroma"], default="numpy",
                         help="exact in-memory search (default: the same figures on every run) or embedded Chroma "
@@ -774,11 +815,7 @@ def _add_eval_output_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--late-chunking", action="store_true",
                         help="add late chunking rows: the no-LLM alternative on the embedding side (each chunk pooled "
                              "from its whole document's token outputs; about a minute more on 2 cores)")
-    parser.add_argument("--bm25-tokenizer", choices=["identifiers", "folded", "thai", "parts"],
-                        default="identifiers",
-                        help="BM25 tokens: identifier parts and whole identifiers, CJK and Thai as characters + "
-                             "bigrams, words also without diacritics (default); folded: only without diacritics; "
-                             "thai: Thai segmented into words ([thai] extra); parts: identifier parts only")
+    _add_analysis_args(parser)
     parser.add_argument("--work-dir", default=str(WORK_DIR), help="Chroma data and outputs (default %(default)s)")
     parser.add_argument("--json", help="write the results as JSON here (default WORK_DIR/eval/*.json)")
     parser.add_argument("--chart", help="write the Pass@k chart here (default WORK_DIR/eval/*.png)")
@@ -834,6 +871,7 @@ def _build_parser(*, twin: bool = False) -> argparse.ArgumentParser:
     index.add_argument("--embed-layout", choices=["whole", "windows"], default="whole",
                        help="windows: a chunk whose context + text overflow the embedder gets one vector per window")
     index.add_argument("--quiet", action="store_true", help="no progress bars (contexts, embeddings)")
+    _add_analysis_args(index)
     _add_chunking_args(index, "minilm: all-MiniLM-L6-v2, English (default); e5: multilingual-e5-small, ~100 "
                               "languages, about 5x slower ([multilingual] extra); its tokens size the chunks")
     _add_contextualizer_args(index, twin=twin)
@@ -860,6 +898,7 @@ def _build_parser(*, twin: bool = False) -> argparse.ArgumentParser:
     query.add_argument("query", help="the question")
     query.add_argument("-k", type=_positive_int, default=5, help="results (default %(default)s)")
     query.add_argument("--mode", choices=["hybrid", "dense", "bm25"], default="hybrid")
+    _add_analysis_args(query, default=None)
     query.set_defaults(func=_cmd_query)
 
     ev = sub.add_parser("eval", help="run the retrieval ablation (plain/contextual x dense/BM25/hybrid)",

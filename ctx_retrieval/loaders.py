@@ -131,14 +131,16 @@ class InputBudget:
         except UnicodeDecodeError:
             raise InvalidInputError(f"{path} is not UTF-8 text; convert it or leave it out") from None
 
-    def lines(self, path: Path) -> Iterator[str]:
-        """The file's lines, read one at a time (a large JSONL is never held whole), within the budget."""
+    def lines(self, path: Path, *, errors: str = "strict") -> Iterator[str]:
+        """The file's lines, read one at a time (a large JSONL is never held whole), within the budget;
+        ``errors="surrogateescape"`` keeps bytes that are not UTF-8 (file names ``contextualize`` wrote as the
+        filesystem gave them)."""
         self.check(path)
         with path.open("rb") as handle:
             for raw in handle:
                 self.take(path, len(raw))
                 try:
-                    yield raw.decode("utf-8")
+                    yield raw.decode("utf-8", errors)
                 except UnicodeDecodeError:
                     raise InvalidInputError(f"{path} is not UTF-8 text; convert it or leave it out") from None
 
@@ -271,13 +273,41 @@ def numbered_jsonl(path: str | Path, budget: InputBudget | None = None) -> list[
     """The rows of a JSONL file with their line numbers (blank lines skipped), read a line at a time."""
     path = Path(path)
     rows = []
-    for n, line in enumerate((budget or InputBudget()).lines(path), start=1):
+    for n, line in enumerate((budget or InputBudget()).lines(path, errors="surrogateescape"), start=1):
         if line.strip():
             try:
-                rows.append((n, json.loads(line)))
+                row = json.loads(line)
             except json.JSONDecodeError as exc:
                 raise InvalidInputError(f"{path}:{n}: not a JSON line ({exc.msg}); expected JSONL") from None
+            bad = _lone_surrogate(row)
+            if bad is not None:
+                raise InvalidInputError(f"{path}:{n}: {bad!r} holds a lone surrogate (a \\ud800-style escape, or "
+                                        "text decoded wrongly): fix the line, or write it from text read with "
+                                        "errors='replace'")
+            rows.append((n, row))
     return rows
+
+
+def _lone_surrogate(value: Any, *, escaped_bytes: bool = True) -> str | None:
+    """The first string in ``value`` holding a surrogate (cut to 40 characters), else None. Bytes kept by
+    surrogateescape (U+DC80-U+DCFF: a file name that is not UTF-8) are allowed outside ``text``; in ``text`` they
+    are refused too (no model can read them)."""
+    if isinstance(value, str):
+        found = [ch for ch in value if "\ud800" <= ch <= "\udfff"]
+        if found and not (escaped_bytes and all("\udc80" <= ch <= "\udcff" for ch in found)):
+            return value.encode("utf-8", "backslashreplace").decode("ascii", "replace")[:40]
+        return None
+    if isinstance(value, dict):
+        for key, item in value.items():
+            bad = _lone_surrogate(item, escaped_bytes=escaped_bytes and key != "text")
+            if bad is not None:
+                return bad
+    elif isinstance(value, list):
+        for item in value:
+            bad = _lone_surrogate(item, escaped_bytes=escaped_bytes)
+            if bad is not None:
+                return bad
+    return None
 
 
 def read_jsonl(path: str | Path) -> list[Any]:

@@ -193,7 +193,9 @@ class RunReport:
         """A short human-readable summary for terminals and logs; ``warnings=False`` leaves out the warnings
         (a terminal that shows the package's log lines has shown them already)."""
         u = self.usage
-        dollars = "unknown (no price for this model)" if self.cost_usd is None else f"${self.cost_usd:.4f}"
+        dollars = ("$0.0000 (no request was made)" if self.cost_usd is None and not self.requests
+                   and not self.batch_requests else
+                   "unknown (no price for this model)" if self.cost_usd is None else f"${self.cost_usd:.4f}")
         per_m = self.cost_per_million_document_tokens
         lines = [
             f"provider {self.provider}, model {self.model}, prompt {self.prompt_version}",
@@ -242,8 +244,9 @@ class RunReport:
         elif self.warnings:
             lines.append(f"warnings: {len(self.warnings)} (shown above)")
         for failure in self.to_retry[:10]:
-            lines.append(
-                f"  no context: {failure.document.id}/{failure.chunk.id}: {failure.error_type}: {failure.message}")
+            document, chunk = failure.document.id, failure.chunk.id  # a chunk id that names its document says it once
+            where = chunk if chunk.startswith(document) else f"{document}/{chunk}"
+            lines.append(f"  no context: {where}: {failure.error_type}: {failure.message}")
         if len(self.to_retry) > 10:
             lines.append(f"  ... and {len(self.to_retry) - 10} more without context")
         return "\n".join(lines)

@@ -88,7 +88,8 @@ _LEASE_SCHEMA = """
 CREATE TABLE IF NOT EXISTS leases (
     key TEXT PRIMARY KEY,
     owner TEXT NOT NULL,
-    expires REAL NOT NULL
+    expires REAL NOT NULL,
+    started REAL NOT NULL DEFAULT 0
 )
 """
 
@@ -265,6 +266,9 @@ class ContextCache:
             with guarded(self.path, "context cache"):
                 for statement in _INDEXES:
                     self._conn.execute(statement)
+                if "started" not in {row[1] for row in self._conn.execute("PRAGMA table_info(leases)")}:
+                    with contextlib.suppress(sqlite3.OperationalError):  # a lease table of an earlier release
+                        self._conn.execute("ALTER TABLE leases ADD COLUMN started REAL NOT NULL DEFAULT 0")
 
     def _writable(self) -> bool:
         """False for a read-only cache file: it serves what it holds and says, once, that it stores nothing."""
@@ -407,9 +411,10 @@ class ContextCache:
         now = time.time()
         with self._lock, self._errors():
             claimed = self._conn.execute(
-                "INSERT INTO leases (key, owner, expires) VALUES (?, ?, ?) ON CONFLICT (key) DO UPDATE SET "
+                "INSERT INTO leases (key, owner, expires, started) VALUES (?, ?, ?, ?) ON CONFLICT (key) DO UPDATE "
+                "SET started = CASE WHEN leases.owner = excluded.owner THEN leases.started ELSE excluded.started END, "
                 "owner = excluded.owner, expires = excluded.expires WHERE leases.expires < ? OR leases.owner = "
-                "excluded.owner", (key, owner, now + ttl_s, now)).rowcount
+                "excluded.owner", (key, owner, now + ttl_s, now, now)).rowcount
             if claimed:
                 return None
             row = self._conn.execute("SELECT owner FROM leases WHERE key = ?", (key,)).fetchone()
@@ -418,8 +423,9 @@ class ContextCache:
     def take_over(self, key: str, owner: str, holder: str, ttl_s: float) -> bool:
         """Take ``key`` from ``holder`` (known to be dead) whatever its expiry; False if it changed hands first."""
         with self._lock, self._errors():
-            return bool(self._conn.execute("UPDATE leases SET owner = ?, expires = ? WHERE key = ? AND owner = ?",
-                                           (owner, time.time() + ttl_s, key, holder)).rowcount)
+            now = time.time()
+            return bool(self._conn.execute("UPDATE leases SET owner = ?, expires = ?, started = ? WHERE key = ? AND "
+                                           "owner = ?", (owner, now + ttl_s, now, key, holder)).rowcount)
 
     def renew(self, owner: str, ttl_s: float) -> list[str]:
         """Extend every claim ``owner`` holds by ``ttl_s`` from now; the keys it still holds (a key taken over by
@@ -475,11 +481,14 @@ class ContextCache:
         """Delete the contexts of documents not in ``keep_documents`` (your live document ids) and/or those
         written before ``older_than`` (a date, datetime or Unix seconds); how many were (or, ``dry_run``, would
         be) deleted. Contexts stored before document ids were recorded are pruned by date only. ``compact``
-        gives the freed pages back to the file system (SQLite's VACUUM: rewrites the file)."""
+        gives the freed pages back to the file system (SQLite's VACUUM: rewrites the file). While a run holds a
+        live lease, nothing written since the oldest such lease began is deleted (a live run's contexts, paid for
+        minutes ago, are not pruned under it): prune again after the run ends."""
         live, cutoff = prune_criteria(keep_documents, older_than)
         if not dry_run and self.read_only:
             raise CacheError(f"the context cache {self.path} is read-only: nothing can be pruned", path=str(self.path))
-        params = [] if cutoff is None else [cutoff]
+        params: list[Any] = [] if cutoff is None else [cutoff]
+        params.append(time.time())  # now: which leases are live
 
         def where(date_column: str) -> str:  # contexts by created_at, versions by when a run last saw them
             parts = []
@@ -487,7 +496,8 @@ class ContextCache:
                 parts.append("(document_id IS NOT NULL AND document_id NOT IN (SELECT id FROM ctx_live))")
             if cutoff is not None:
                 parts.append(f"{date_column} < ?")
-            return " OR ".join(parts)
+            return (f"({' OR '.join(parts)}) AND {date_column} < COALESCE((SELECT MIN(started) FROM leases WHERE "
+                    "expires >= ?), 1e300)")
 
         with self._lock, self._errors():
             if live is not None:

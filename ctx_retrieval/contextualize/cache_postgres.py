@@ -45,6 +45,8 @@ _SCHEMA = (
        PRIMARY KEY (model, digest))""",
     """CREATE TABLE IF NOT EXISTS ctx_leases (key TEXT PRIMARY KEY, owner TEXT NOT NULL,
        expires TIMESTAMPTZ NOT NULL)""",
+    # when the holder claimed it (Unix seconds, the database's clock): prune keeps what live runs wrote since
+    "ALTER TABLE ctx_leases ADD COLUMN IF NOT EXISTS started DOUBLE PRECISION NOT NULL DEFAULT 0",
     # the document a context was written for (housekeeping); rows of older caches stay NULL
     "ALTER TABLE ctx_contexts ADD COLUMN IF NOT EXISTS document_id TEXT",
     "CREATE INDEX IF NOT EXISTS ctx_contexts_document ON ctx_contexts (document_id)",
@@ -265,7 +267,9 @@ class PostgresContextCache:
                 parts.append("(document_id IS NOT NULL AND NOT document_id = ANY(%s))")
             if cutoff is not None:
                 parts.append(f"{date_column} < %s")
-            return " OR ".join(parts)
+            # nothing written since the oldest live lease began (a minute's margin for client clocks vs the database's)
+            return (f"({' OR '.join(parts)}) AND {date_column} < COALESCE((SELECT MIN(started) - 60 FROM ctx_leases "
+                    "WHERE expires >= now()), 1e300)")
 
         if dry_run:
             return int(self._rows(f"SELECT COUNT(*) FROM ctx_contexts WHERE {where('created_at')}", params)[0][0])
@@ -310,8 +314,10 @@ class PostgresContextCache:
 
     def claim(self, key: str, owner: str, ttl_s: float) -> str | None:
         rows = self._rows(
-            "INSERT INTO ctx_leases (key, owner, expires) VALUES (%s, %s, now() + make_interval(secs => %s)) "
-            "ON CONFLICT (key) DO UPDATE SET owner = excluded.owner, expires = excluded.expires "
+            "INSERT INTO ctx_leases (key, owner, expires, started) VALUES (%s, %s, now() + make_interval(secs => %s), "
+            "extract(epoch from now())) ON CONFLICT (key) DO UPDATE SET started = CASE WHEN ctx_leases.owner = "
+            "excluded.owner THEN ctx_leases.started ELSE excluded.started END, owner = excluded.owner, "
+            "expires = excluded.expires "
             "WHERE ctx_leases.expires < now() OR ctx_leases.owner = excluded.owner RETURNING owner",
             (key, owner, ttl_s))
         if rows:
@@ -320,8 +326,9 @@ class PostgresContextCache:
         return str(holder[0][0]) if holder else self.claim(key, owner, ttl_s)
 
     def take_over(self, key: str, owner: str, holder: str, ttl_s: float) -> bool:
-        return bool(self._run("UPDATE ctx_leases SET owner = %s, expires = now() + make_interval(secs => %s) "
-                              "WHERE key = %s AND owner = %s", (owner, ttl_s, key, holder)))
+        return bool(self._run("UPDATE ctx_leases SET owner = %s, expires = now() + make_interval(secs => %s), "
+                              "started = extract(epoch from now()) WHERE key = %s AND owner = %s",
+                              (owner, ttl_s, key, holder)))
 
     def renew(self, owner: str, ttl_s: float) -> list[str]:
         return [str(row[0]) for row in self._rows(

@@ -102,6 +102,14 @@ class Engine:
         self.cache = RunCache(self)
         self.attempts = Attempts(settings, state)
 
+    def abandon(self) -> None:
+        """After the run was quit at once: every chunk without a result (its request abandoned in flight, or never
+        sent) is not attempted."""
+        for plan in self.state.plans:
+            for i in range(len(plan.chunks)):
+                if self.state.results[plan.offset + i] is None:
+                    self.set(plan, i, None, "not_attempted", TokenUsage())
+
     def set(self, plan: Plan, i: int, context: str | None, status: ResultStatus, usage: TokenUsage, *,
             error: str | None = None, error_kind: str | None = None) -> None:
         s = self.settings
@@ -111,7 +119,8 @@ class Engine:
             document_id=plan.document.id, chunk_id=plan.chunks[i].id, position=plan.chunks[i].position,
             context=context, status=status, provider=s.provider.name, model=s.provider.model,
             prompt_version=plan.prompt.version, usage=usage, windowed=plan.windowed, error=error, error_kind=error_kind)
-        self.state.progress.update(1)
+        if status != "not_attempted":  # the bar counts chunks done: a stopped run's bar ends where it stopped
+            self.state.progress.update(1)
 
     def reuse(self, plan: Plan, i: int, previous: Previous, *, error: str | None = None,
               error_kind: str | None = None) -> None:

@@ -9,6 +9,7 @@ the missing chunks. The facade: ``planning`` decides what each document sends, `
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import AsyncIterator, Iterator, Sequence
@@ -211,11 +212,15 @@ class ContextGenerator:
         for wave in waves(items, documents_per_wave):
             yield await self._arun(wave)
 
-    def stop(self) -> None:
+    def stop(self, *, at_once: bool = False) -> None:
         """Stop the runs in progress cleanly (safe from a signal handler): requests in flight finish and are stored, no
-        new one starts; each run ends with its report (``ContextGenerationError``)."""
+        new one starts; each run ends with its report (``ContextGenerationError``). ``at_once``: requests in flight
+        are abandoned too (the CLI's second Ctrl-C); the run still ends with its report and every finished result."""
         for state in self._active:
             state.interrupted = state.stop = True
+            if at_once and state.task is not None and state.loop is not None:
+                state.abandoned = True
+                state.loop.call_soon_threadsafe(state.task.cancel)
 
     def retry_failed(self, report: RunReport) -> ContextRun:
         """Run again the documents that have chunks without a context; finished chunks come from the cache,
@@ -282,10 +287,17 @@ class ContextGenerator:
                                if batch is None else None)
         engine = Engine(self, planner, state, self._warned_uncacheable)
         self._active.append(state)
+        state.task, state.loop = asyncio.current_task(), asyncio.get_running_loop()
         parts = await sort_chunks(engine, plans, refresh=refresh)
         try:
             with logs_above(state.progress):
                 await (engine.run_documents(parts.work) if batch is None else run_batched(engine, parts.work, batch))
+        except asyncio.CancelledError:
+            if not state.abandoned:
+                raise
+            assert state.task is not None
+            state.task.uncancel()  # quit at once (stop(at_once=True)): what was done is kept and reported
+            engine.abandon()
         finally:
             self._active.remove(state)
             state.progress.close()

@@ -20,7 +20,7 @@ from ctx_retrieval.usage import RunReport
 
 __all__ = ["HEURISTIC_VERSION", "HeuristicContextualizer"]
 
-HEURISTIC_VERSION = "title-heading-v1"
+HEURISTIC_VERSION = "title-heading-v2"  # v2: heading attribute lists ({ #anchor }) left out
 
 _HEADING = re.compile(
     r"^[ \t]*(?:"
@@ -34,8 +34,11 @@ _HEADING = re.compile(
 _MAX_PART_CHARS = 100
 
 
+_ATTRIBUTES = re.compile(r"\s*\{\s*[#.:][^{}]*\}\s*$")  # MkDocs / Pandoc "## Title { #anchor .class }"
+
+
 def _short(text: str) -> str:
-    text = " ".join(text.split())
+    text = " ".join(_ATTRIBUTES.sub("", text).split())
     return text if len(text) <= _MAX_PART_CHARS else text[: _MAX_PART_CHARS - 3].rstrip() + "..."
 
 

@@ -28,7 +28,6 @@ from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Protocol, runtime_checkable
 
 from ctx_retrieval._process import dead_here, worker_id
-from ctx_retrieval.contextualize.cache import text_digest
 from ctx_retrieval.contextualize.planning import Plan
 from ctx_retrieval.naming import document_name
 
@@ -81,7 +80,7 @@ class DocumentLeases:
 
     @staticmethod
     def key(plan: Plan) -> str:
-        return "doc:" + text_digest("\x00".join(k for k in plan.keys if k is not None))
+        return plan.lease_key
 
     def claim(self, plan: Plan) -> bool:
         """True when this run may write ``plan`` now (claimed, or taken over from a dead worker)."""

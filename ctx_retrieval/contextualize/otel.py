@@ -15,6 +15,7 @@ request's list price. No prompt or answer text is recorded (the conventions make
 
 from __future__ import annotations
 
+import pickle
 from typing import Any
 
 from ctx_retrieval._optional import require
@@ -30,7 +31,19 @@ class OpenTelemetryRequestTracer:
     def __init__(self, tracer_provider: Any = None) -> None:
         trace = require("opentelemetry.trace", "otel")
         self._trace = trace
+        self._provider = tracer_provider
         self._tracer = trace.get_tracer("ctx_retrieval", tracer_provider=tracer_provider)
+
+    def __reduce__(self) -> tuple[Any, tuple[Any]]:
+        """Re-created where it is unpickled (a pipeline's worker process): with the same ``tracer_provider`` when
+        that pickles, else with that process's global provider (set it up there, as OpenTelemetry's own
+        ``opentelemetry-instrument`` does)."""
+        provider = self._provider
+        try:
+            pickle.dumps(provider)
+        except Exception:  # an exporter with a socket or a lock: the worker's own global provider
+            provider = None
+        return OpenTelemetryRequestTracer, (provider,)
 
     def start(self, request: TracedRequest) -> Any:
         return self._tracer.start_span(f"chat {request.model}", kind=self._trace.SpanKind.CLIENT, attributes={

@@ -6,6 +6,7 @@ are sorted into work), exact token counts near a decision boundary, and a dry ru
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import math
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -170,6 +171,12 @@ class Plan:
 
     def version(self, stale: int = 0) -> DocumentVersion:
         return DocumentVersion(self.document.id, self.digest, self.parts, stale)
+
+    @functools.cached_property
+    def lease_key(self) -> str:
+        """The key of the lease a run holds while it writes this document's contexts (``DocumentLeases``): its
+        chunk keys, hashed once per plan (the keys are final once planned), not once per request."""
+        return "doc:" + text_digest("\x00".join(k for k in self.keys if k is not None))
 
 
 @dataclass

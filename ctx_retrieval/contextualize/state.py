@@ -41,6 +41,9 @@ class RunState:
     fatal_cause: BaseException | None = None
     budget_hit: bool = False
     interrupted: bool = False  # stop() (Ctrl-C in the CLI): requests in flight finish, the rest are not attempted
+    abandoned: bool = False  # stop(at_once=True): requests in flight were cancelled too
+    task: Any = None  # the run's task and loop, which stop(at_once=True) cancels from a signal handler
+    loop: Any = None
     inflight_cost: float = 0.0
     probe: asyncio.Event | None = None
     overload_streak: int = 0  # 529s since the last answer: two or more in a row pause the run

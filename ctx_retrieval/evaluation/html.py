@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import base64
 import html
+import re
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +17,7 @@ FAILURE_K = 20  # a query "fails" a variant when its gold chunk is not in that v
 SNIPPET_CHARS = 320
 TOP_HITS = 3
 _PRIMARY = ("plain hybrid", "contextual hybrid")
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 _STYLE = """
 body { font: 15px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; margin: 2rem auto; max-width: 72rem;
@@ -119,7 +121,7 @@ def render_html(result: Any, *, chart: str | Path | None = None, verdict: str | 
         detail = [f'<tr id="q{n}-detail"><td></td><td colspan="{len(variants) + 1}"><details><summary>gold chunk '
                   f"{_e(gold)}, its context, the top hits</summary>",
                   f'<div class="snippet">{_e(_snippet(texts.get(gold, "")))}</div>',
-                  f"<p><b>context:</b> {_e(result.contexts.get(gold) or '(none)')}</p>"]
+                  f"<p><b>context:</b> {_e(_snippet(result.contexts.get(gold) or '(none)'))}</p>"]
         for variant in _PRIMARY:
             if variant not in result.rankings:
                 continue
@@ -130,4 +132,4 @@ def render_html(result: Any, *, chart: str | Path | None = None, verdict: str | 
         detail.append("</details></td></tr>")
         parts.append("".join(detail))
     parts += ["</tbody></table>", "</body></html>"]
-    return "\n".join(parts)
+    return _LONE_SURROGATE.sub("\ufffd", "\n".join(parts))  # a query or file name that is not text stays readable

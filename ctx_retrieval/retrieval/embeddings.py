@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import re
 import threading
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -31,6 +32,7 @@ if TYPE_CHECKING:
 __all__ = ["MINILM_MODEL_ID", "CachingEmbedder", "EmbeddingCache", "MiniLMEmbedder", "open_embedding_cache"]
 
 logger = logging.getLogger(__name__)
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")  # half a character (a bad escape): read as U+FFFD
 
 MINILM_MODEL_ID = "all-MiniLM-L6-v2-onnx-int8"
 MINILM_DIMENSION = 384
@@ -132,7 +134,7 @@ class CachingEmbedder:
                           unit="text") as bar:
             for start in range(0, len(order), self.batch_size):
                 batch = order[start : start + self.batch_size]
-                vectors = compute([texts[i] for i in batch])
+                vectors = compute([_LONE_SURROGATE.sub("\ufffd", texts[i]) for i in batch])  # the models take text
                 result[batch] = vectors
                 if self._cache is not None:
                     self._store(model, [(digests[i], v.tobytes()) for i, v in zip(batch, vectors, strict=True)])

@@ -633,8 +633,9 @@ class Pairing:
             logger.warning("%d chunks the vector store holds could not be added to %s (%s): they are found by "
                            "vectors only until sync() succeeds", len(records), self.bm25, exc)
             return 0
-        self._warn_once(why, "%s: BM25 (%s) lacked %d chunks the vector store holds and now has them; write through "
-                        "ContextualVectorStore (the retriever's vectorstore) so both sides are written together",
+        self._warn_once(why, "%s: BM25 (%s) lacked %d chunks the vector store holds and now has them (a write "
+                        "interrupted between the two, or chunks written to the vector store directly: write through "
+                        "ContextualVectorStore, the retriever's vectorstore, so both sides are written together)",
                         why, self.bm25, written)
         return written
 

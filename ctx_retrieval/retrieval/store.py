@@ -240,7 +240,7 @@ def _batches(chunks: Iterable[IndexedChunk], size: int) -> Iterator[list[Indexed
 
 
 def build_store(path: str | Path, chunks: Iterable[IndexedChunk], *, embedder: Embedder, client: Any = None,
-                embed_layout: EmbedLayout = "whole") -> HybridStore:
+                embed_layout: EmbedLayout = "whole", tokenizer: str = "identifiers") -> HybridStore:
     """Write (or replace) a store at ``path`` holding ``chunks`` (any iterable: read and embedded a batch at a
     time); vectors come from ``embedder`` (cached). ``embed_layout="windows"`` stores a chunk whose context + text
     overflow the embedder as several vectors (``ctx_retrieval.retrieval.layout``), ranked by the best."""
@@ -258,11 +258,11 @@ def build_store(path: str | Path, chunks: Iterable[IndexedChunk], *, embedder: E
     # through it matches the evaluation's exact vectors; at ef 150 one HNSW build in two did not).
     collection = cosine_collection(client, COLLECTION, embedding_function=MiniLMChromaEmbeddingFunction(embedder),
                                    replace=True, search_ef=SEARCH_EF)
-    (path / _LAYOUT_FILE).write_text(json.dumps({"embed_layout": embed_layout, "embedder": embedder.model_id}),
-                                     encoding="utf-8")
+    (path / _LAYOUT_FILE).write_text(json.dumps({"embed_layout": embed_layout, "embedder": embedder.model_id,
+                                                 "bm25_tokenizer": tokenizer}), encoding="utf-8")
     (path / _LEGACY_CHUNKS).unlink(missing_ok=True)  # what stores before the pairing kept beside both indexes
-    bm25 = BM25Store(path / _BM25_DIR, owner=_OWNER)
-    bm25.clear()
+    shutil.rmtree(path / _BM25_DIR, ignore_errors=True)  # replaced whole: another tokenizer may build it
+    bm25 = BM25Store(path / _BM25_DIR, owner=_OWNER, tokenizer=tokenizer)
     store = HybridStore(path, collection, bm25, embedder, embed_layout)
     seen: set[str] = set()
     for part in _batches(chunks, 2000):
@@ -276,8 +276,10 @@ def build_store(path: str | Path, chunks: Iterable[IndexedChunk], *, embedder: E
     return store
 
 
-def open_store(path: str | Path, *, embedder: Embedder, client: Any = None) -> HybridStore:
-    """Open a store made by ``build_store``; it reads nothing whole (the BM25 store is opened, not rebuilt)."""
+def open_store(path: str | Path, *, embedder: Embedder, client: Any = None, tokenizer: str | None = None
+               ) -> HybridStore:
+    """Open a store made by ``build_store``; it reads nothing whole (the BM25 store is opened, not rebuilt). Its BM25
+    tokenizer is the one it was built with (``tokenizer`` names it, or another is refused)."""
     from ctx_retrieval.retrieval.chroma import MiniLMChromaEmbeddingFunction, persistent_client
 
     path = Path(path)
@@ -294,7 +296,7 @@ def open_store(path: str | Path, *, embedder: Embedder, client: Any = None) -> H
     migrate = _outdated(bm25_dir)
     if migrate:  # a store from before this release: its BM25 folder is rebuilt (the chunks are kept elsewhere)
         shutil.rmtree(bm25_dir, ignore_errors=True)
-    bm25 = BM25Store(bm25_dir, owner=_OWNER)
+    bm25 = BM25Store(bm25_dir, owner=_OWNER, tokenizer=tokenizer or meta.get("bm25_tokenizer", "identifiers"))
     store = HybridStore(path, collection, bm25, embedder, meta.get("embed_layout", "whole"))
     if migrate:
         logger.info("%s: building its BM25 store once (from %s)", path,

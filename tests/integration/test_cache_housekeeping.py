@@ -98,3 +98,21 @@ def test_the_cli_reports_and_prunes(tmp_path: Path, fake_server: Any, capsys: py
     assert main(["cache", "prune", "--cache", str(cache)]) == 2
     assert "keep_documents" in capsys.readouterr().err
     assert main(["cache", "prune", "--cache", str(cache), "--older-than", "yesterday"]) == 2
+
+
+def test_prune_never_deletes_what_a_live_run_wrote_under_its_lease(cache_url: str) -> None:
+    cache: Any = open_context_cache(cache_url)
+    try:
+        assert cache.claim("doc:lease", "host:1:run", 600.0) is None  # a live run holds a document's lease ...
+        cache.put("paid", CachedContext("just paid for", "anthropic", "m", "ctx-v1", TokenUsage(), "gone"))
+        assert cache.prune(keep_documents=[], dry_run=True) == 0
+        assert cache.prune(keep_documents=[]) == 0 and cache.get("paid") is not None  # ... so its context stays
+        assert cache.prune(older_than=time.time() + 3600) == 0
+        if isinstance(cache, ContextCache):  # what was written before the oldest live lease began is pruned as ever
+            cache.put("old", CachedContext("old", "anthropic", "m", "ctx-v1", TokenUsage(), "gone"))
+            cache._conn.execute("UPDATE contexts SET created_at = created_at - 7200 WHERE key = 'old'")
+            assert cache.prune(keep_documents=[]) == 1 and cache.get("old") is None
+        cache.release_owner("host:1:run")  # the run ended
+        assert cache.prune(keep_documents=[]) == 1 and cache.get("paid") is None
+    finally:
+        cache.close()

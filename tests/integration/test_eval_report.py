@@ -140,3 +140,4 @@ def test_the_page_paints(report: tuple[Path, Any], tmp_path: Path) -> None:
     image = Image.open(shot).convert("L")
     dark = sum(image.histogram()[:128])
     assert image.size == (1200, 1600) and dark > 0.01 * 1200 * 1600  # text and table lines, not a blank page
+

@@ -296,7 +296,15 @@ from ctx_retrieval import AnthropicProvider, ContextGenerator
 from llama_index_ctx import ContextualNodeTransform
 
 if __name__ == "__main__":
-    generator = ContextGenerator(AnthropicProvider(base_url=sys.argv[1]), cache=False)  # the key: from the env
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+    from ctx_retrieval.contextualize.otel import OpenTelemetryRequestTracer
+
+    spans = TracerProvider()  # holds locks: it cannot travel, each worker re-creates the tracer on its own
+    spans.add_span_processor(SimpleSpanProcessor(InMemorySpanExporter()))
+    generator = ContextGenerator(AnthropicProvider(base_url=sys.argv[1]), cache=False,  # the key: from the env
+                                 tracers=[OpenTelemetryRequestTracer(spans)])
     transform = ContextualNodeTransform.from_generator(generator)
     docs = [Document(text=sys.argv[2], id_="acme"), Document(text=sys.argv[3], id_="globex")]
     nodes = SentenceSplitter(chunk_size=40, chunk_overlap=5)(docs)  # split here: the splitter does not pickle

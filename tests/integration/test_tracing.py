@@ -212,3 +212,23 @@ def test_opentelemetry_spans_carry_the_genai_attributes(fake_server: Any, make_g
     assert sum(s.attributes["gen_ai.usage.cache_creation.input_tokens"] for s in ok) == \
         usage.cache_creation_input_tokens
     assert sum(s.attributes["ctx_retrieval.cost_usd"] for s in ok) == pytest.approx(run.report.cost_usd)
+
+
+def test_an_opentelemetry_tracer_survives_the_trip_to_a_worker(fake_server: Any, make_generator: Any,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    import pickle
+
+    from opentelemetry.sdk.trace import TracerProvider
+    from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from ctx_retrieval.contextualize.otel import OpenTelemetryRequestTracer
+    from tests.helpers import TEST_KEY
+
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(InMemorySpanExporter()))
+    generator = make_generator(cache=False, tracers=[OpenTelemetryRequestTracer(provider)])
+    copy = pickle.loads(pickle.dumps(generator))  # what IngestionPipeline(num_workers=N) and Ray do
+    monkeypatch.setenv("ANTHROPIC_API_KEY", TEST_KEY)  # a key never travels: the worker reads its own
+    document, chunks = make_document("otel", paragraphs=2)
+    assert all(r.context for r in copy.contextualize(document, chunks))

@@ -352,3 +352,116 @@ def test_the_cli_sets_a_local_servers_context_size_slots_timeout_and_model_check
     rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
     assert rows and all(r["context"] for r in rows)  # windowed to fit 2,048 tokens: every chunk has its context
     assert models_asked == []  # --no-model-check
+
+
+# -- issue 34: bad input and interruption ----------------------------------------------------------------------------
+
+
+def test_a_file_name_that_is_not_utf8_is_written_as_the_filesystem_gave_it(tmp_path: Path,
+                                                                          capsys: pytest.CaptureFixture[str]) -> None:
+    import os
+
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    with open(os.path.join(bytes(docs), b"\xff\xfe.md"), "w", encoding="utf-8") as handle:
+        handle.write(ACME)
+    out = tmp_path / "out.jsonl"
+    assert main(["contextualize", str(docs), "--out", str(out), "--contextualizer", "heuristic"]) == 0
+    raw = out.read_bytes()
+    assert b'"document_id": "\xff\xfe.md"' in raw  # the name's own bytes: nothing was lost to an encoding
+    rows = [json.loads(line) for line in raw.decode("utf-8", "surrogateescape").splitlines()]
+    assert rows and all(row["context"] for row in rows)
+    capsys.readouterr()
+    assert main(["index", str(docs), "--store", str(tmp_path / "st"), "--contexts", str(out), "--quiet"]) == 2
+    assert "not UTF-8" in capsys.readouterr().err and not (tmp_path / "st").exists()  # refused before any work
+
+
+def test_a_jsonl_line_holding_a_lone_surrogate_is_a_typed_error_naming_the_line(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    source = tmp_path / "docs.jsonl"
+    source.write_text('{"id": "a", "text": "fine"}\n{"id": "b", "text": "bad \\ud800 here"}\n', encoding="utf-8")
+    assert main(["contextualize", str(source), "--out", str(tmp_path / "o.jsonl"), "--contextualizer",
+                 "heuristic"]) == 2
+    err = capsys.readouterr().err
+    assert f"{source}:2:" in err and "lone surrogate" in err and "Traceback" not in err
+
+
+def test_a_long_line_without_breaks_is_cut_in_time_linear_in_its_length() -> None:
+    from ctx_retrieval.chunking import split_by_tokens
+
+    read = [0]
+
+    def count(text: str) -> int:  # a token per 4 characters, as a blob of base64 tokenizes
+        read[0] += len(text)
+        return (len(text) + 3) // 4
+
+    for size in (50_000, 200_000):
+        read[0] = 0
+        blob = "Q" * size
+        chunks = split_by_tokens(blob, 150, count)
+        assert "".join(chunks) == blob and max(count(c) for c in chunks) <= 150
+        assert read[0] < 40 * size, (size, read[0])  # characters tokenized: linear (it was ~ size^2 / 600)
+
+
+def test_a_second_ctrl_c_quits_at_once_and_still_writes_every_chunk(tmp_path: Path) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+    import threading
+
+    doc = tmp_path / "long.md"
+    doc.write_text("\n\n".join(f"Paragraph {i} of the ACME quarterly report, about revenue." for i in range(60)))
+    out, cache = tmp_path / "out.jsonl", tmp_path / "c.sqlite"
+    command = [sys.executable, "-m", "ctx_retrieval.testing", "contextualize", str(doc), "--out", str(out),
+               "--contextualizer", "fake", "--cache", str(cache), "--chunk-chars", "80", "--max-concurrency", "2"]
+    slow = {**os.environ, "CTX_RETRIEVAL_TWIN_LATENCY_S": "5"}  # requests stay in flight until abandoned
+    run = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=slow)
+    lines: list[str] = []
+    stopping = threading.Event()
+
+    def read() -> None:  # by character: the progress bar redraws one line with carriage returns
+        assert run.stderr is not None
+        seen = ""
+        while piece := run.stderr.read(1):
+            lines.append(piece)
+            seen = (seen + piece)[-40:]
+            if seen.endswith(("contextualizing:", "stopping:")):  # the handler is in place
+                stopping.set()
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    assert stopping.wait(120)  # the run has started
+    stopping.clear()
+    run.send_signal(signal.SIGINT)
+    assert stopping.wait(120)  # "stopping: requests in flight finish..."
+    run.send_signal(signal.SIGINT)  # ... and quit at once
+    assert run.wait(timeout=120) == 130
+    reader.join(timeout=60)
+    err = "".join(lines)
+    assert "Traceback" not in err and "quitting" in err, err[-2000:]
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert len(rows) == 60 and all(r["status"] in ("not_attempted", "generated") for r in rows)
+    assert "60 chunks" in err and "without one" in err  # says what was not done
+
+
+def test_reading_the_cache_never_creates_one(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    missing = tmp_path / "mistyped" / "contexts.sqlite"
+    assert main(["cache", "stats", "--cache", str(missing)]) == 2
+    assert "no context cache at" in capsys.readouterr().err and not missing.parent.exists()
+    assert main(["cache", "prune", "--cache", str(missing), "--older-than", "2026-01-01"]) == 2
+    assert not missing.parent.exists()
+    assert main(["cache", "stats"]) == 0  # the default cache, before anything ran: said, not created
+    assert "no context cache yet" in capsys.readouterr().out
+
+
+def test_index_and_query_take_the_bm25_analysis_options(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "koln.md").write_text("# Köln\n\nDer Dom steht in Köln am Rhein.\n", encoding="utf-8")
+    store = str(tmp_path / "st")
+    assert main(["index", str(tmp_path / "docs"), "--store", store, "--contextualizer", "none", "--quiet",
+                 "--bm25-tokenizer", "folded"]) == 0
+    assert main(["query", store, "koln dom", "--mode", "bm25"]) == 0  # the store's own tokenizer, read back
+    assert "koln.md" in capsys.readouterr().out
+    assert main(["query", store, "koln dom", "--bm25-tokenizer", "identifiers"]) == 2
+    assert "built with the 'folded' tokenizer" in capsys.readouterr().err

@@ -12,7 +12,7 @@ import pytest
 
 from ctx_retrieval import InvalidInputError
 from ctx_retrieval.evaluation import EvalQuery, load_cookbook, load_corpus, pass_at_k, run_ablation
-from tests.helpers import write_corpus
+from tests.helpers import make_document, write_corpus
 
 
 def test_bundled_cookbook_corpus_loads_whole() -> None:
@@ -167,3 +167,19 @@ def test_ablation_reports_the_windows_layout_against_the_whole_one(tmp_path: Pat
     assert rows["contextual hybrid (windows)"].compared_with == "contextual hybrid"
     with pytest.raises(InvalidInputError, match="whole' or 'windows"):
         run_ablation(corpus, {}, contextualizer_label="t", embedder=Embedder(), embed_layout="sliding")
+
+
+def test_a_huge_context_is_cut_and_a_query_that_is_not_text_still_renders(tmp_path: Path,
+                                                                           embedder: Any) -> None:
+    from ctx_retrieval.evaluation import EvalCorpus
+    from ctx_retrieval.evaluation.html import SNIPPET_CHARS, render_html
+
+    items = [make_document("guide", paragraphs=4)]
+    chunks = items[0][1]
+    corpus = EvalCorpus("guides", items, [EvalQuery("odd \ud800 query", (chunks[0].id,))])
+    huge = "x" * 2_000_000
+    result = run_ablation(corpus, {c.id: huge for c in chunks}, contextualizer_label="recorded", embedder=embedder)
+    page = render_html(result)
+    assert len(page) < 50_000 and "x" * SNIPPET_CHARS in page and "x" * (SNIPPET_CHARS + 1) not in page
+    written = result.to_html(tmp_path / "r.html")  # a lone surrogate in a query never breaks writing the report
+    assert "odd \ufffd query" in written.read_text(encoding="utf-8")

@@ -376,6 +376,30 @@ def test_budget_cap_stops_cleanly_and_resumes(fake_server: Any, make_generator: 
     assert all(r.context for r in run)
 
 
+def test_the_progress_bar_counts_only_chunks_done(fake_server: Any, make_generator: Any,
+                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    from ctx_retrieval.contextualize import state as run_state
+
+    class Bar:
+        def __init__(self) -> None:
+            self.n = 0
+
+        def update(self, n: int = 1) -> None:
+            self.n += n
+
+        def close(self) -> None: ...
+
+    bars: list[Bar] = []
+    monkeypatch.setattr(run_state, "make_bar", lambda total, desc, enabled=True: bars.append(Bar()) or bars[-1])
+    documents = corpus(3)
+    full = make_generator(cache=False).estimate(documents).cost_usd
+    assert full is not None
+    with pytest.raises(BudgetExceededError) as info:
+        make_generator(budget_usd=full / 3).contextualize_many(documents, progress=True)
+    report = info.value.report
+    assert report.not_attempted > 0 and bars[-1].n == report.chunks - report.not_attempted
+
+
 def test_estimate_is_close_to_the_real_run(fake_server: Any, make_generator: Any) -> None:
     documents = corpus(3)
     generator = make_generator()

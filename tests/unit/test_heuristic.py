@@ -84,3 +84,11 @@ def test_path_is_the_title_of_code_without_a_heading_and_imports_are_skipped() -
     assert contexts(with_path, ["    map: u8,"]) == ["From arch/registers.rs > pub struct Registers."]
     without = SourceDocument("r", code)
     assert contexts(without, ["    map: u8,"]) == ["From Maps registers to their values. > pub struct Registers."]
+
+
+def test_mkdocs_heading_anchors_stay_out_of_the_context() -> None:
+    text = ("# Settings { #settings-and-environment-variables }\n\nIntro.\n\n"
+            "## Pydantic settings {#pydantic-settings .tab}\n\nUse BaseSettings.\n\n## A dict {a: b}\n\nKept.\n")
+    document = SourceDocument("advanced/settings.md", text)
+    assert contexts(document, ["Use BaseSettings.", "Kept."]) == [
+        "From Settings > Pydantic settings.", "From Settings > A dict {a: b}."]

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from ctx_retrieval._process import dead_here, worker_id
 from ctx_retrieval.contextualize.cache import ContextCache
@@ -80,3 +81,22 @@ def test_a_stale_hold_is_not_trusted_until_claimed_again(tmp_path: Path) -> None
     assert mine.claim(fresh) and mine.trusted(fresh)
     mine.renewed([], clock.now)
     assert not mine.trusted(fresh)
+
+
+def test_a_documents_lease_key_is_hashed_once_however_many_requests(make_generator: Any,
+                                                                    monkeypatch: Any) -> None:
+    from ctx_retrieval.contextualize import planning
+    from tests.helpers import make_document
+
+    joined: list[int] = []
+    real = planning.text_digest
+
+    def spy(text: str) -> str:
+        if text.count("\x00") >= 39:  # the lease key joins the document's 40 chunk keys
+            joined.append(len(text))
+        return real(text)
+
+    monkeypatch.setattr(planning, "text_digest", spy)
+    document, chunks = make_document("long-guide", paragraphs=40)
+    run = make_generator().contextualize(document, chunks)
+    assert run.report.generated == len(chunks) == 40 and len(joined) == 1  # not once per request (quadratic)

@@ -260,3 +260,19 @@ def test_usage_is_read_under_each_apis_field_names() -> None:
     expected = TokenUsage(input_tokens=50, output_tokens=20, cache_read_input_tokens=900)
     assert usage_from_fields(anthropic) == usage_from_fields(openai) == usage_from_fields(langchain) == expected
     assert usage_from_fields(None) == TokenUsage()  # an answer without usage counts nothing, invents nothing
+
+
+def test_a_report_names_a_chunk_once_and_a_run_without_requests_costs_nothing() -> None:
+    from ctx_retrieval import SourceDocument, split_into_chunks
+    from ctx_retrieval.usage import FailedChunk, RunReport
+
+    document = SourceDocument("advanced/x.md", "Alpha paragraph.\n\nBeta paragraph.")
+    chunks = split_into_chunks(document, ["Alpha paragraph.", "Beta paragraph."])
+    assert chunks[0].id.startswith("advanced/x.md")
+    report = RunReport(provider="p", model="served-by-cache", prompt_version="v", chunks=2, skipped=[
+        FailedChunk(document, chunks[0], tuple(chunks), "not_attempted", "the run stopped before this chunk")])
+    text = report.format()
+    assert f"no context: {chunks[0].id}: not_attempted" in text and "advanced/x.md/advanced" not in text
+    assert "cost $0.0000 (no request was made)" in text and "unknown" not in text
+    report.requests = 1
+    assert "cost unknown (no price for this model)" in report.format()
