@@ -49,7 +49,7 @@ class LangChainRequestTracer:
         if run is None:
             return
         usage = answer.usage
-        message = AIMessage(content=answer.text, usage_metadata={
+        message = AIMessage(content=answer.shown, usage_metadata={
             "input_tokens": usage.prompt_tokens, "output_tokens": usage.output_tokens,
             "total_tokens": usage.prompt_tokens + usage.output_tokens,
             "input_token_details": {"cache_read": usage.cache_read_input_tokens,

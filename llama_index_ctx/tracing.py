@@ -59,7 +59,7 @@ class LlamaIndexRequestTracer:
                          "cache_creation_input_tokens": usage.cache_creation_input_tokens,
                          "prompt_tokens": usage.prompt_tokens, "completion_tokens": usage.output_tokens,
                          "total_tokens": usage.prompt_tokens + usage.output_tokens}}
-        response = ChatResponse(message=ChatMessage(role=MessageRole.ASSISTANT, content=answer.text), raw=raw)
+        response = ChatResponse(message=ChatMessage(role=MessageRole.ASSISTANT, content=answer.shown), raw=raw)
         dispatcher.event(LLMChatEndEvent(messages=messages, response=response))
         if event_id is not None:
             self.callback_manager.on_event_end(

@@ -99,6 +99,7 @@ class ContextualNodeTransform(TransformComponent):
         super().__init__(**data)
         self._contextualizer = chosen
         self._docstore = docstore
+        self._learn_server()  # the key is final from the start: the same before, during and after a run
 
     @property
     def last_report(self) -> RunReport:

@@ -19,7 +19,16 @@ from typing import Any, Protocol, runtime_checkable
 
 from ctx_retrieval.types import TokenUsage
 
-__all__ = ["RequestTracer", "TracedAnswer", "TracedRequest", "current_tracers", "tracing"]
+__all__ = ["TRACED_TEXT_CHARS", "RequestTracer", "TracedAnswer", "TracedRequest", "current_tracers", "tracing"]
+
+TRACED_TEXT_CHARS = 2_000  # what one traced event carries of a chunk or an answer: a 1 MB chunk is not a 1 MB event
+
+
+def bounded(text: str) -> str:
+    """``text`` cut to ``TRACED_TEXT_CHARS``, saying how much was left out."""
+    if len(text) <= TRACED_TEXT_CHARS:
+        return text
+    return f"{text[:TRACED_TEXT_CHARS]} [... {len(text) - TRACED_TEXT_CHARS:,} more characters]"
 
 logger = logging.getLogger(__name__)
 
@@ -44,7 +53,8 @@ class TracedRequest:
 
     @property
     def prompt(self) -> str:
-        return f"[document {self.document_id}: {self.document_chars:,} characters]\n\n{self.chunk_block}"
+        """What a trace shows of the prompt: the document named, the chunk block cut to ``TRACED_TEXT_CHARS``."""
+        return f"[document {self.document_id}: {self.document_chars:,} characters]\n\n{bounded(self.chunk_block)}"
 
 
 @dataclass(frozen=True)
@@ -56,6 +66,11 @@ class TracedAnswer:
     stop_reason: str | None
     model: str
     cost_usd: float | None
+
+    @property
+    def shown(self) -> str:
+        """What a trace shows of the answer: cut to ``TRACED_TEXT_CHARS`` like the prompt."""
+        return bounded(self.text)
 
 
 @runtime_checkable

@@ -285,3 +285,14 @@ def test_langchain_retriever_keeps_no_hidden_state_and_reindexing_never_duplicat
     for _ in range(2):
         kept = ContextualHybridRetriever.from_documents(chunks, embeddings, k=4, persist_directory=tmp_path / "db")
     assert len(kept.vectorstore.inner.get()["ids"]) == len(chunks) == len(kept.vectorstore.bm25)
+
+
+def test_a_missing_key_fails_at_construction_as_in_llama_index(monkeypatch: pytest.MonkeyPatch) -> None:
+    from ctx_retrieval import ProviderAuthenticationError
+
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    monkeypatch.delenv("ANTHROPIC_AUTH_TOKEN", raising=False)
+    with pytest.raises(ProviderAuthenticationError, match="ANTHROPIC_API_KEY"):
+        ContextualDocumentTransformer()  # Claude by default: no key fails here, not at the first chunk
+    with pytest.raises(ProviderAuthenticationError, match="ANTHROPIC_API_KEY"):
+        ContextualDocumentTransformer(AnthropicProvider())

@@ -406,9 +406,10 @@ def test_the_ingestion_cache_key_waits_for_the_servers_context_size(tmp_path: Pa
             server.n_ctx = n_ctx
             before = sum(r["path"].endswith("/chat/completions") for r in server.requests)
             transform = ContextualNodeTransform(llm=OpenAICompatibleProvider("local-model", base_url=server.base_url))
-            assert "window:150000" in transform.contextualizer_id  # nothing asked yet: the size is unknown
+            first = transform.contextualizer_id  # asked at construction: the key never changes afterwards
             nodes = IngestionPipeline(transformations=[splitter(), transform], cache=cache).run(documents=documents())
             keys.append(transform.contextualizer_id)
+            assert keys[-1] == first and f"window:{n_ctx * 3 // 4}:" in first
             asked.append(sum(r["path"].endswith("/chat/completions") for r in server.requests) - before)
             assert all(n.metadata.get("context") for n in nodes)
     # Each key names its server's window (it used to say window:150000 for both): the second run was not served

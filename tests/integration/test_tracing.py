@@ -232,3 +232,34 @@ def test_an_opentelemetry_tracer_survives_the_trip_to_a_worker(fake_server: Any,
     monkeypatch.setenv("ANTHROPIC_API_KEY", TEST_KEY)  # a key never travels: the worker reads its own
     document, chunks = make_document("otel", paragraphs=2)
     assert all(r.context for r in copy.contextualize(document, chunks))
+
+
+def test_a_huge_chunk_makes_bounded_events_in_both_frameworks() -> None:
+    from langchain_core.callbacks import BaseCallbackHandler
+    from llama_index.core.callbacks import CallbackManager, LlamaDebugHandler
+
+    from ctx_retrieval.contextualize.tracing import TRACED_TEXT_CHARS
+    from langchain_ctx.tracing import LangChainRequestTracer
+    from llama_index_ctx.tracing import LlamaIndexRequestTracer
+
+    request = TracedRequest("big", "big:0", "anthropic", "claude-haiku-5-5", "ctx-v1",
+                            "<chunk>\n" + "x" * 1_000_000 + "\n</chunk>", 3_000_000, 200)
+    answer = TracedAnswer("y" * 50_000, TokenUsage(input_tokens=10, output_tokens=5), "end_turn", "m", 0.001)
+    seen: list[int] = []
+
+    class Sizes(BaseCallbackHandler):
+        def on_chat_model_start(self, serialized: Any, messages: Any, **kwargs: Any) -> None:
+            seen.append(sum(len(str(m.content)) for batch in messages for m in batch))
+
+        def on_llm_end(self, response: Any, **kwargs: Any) -> None:
+            seen.append(sum(len(g.text) for gs in response.generations for g in gs))
+
+    langchain = LangChainRequestTracer([Sizes()])
+    langchain.end(langchain.start(request), answer)
+    debug = LlamaDebugHandler()
+    llama = LlamaIndexRequestTracer(CallbackManager([debug]))
+    llama.end(llama.start(request), answer)
+    for start, end in debug.get_event_pairs():
+        seen.append(len(str(start.payload)) + len(str(end.payload)))
+    assert len(seen) == 3 and max(seen) < 5 * TRACED_TEXT_CHARS  # a few kilobytes (start + end), not megabytes
+    assert "more characters]" in request.prompt and request.prompt.startswith("[document big: 3,000,000 characters]")

@@ -117,7 +117,7 @@ def test_llama_index_splitter_counts_the_embedded_node(which: str, minilm: MiniL
     embedder = minilm if which == "minilm" else e5
     embed_model = MiniLMEmbedding(minilm) if which == "minilm" else E5Embedding(e5)
     readme = Path(__file__).parents[2].joinpath("README.md").read_text(encoding="utf-8")[:20000]
-    splitter = EmbedderTokenSplitter(embed_model)
+    splitter = EmbedderTokenSplitter(embed_model, indexed_metadata_keys=None)  # LlamaIndex's own metadata count
     # SentenceSplitter(tokenizer=...) adds up its pieces' counts and overflowed 6 of 55 of these nodes with e5
     nodes = splitter.get_nodes_from_documents([Document(text=t, metadata={"file_name": "report.md"})
                                                for t in (ZH, readme)])
@@ -126,6 +126,19 @@ def test_llama_index_splitter_counts_the_embedded_node(which: str, minilm: MiniL
     assert splitter.to_dict()["embed_model_id"] == embedder.model_id  # a pipeline cache key changes with the model
     with pytest.raises(ConfigurationError, match="excluded_embed_metadata_keys"):
         splitter.get_nodes_from_documents([Document(text=ZH, metadata={"summary": "很长的摘要" * 100})])
+    # By default it counts what ContextualNodeTransform embeds: the text (and the indexed keys), never a reader's
+    # file path, so the same files split alike wherever they lie.
+    default = EmbedderTokenSplitter(embed_model)
+
+    def split(path: str, **metadata: str) -> list[Any]:
+        return default.get_nodes_from_documents([Document(text=readme, metadata={"file_path": path, **metadata})])
+
+    near, far = split("/r.md"), split("/" + "/".join(["a-rather-long-folder-name"] * 12) + "/r.md")
+    assert len(near) == len(far) and [n.text for n in near] == [n.text for n in far]
+    assert all(embedder.count_tokens(n.text) <= 150 for n in near)
+    titled = EmbedderTokenSplitter(embed_model, indexed_metadata_keys=["title"]).get_nodes_from_documents(
+        [Document(text=readme, metadata={"file_path": "/r.md", "title": "ctx-retrieval README, " * 4})])
+    assert len(titled) > len(near)  # an indexed key is embedded, so it is counted
 
 
 def test_without_the_tokenizer_the_cli_names_both_fixes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
