@@ -12,6 +12,8 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from ctx_retrieval.contextualize.results import CostEstimate
+from ctx_retrieval.errors import ConfigurationError
 from ctx_retrieval.keys import (
     CONTEXT_MODEL_KEY,
     CONTEXT_PROMPT_VERSION_KEY,
@@ -20,12 +22,13 @@ from ctx_retrieval.keys import (
     CONTEXT_WRITTEN_FROM_KEY,
 )
 from ctx_retrieval.naming import SOURCE_KEYS
-from ctx_retrieval.protocols import Contextualizer
+from ctx_retrieval.protocols import Contextualizer, EstimatingContextualizer
 from ctx_retrieval.reconstruct import Piece, source_document
 from ctx_retrieval.types import Chunk, ContextResult, SourceDocument
 from ctx_retrieval.usage import RunReport
 
-__all__ = ["contextualizer_for", "file_name", "grouped", "identity", "provenance", "report_of", "served_report"]
+__all__ = ["contextualizer_for", "estimate_of", "file_name", "grouped", "identity", "provenance", "report_of",
+           "served_report"]
 
 logger = logging.getLogger(__name__)
 
@@ -101,6 +104,22 @@ def file_name(metadata: Mapping[str, Any], fallback: str) -> str:
         if metadata.get(key):
             return Path(str(metadata[key])).name
     return fallback
+
+
+def estimate_of(contextualizer: Any, items: list[tuple[SourceDocument, list[Chunk]]]) -> CostEstimate:
+    """The adapters' ``estimate``: the contextualizer's own dry run over the items the step would send it (the same
+    documents and chunk ids, so the cache is read as the run reads it), every document counted with the API's free
+    token counter where there is one; the counts stay with the generator (and its cache), so the run that follows
+    does not count them again."""
+    from ctx_retrieval.contextualize.generator import ContextGenerator
+
+    if not isinstance(contextualizer, EstimatingContextualizer):
+        raise ConfigurationError(f"{type(contextualizer).__name__} cannot price a run (it has no estimate(items)): "
+                                 "estimates come from ContextGenerator and HeuristicContextualizer",
+                                 setting="contextualizer")
+    if isinstance(contextualizer, ContextGenerator):  # a dry run asked for by name: every document counted (free)
+        return contextualizer.estimate(items, exact=True)
+    return contextualizer.estimate(items)
 
 
 def report_of(results: Sequence[ContextResult] | Any, contextualizer: Any) -> RunReport | None:

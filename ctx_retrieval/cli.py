@@ -304,7 +304,7 @@ def _dry_run(args: argparse.Namespace, items: list[tuple[SourceDocument, list[Ch
     path = Path(args.cache) if args.cache else default_cache_path()
     cache: ContextCache | bool = ContextCache(path) if path.exists() else False  # read what exists, create nothing
     generator = ContextGenerator(_llm_provider(args, choice), cache=cache, reuse=_reuse_policy(args))
-    print(generator.estimate(items).format())
+    print(generator.estimate(items, exact=True).format())  # a dry run asked for by name: every document counted (free)
     return 0
 
 

@@ -3,6 +3,7 @@ name that happens to exist.
 
 - ``Contextualizer``: writes contexts for (document, chunks) pairs (``ContextGenerator``,
   ``HeuristicContextualizer``, ``RecordedContextualizer``, or yours); what the framework adapters take.
+- ``EstimatingContextualizer``: a ``Contextualizer`` that prices a run before making it (``estimate(items)``).
 - ``TokenCountingProvider``: a provider whose API counts tokens exactly (Anthropic's ``count_tokens``).
 - ``BatchProvider``: a provider with a batch API at a discount (Anthropic's Message Batches).
 - ``ServerDescribingProvider``: a provider that asks its server about itself before a run (an OpenAI-compatible
@@ -17,11 +18,12 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
+    from ctx_retrieval.contextualize.results import CostEstimate
     from ctx_retrieval.types import Chunk, ContextRequest, ContextResult, ProviderResponse, SourceDocument
     from ctx_retrieval.usage import RunReport
 
-__all__ = ["BatchProvider", "Contextualizer", "Embedder", "ServerDescribingProvider", "TokenCountingEmbedder",
-           "TokenCountingProvider"]
+__all__ = ["BatchProvider", "Contextualizer", "Embedder", "EstimatingContextualizer", "ServerDescribingProvider",
+           "TokenCountingEmbedder", "TokenCountingProvider"]
 
 
 @runtime_checkable
@@ -41,6 +43,14 @@ class Contextualizer(Protocol):
 
     async def acontextualize_many(self, items: Iterable[tuple[SourceDocument, Sequence[Chunk]]], *,
                                   progress: bool | None = None) -> Sequence[ContextResult]: ...
+
+
+@runtime_checkable
+class EstimatingContextualizer(Protocol):
+    """A contextualizer that prices a run without making it: cache-aware (chunks the cache holds cost nothing), no
+    context request."""
+
+    def estimate(self, items: Iterable[tuple[SourceDocument, Sequence[Chunk]]]) -> CostEstimate: ...
 
 
 @runtime_checkable

@@ -9,7 +9,8 @@ from typing import Any, Literal
 from langchain_core.documents import BaseDocumentTransformer, Document
 
 from ctx_retrieval._aio import run_sync
-from ctx_retrieval.adapting import contextualizer_for, grouped, provenance, report_of
+from ctx_retrieval.adapting import contextualizer_for, estimate_of, grouped, provenance, report_of
+from ctx_retrieval.contextualize.results import CostEstimate
 from ctx_retrieval.contextualize.tracing import tracing
 from ctx_retrieval.contextualize.versions import refreshing
 from ctx_retrieval.errors import InvalidInputError
@@ -152,6 +153,13 @@ class ContextualDocumentTransformer(BaseDocumentTransformer):
         return out
 
     # -- the transformer API -----------------------------------------------------------------------------
+
+    def estimate(self, documents: Sequence[Document], *, source_documents: Sequence[Document] | None = None
+                 ) -> CostEstimate:
+        """What ``transform_documents(documents)`` would request and cost, with no context request: the same
+        documents and chunk ids the run would use, so chunks already in the context cache cost nothing."""
+        items, _ = self._plan(documents, source_documents)
+        return estimate_of(self.contextualizer, items)
 
     def transform_documents(self, documents: Sequence[Document], **kwargs: Any) -> Sequence[Document]:
         """Contextualized copies of ``documents`` (chunks), in input order."""

@@ -11,7 +11,16 @@ from llama_index.core.schema import BaseNode, MetadataMode, TextNode, TransformC
 from pydantic import ConfigDict, Field, PrivateAttr
 
 from ctx_retrieval._aio import run_sync
-from ctx_retrieval.adapting import contextualizer_for, grouped, identity, provenance, report_of, served_report
+from ctx_retrieval.adapting import (
+    contextualizer_for,
+    estimate_of,
+    grouped,
+    identity,
+    provenance,
+    report_of,
+    served_report,
+)
+from ctx_retrieval.contextualize.results import CostEstimate
 from ctx_retrieval.contextualize.tracing import tracing
 from ctx_retrieval.contextualize.versions import refreshing, stale_documents
 from ctx_retrieval.contextualize.versions import stale_marker as cache_stale_marker
@@ -207,6 +216,15 @@ class ContextualNodeTransform(TransformComponent):
         return list(nodes)
 
     # -- the transform API -------------------------------------------------------------------------------
+
+    def estimate(self, nodes: Sequence[BaseNode]) -> CostEstimate:
+        """What running this step over ``nodes`` (a node parser's output) would request and cost, with no context
+        request: the same documents and node ids the run would use, so nodes already in the context cache cost
+        nothing."""
+        if self._contextualizer is None:
+            raise ConfigurationError("build the transform with ContextualNodeTransform.from_generator(...)",
+                                     setting="contextualizer")
+        return estimate_of(self._contextualizer, self._plan(nodes))
 
     def __call__(self, nodes: Sequence[BaseNode], **kwargs: Any) -> Sequence[BaseNode]:
         # Read here, on the pipeline's own stack: acall runs in an event loop (or on a helper thread) whose frames

@@ -366,6 +366,15 @@ class ContextCache:
             (stale,) = self._conn.execute("SELECT SUM(stale) FROM document_versions WHERE stale > 0").fetchone()
         return f"{written or 0}:{stale or 0}"
 
+    def output_tokens(self, provider: str, model: str, prompt_version: str) -> tuple[float, int] | None:
+        """The mean output tokens of the most recent contexts these settings wrote, and how many (``OutputHistory``)."""
+        with self._lock, self._errors():
+            mean, n = self._conn.execute(
+                "SELECT AVG(o), COUNT(*) FROM (SELECT json_extract(usage, '$.output_tokens') AS o FROM contexts "
+                "WHERE provider = ? AND model = ? AND prompt_version = ? AND o > 0 ORDER BY created_at DESC "
+                "LIMIT 500)", (provider, model, prompt_version)).fetchone()
+        return (float(mean), int(n)) if n else None
+
     # -- exact token counts ------------------------------------------------------------------------------
 
     def get_token_counts(self, model: str, digests: Iterable[str]) -> dict[str, int]:

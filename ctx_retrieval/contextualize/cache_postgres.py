@@ -279,6 +279,14 @@ class PostgresContextCache:
             self._run("VACUUM ctx_contexts")
         return deleted
 
+    def output_tokens(self, provider: str, model: str, prompt_version: str) -> tuple[float, int] | None:
+        """As ``ContextCache.output_tokens``."""
+        mean, n = self._rows(
+            "SELECT AVG(o), COUNT(*) FROM (SELECT (usage::json->>'output_tokens')::int AS o FROM ctx_contexts "
+            "WHERE provider = %s AND model = %s AND prompt_version = %s AND (usage::json->>'output_tokens')::int > 0 "
+            "ORDER BY created_at DESC LIMIT 500) recent", (provider, model, prompt_version))[0]
+        return (float(mean), int(n)) if n else None
+
     # -- exact token counts ----------------------------------------------------------------------------------
 
     def get_token_counts(self, model: str, digests: Iterable[str]) -> dict[str, int]:

@@ -139,6 +139,8 @@ class ContextGenerator:
         self.last_report: RunReport | None = None
         self._planner = Planner(self)
         self._active: list[RunState] = []  # runs in progress (stop() ends them)
+        self._starting = 0  # runs still planning: a stop() then is kept for them (None: no stop asked)
+        self._stop_asked: bool | None = None  # at_once of a stop() that came while a run was starting
 
     def __repr__(self) -> str:
         return (f"ContextGenerator(provider={self.provider!r}, prompt_version={self.prompt.version!r}, "
@@ -216,11 +218,17 @@ class ContextGenerator:
         """Stop the runs in progress cleanly (safe from a signal handler): requests in flight finish and are stored, no
         new one starts; each run ends with its report (``ContextGenerationError``). ``at_once``: requests in flight
         are abandoned too (the CLI's second Ctrl-C); the run still ends with its report and every finished result."""
+        if self._starting:  # a run still planning stops as soon as it starts (a Ctrl-C early in the run counts)
+            self._stop_asked = bool(at_once or self._stop_asked)
         for state in self._active:
-            state.interrupted = state.stop = True
-            if at_once and state.task is not None and state.loop is not None:
-                state.abandoned = True
-                state.loop.call_soon_threadsafe(state.task.cancel)
+            self._stop(state, at_once=at_once)
+
+    @staticmethod
+    def _stop(state: RunState, *, at_once: bool) -> None:
+        state.interrupted = state.stop = True
+        if at_once and state.task is not None and state.loop is not None:
+            state.abandoned = True
+            state.loop.call_soon_threadsafe(state.task.cancel)
 
     def retry_failed(self, report: RunReport) -> ContextRun:
         """Run again the documents that have chunks without a context; finished chunks come from the cache,
@@ -243,12 +251,15 @@ class ContextGenerator:
         return await self._arun(items.documents_to_refresh() if isinstance(items, RunReport) else items, batch=options,
                                 progress=progress, refresh=True)
 
-    def estimate(self, items: DocumentItems) -> CostEstimate:
+    def estimate(self, items: DocumentItems, *, exact: bool = False) -> CostEstimate:
         """What a run over ``items`` would request and cost, with no context request (a dry run; documents near a
-        decision boundary are counted with the API's free token counter when a key is set)."""
+        decision boundary are counted with the API's free token counter when a key is set, every document with
+        ``exact=True``). Counts are kept (by this generator, and in its cache), so the run does not count again;
+        output is priced at the mean length of the contexts the cache holds for this model and prompt."""
         items, planner = list(items), self._planner
         plans = planner.plan(items)  # validates before any request
-        if run_sync(planner.count_exact(items, near=planner.near_boundary, close=True)):
+        near = (lambda _tokens: True) if exact and self.exact_token_counts is not False else planner.near_boundary
+        if run_sync(planner.count_exact(items, near=near, close=True)):
             plans = planner.plan(items)
         return estimate_run(planner, plans)
 
@@ -278,16 +289,24 @@ class ContextGenerator:
         started = time.perf_counter()
         self._check_open()
         self.provider.check_ready()
-        notes = await prepare_provider(self.provider)
-        planner = self._planner
-        plans, fatal = await planner.plan_run(list(items))
-        state = RunState.start(plans, self, seed=self._seed, notes=notes, fatal=fatal,
-                               progress=self.progress if progress is None else progress,
-                               leases=leases_for(self.cache, self.lease_ttl_s, clock=self.clock.monotonic)
-                               if batch is None else None)
-        engine = Engine(self, planner, state, self._warned_uncacheable)
-        self._active.append(state)
-        state.task, state.loop = asyncio.current_task(), asyncio.get_running_loop()
+        self._starting += 1
+        try:
+            notes = await prepare_provider(self.provider)
+            planner = self._planner
+            plans, fatal = await planner.plan_run(list(items))
+            state = RunState.start(plans, self, seed=self._seed, notes=notes, fatal=fatal,
+                                   progress=self.progress if progress is None else progress,
+                                   leases=leases_for(self.cache, self.lease_ttl_s, clock=self.clock.monotonic)
+                                   if batch is None else None)
+            engine = Engine(self, planner, state, self._warned_uncacheable)
+            state.task, state.loop = asyncio.current_task(), asyncio.get_running_loop()
+            self._active.append(state)
+        finally:
+            self._starting -= 1
+        if self._stop_asked is not None:  # stopped while planning: nothing is in flight, so no request starts
+            self._stop(state, at_once=False)
+            if not self._starting:
+                self._stop_asked = None
         parts = await sort_chunks(engine, plans, refresh=refresh)
         try:
             with logs_above(state.progress):

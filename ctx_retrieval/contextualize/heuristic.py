@@ -13,9 +13,9 @@ import time
 from collections.abc import Iterable, Sequence
 from pathlib import PurePath
 
-from ctx_retrieval.contextualize.results import ContextRun
+from ctx_retrieval.contextualize.results import ContextRun, CostEstimate
 from ctx_retrieval.contextualize.validation import locate_chunks
-from ctx_retrieval.types import Chunk, ContextResult, SourceDocument
+from ctx_retrieval.types import Chunk, ContextResult, SourceDocument, TokenUsage
 from ctx_retrieval.usage import RunReport
 
 __all__ = ["HEURISTIC_VERSION", "HeuristicContextualizer"]
@@ -121,6 +121,16 @@ class HeuristicContextualizer:
 
     def contextualize(self, document: SourceDocument, chunks: Sequence[Chunk]) -> ContextRun:
         return self.contextualize_many([(document, chunks)])
+
+    def estimate(self, items: Iterable[tuple[SourceDocument, Sequence[Chunk]]]) -> CostEstimate:
+        """What a run costs: nothing (no request), whatever the chunks."""
+        documents = chunks = empty = 0
+        for _, pieces in items:
+            documents += 1
+            chunks += len(pieces)
+            empty += sum(1 for c in pieces if not c.text.strip())
+        return CostEstimate(documents=documents, chunks=chunks, cached_chunks=0, empty_chunks=empty, requests=0,
+                            usage=TokenUsage(), cost_usd=0.0, document_tokens=0)
 
     async def acontextualize(self, document: SourceDocument, chunks: Sequence[Chunk]) -> ContextRun:
         return self.contextualize_many([(document, chunks)])

@@ -24,7 +24,7 @@ from ctx_retrieval.contextualize.scheduling import (
     RetryPolicy,
     SharedBudget,
 )
-from ctx_retrieval.contextualize.stores import ContextStore
+from ctx_retrieval.contextualize.stores import ContextStore, OutputHistory
 from ctx_retrieval.contextualize.tracing import RequestTracer
 from ctx_retrieval.contextualize.validation import locate_chunks
 from ctx_retrieval.contextualize.versions import (
@@ -58,6 +58,7 @@ FALLBACK_MIN_CACHEABLE_TOKENS = 1024
 # the model's cheaper price tier). Elsewhere the estimate's error (~20%) cannot change a decision.
 EXACT_NEAR_MINIMUM = (0.4, 2.5)
 EXACT_NEAR_LIMIT = (0.7, 1.3)
+MIN_OUTPUT_HISTORY = 20  # contexts in the cache before an estimate prices output from what they were
 
 
 class RunSettings(Protocol):
@@ -408,13 +409,20 @@ class Planner:
         usage = TokenUsage()
         dollars = 0.0
         long_prompts = 0
-        output_guess = (s.max_context_tokens * 3) // 5
+        outputs: dict[str, int] = {}
         for plan, pending in work:
             cacheable = self.caches(plan)
+            version = plan.prompt.version
+            if version not in outputs:
+                outputs[version] = self.output_guess(version)
+            output_guess = outputs[version]
+            # the API's count of the document, where known, corrects the estimate of its chunks by the same ratio
+            exact = self.exact_counts.get((s.provider.model, plan.digest))
+            scale = exact / max(s.count_tokens(plan.document.text), 1) if exact is not None else 1.0
             for n, i in enumerate(pending):
                 view = self.view(plan, i, limit)
-                variable = s.count_tokens(view.rest) + s.count_tokens(
-                    plan.prompt.render_chunk_block(plan.chunks[i].text, windowed=view.windowed))
+                variable = round(scale * (s.count_tokens(view.rest) + s.count_tokens(
+                    plan.prompt.render_chunk_block(plan.chunks[i].text, windowed=view.windowed))))
                 if not cacheable:
                     one = TokenUsage(input_tokens=plan.prefix_tokens + variable, output_tokens=output_guess)
                 elif n == 0:
@@ -428,6 +436,16 @@ class Planner:
                     dollars += request_cost_usd(one, info, cache_ttl=s.provider.cache_ttl)
                     long_prompts += info.in_long_prompt_tier(one.prompt_tokens)
         return usage, (dollars if info is not None else None), long_prompts
+
+    def output_guess(self, prompt_version: str) -> int:
+        """The output tokens a context is priced at: the mean of those the cache holds for this provider, model and
+        prompt (``OUTPUT_HISTORY`` most recent, at least ``MIN_OUTPUT_HISTORY``), else 3/5 of the length cap."""
+        s = self.settings
+        if isinstance(s.cache, OutputHistory):
+            seen = s.cache.output_tokens(s.provider.name, s.provider.model, prompt_version)
+            if seen is not None and seen[1] >= MIN_OUTPUT_HISTORY:
+                return round(seen[0])
+        return (s.max_context_tokens * 3) // 5
 
     def estimate(self, plans: list[Plan], parts: Partition, reuse_saved_usd: float | None = 0.0) -> CostEstimate:
         """What a run over ``plans`` would request and cost: the run's own ``partition`` (``reuse.estimate``),

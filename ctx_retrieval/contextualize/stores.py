@@ -11,7 +11,20 @@ from ctx_retrieval.contextualize.cache import CachedContext, ContextCache, defau
 from ctx_retrieval.contextualize.cache_postgres import CACHE_URL_ENV, PostgresContextCache, is_postgres_url
 from ctx_retrieval.errors import CacheError
 
-__all__ = ["ContextStore", "open_context_cache"]
+__all__ = ["ContextStore", "OutputHistory", "open_context_cache"]
+
+OUTPUT_HISTORY = 500  # the most recent contexts an estimate reads their output lengths from
+
+
+@runtime_checkable
+class OutputHistory(Protocol):
+    """A cache that says how long the contexts a model and prompt wrote were (both caches here): estimates price
+    the output from them instead of a guess."""
+
+    def output_tokens(self, provider: str, model: str, prompt_version: str) -> tuple[float, int] | None:
+        """The mean output tokens of the most recent ``OUTPUT_HISTORY`` contexts written with these settings, and
+        how many those were; None when there are none."""
+        ...
 
 
 @runtime_checkable

@@ -296,3 +296,26 @@ def test_a_missing_key_fails_at_construction_as_in_llama_index(monkeypatch: pyte
         ContextualDocumentTransformer()  # Claude by default: no key fails here, not at the first chunk
     with pytest.raises(ProviderAuthenticationError, match="ANTHROPIC_API_KEY"):
         ContextualDocumentTransformer(AnthropicProvider())
+
+
+def test_the_estimate_of_a_pipelines_own_chunks_is_the_bill(tmp_path: Path) -> None:
+    from tests.helpers import make_document
+
+    def chunks_of(*names: str) -> list[Document]:
+        texts = [(make_document(n, paragraphs=30)[0].text, f"{n}.md") for n in names]
+        return RecursiveCharacterTextSplitter(chunk_size=400, chunk_overlap=0, add_start_index=True).split_documents(
+            [Document(page_content=t, metadata={"source": s}) for t, s in texts])
+
+    with FakeAnthropicServer() as server:
+        transformer = fake_transformer(server, tmp_path)
+        transformer.transform_documents(chunks_of("earlier-1", "earlier-2"))  # the cache learns the output lengths
+        chunks = chunks_of("guide-1", "guide-2", "guide-3")
+        estimate = transformer.estimate(chunks)
+        counted = len(server.requests)
+        transformer.transform_documents(chunks)
+        bill = transformer.last_report
+        assert bill.cost_usd is not None and estimate.cost_usd is not None and estimate.requests == bill.requests
+        assert abs(estimate.cost_usd - bill.cost_usd) <= 0.02 * bill.cost_usd
+        assert all(not r.path.endswith("count_tokens") for r in server.requests[counted:])  # counted once
+        again = transformer.estimate(chunks)
+        assert again.cost_usd == 0.0 and again.requests == 0 and again.cached_chunks == len(chunks)

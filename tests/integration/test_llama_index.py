@@ -416,3 +416,27 @@ def test_the_ingestion_cache_key_waits_for_the_servers_context_size(tmp_path: Pa
     # the first one's contexts from the ingestion cache.
     assert keys[0] != keys[1] and all("window:150000" not in k for k in keys)
     assert asked[0] > 0 and asked[1] > 0
+
+
+def test_the_estimate_of_a_pipelines_own_nodes_is_the_bill(tmp_path: Path) -> None:
+    from tests.helpers import make_document
+
+    def nodes_of(*names: str) -> list[Any]:
+        docs = [Document(text=make_document(n, paragraphs=30)[0].text, id_=n) for n in names]
+        return SentenceSplitter(chunk_size=100, chunk_overlap=0)(docs)
+
+    with FakeAnthropicServer() as server:
+        generator = ContextGenerator(AnthropicProvider(api_key=TEST_KEY, base_url=server.base_url),
+                                     cache=tmp_path / "c.sqlite")
+        transform = ContextualNodeTransform.from_generator(generator)
+        transform(nodes_of("earlier-1", "earlier-2"))  # the cache learns the output lengths
+        nodes = nodes_of("guide-1", "guide-2", "guide-3")
+        estimate = transform.estimate(nodes)
+        counted = len(server.requests)
+        IngestionPipeline(transformations=[transform]).run(nodes=nodes)
+        bill = transform.last_report
+        assert bill.cost_usd is not None and estimate.cost_usd is not None and estimate.requests == bill.requests
+        assert abs(estimate.cost_usd - bill.cost_usd) <= 0.02 * bill.cost_usd
+        assert all(not r.path.endswith("count_tokens") for r in server.requests[counted:])  # counted once
+        again = transform.estimate(nodes)
+        assert again.cost_usd == 0.0 and again.requests == 0 and again.cached_chunks == len(nodes)

@@ -436,7 +436,12 @@ def test_a_second_ctrl_c_quits_at_once_and_still_writes_every_chunk(tmp_path: Pa
     run.send_signal(signal.SIGINT)
     assert stopping.wait(120)  # "stopping: requests in flight finish..."
     run.send_signal(signal.SIGINT)  # ... and quit at once
-    assert run.wait(timeout=120) == 130
+    try:
+        code = run.wait(timeout=120)
+    except subprocess.TimeoutExpired:
+        run.kill()
+        raise AssertionError("".join(lines)[-3000:]) from None
+    assert code == 130
     reader.join(timeout=60)
     err = "".join(lines)
     assert "Traceback" not in err and "quitting" in err, err[-2000:]
