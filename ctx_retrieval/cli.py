@@ -220,7 +220,8 @@ def _llm_provider(args: argparse.Namespace, choice: str) -> Any:
     if choice == "anthropic":
         from ctx_retrieval.providers.anthropic import AnthropicProvider
 
-        return AnthropicProvider(args.model, base_url=base_url, timeout_s=timeout_s)
+        return AnthropicProvider(args.model, base_url=base_url, timeout_s=timeout_s,
+                                 endpoint_id=getattr(args, "endpoint_id", None))
     if choice in ("bedrock", "vertex"):
         from ctx_retrieval.models import platform_model
         from ctx_retrieval.providers.platforms import BedrockProvider, VertexProvider
@@ -240,7 +241,8 @@ def _llm_provider(args: argparse.Namespace, choice: str) -> Any:
     return OpenAICompatibleProvider(args.model, base_url=base_url, timeout_s=timeout_s,
                                     context_tokens=getattr(args, "context_tokens", None),
                                     slots=getattr(args, "slots", None),
-                                    check_model=not getattr(args, "no_model_check", False))
+                                    check_model=not getattr(args, "no_model_check", False),
+                                    endpoint_id=getattr(args, "endpoint_id", None))
 
 
 def _reuse_policy(args: argparse.Namespace) -> Any:
@@ -739,6 +741,8 @@ def _add_contextualizer_args(parser: argparse.ArgumentParser, *, twin: bool, def
                         help="Claude model (default %(default)s), or the served model with openai")
     parser.add_argument("--base-url", help="the API's address: an Anthropic-compatible gateway with anthropic, or an "
                         "OpenAI-compatible server with openai (llama.cpp, vLLM, Ollama: http://127.0.0.1:8080/v1)")
+    parser.add_argument("--endpoint-id", help="with --base-url: a stable name for the server in the context cache's "
+                        "keys instead of its address (the same server on another port or host keeps its contexts)")
     parser.add_argument("--region", help="with bedrock: the AWS region (default $AWS_REGION); with vertex: the region "
                         "('global', 'us-east5', ...; default $CLOUD_ML_REGION)")
     parser.add_argument("--project",

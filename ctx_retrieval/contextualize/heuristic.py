@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterable, Sequence
 from pathlib import PurePath
 
+from ctx_retrieval.contextualize.language import written_in_english
 from ctx_retrieval.contextualize.results import ContextRun, CostEstimate
 from ctx_retrieval.contextualize.validation import locate_chunks
 from ctx_retrieval.types import Chunk, ContextResult, SourceDocument, TokenUsage
@@ -20,7 +21,7 @@ from ctx_retrieval.usage import RunReport
 
 __all__ = ["HEURISTIC_VERSION", "HeuristicContextualizer"]
 
-HEURISTIC_VERSION = "title-heading-v2"  # v2: heading attribute lists ({ #anchor }) left out
+HEURISTIC_VERSION = "title-heading-v2"  # v2: heading attribute lists ({ #anchor }) left out, no "From" in others
 
 _HEADING = re.compile(
     r"^[ \t]*(?:"
@@ -102,9 +103,11 @@ class HeuristicContextualizer:
         return f"{self.name}|{HEURISTIC_VERSION}"
 
     def context_for(self, document: SourceDocument, offset: int | None, title: str,
-                    headings: tuple[list[int], list[str]]) -> str:
+                    headings: tuple[list[int], list[str]], *, english: bool = True) -> str:
+        """``From <title> > <heading>.``; in a document not written in English, ``<title> > <heading>`` (no English
+        word in its context)."""
         starts, texts = headings
-        context = f"From {title}"
+        context = f"From {title}" if english else title
         if offset is not None:
             index = bisect.bisect_right(starts, offset) - 1
             if index >= 0 and texts[index] != title:
@@ -149,6 +152,7 @@ class HeuristicContextualizer:
             offsets = locate_chunks(document, chunks, require_found=self.check_chunks_in_document)
             title = _title(document)
             headings = self._headings(document)
+            english = written_in_english(document.text)
             report.documents += 1
             for chunk, offset in zip(chunks, offsets, strict=True):
                 report.chunks += 1
@@ -157,7 +161,7 @@ class HeuristicContextualizer:
                     context = None
                 else:
                     report.generated += 1
-                    context = self.context_for(document, offset, title, headings)
+                    context = self.context_for(document, offset, title, headings, english=english)
                 results.append(ContextResult(
                     document_id=document.id, chunk_id=chunk.id, position=chunk.position, context=context,
                     status="generated" if context is not None else "empty", provider=self.name,

@@ -65,6 +65,7 @@ class EvalResult:
             text = (f"No difference this evaluation can detect: {where} ({fewer:+.1f} points fewer failures, 95% "
                     f"interval {lo:+.1f} to {hi:+.1f}); one query is {100 / max(n, 1):.1f} points, so more queries "
                     "would narrow it.")
+        text += self._better_than_hybrid(contextual)
         ingestion = ingestion or {}
         per_million = ingestion.get("cost_per_million_document_tokens")
         if per_million is not None:
@@ -79,6 +80,27 @@ class EvalResult:
         if self.meta.get("queries_note"):
             text += " The queries are synthetic: read the difference between variants, not the absolute rates."
         return text
+
+    def _better_than_hybrid(self, contextual: VariantScore) -> str:
+        """A sentence when another variant of the run misses at least one query fewer than contextual hybrid (a
+        single side beating the fusion means the other side drags it down), with the setting that fixes it."""
+        n = max(self.queries, 1)
+        best = min((r for r in self.rows if r.name != "contextual hybrid"), key=lambda r: r.failure_at_20,
+                   default=None)
+        if best is None or (contextual.failure_at_20 - best.failure_at_20) * n < 1 - 1e-9:
+            return ""
+        fewer = round((contextual.failure_at_20 - best.failure_at_20) * n)
+        if best.name.endswith("BM25"):
+            fix = ("the dense side drags the fusion down here: embed with a model that fits the corpus (--embedder e5 "
+                   "for languages other than English or chunks over MiniLM's 256 tokens; E5Embedder() in Python), "
+                   "or weight BM25 above the vectors")
+        elif best.name.endswith("dense"):
+            fix = ("the BM25 side drags the fusion down here: check its analysis for this corpus' languages "
+                   "(--bm25-tokenizer), or weight the vectors above BM25")
+        else:
+            fix = f"use the {best.name} setup"
+        return (f" But {best.name} alone misses the right chunk for only {best.failure_at_20:.1%} of the queries, "
+                f"{fewer} fewer than contextual hybrid: {fix}.")
 
     def to_html(self, path: str | Path, *, chart: str | Path | None = None) -> Path:
         """The report as one self-contained HTML file (``evaluation.html``), with the verdict."""

@@ -72,6 +72,8 @@ class OpenAICompatibleProvider(SDKProvider["openai_sdk.AsyncOpenAI"]):
         context_tokens: the server's context size per request, for windowing; asked from the server when it can
             tell (llama.cpp ``/props``, vLLM's ``max_model_len``).
         check_model: check ``model`` against ``GET /v1/models`` once before a run (default True).
+        endpoint_id: a stable name for the endpoint in the context-cache key instead of its URL (the same server
+            moved to another host or port keeps its cached contexts).
     """
 
     name = "openai-compatible"
@@ -91,6 +93,7 @@ class OpenAICompatibleProvider(SDKProvider["openai_sdk.AsyncOpenAI"]):
         slots: int | None = None,
         context_tokens: int | None = None,
         check_model: bool = True,
+        endpoint_id: str | None = None,
     ) -> None:
         for name, value in (("slots", slots), ("context_tokens", context_tokens)):
             if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
@@ -109,6 +112,7 @@ class OpenAICompatibleProvider(SDKProvider["openai_sdk.AsyncOpenAI"]):
         self._slots = slots
         self._context_tokens = context_tokens
         self.check_model = check_model
+        self.endpoint_id = endpoint_id
         self.server: ServerInfo | None = None
 
     # -- what the server says about itself ---------------------------------------------------------------
@@ -162,7 +166,7 @@ class OpenAICompatibleProvider(SDKProvider["openai_sdk.AsyncOpenAI"]):
 
     @property
     def cache_namespace(self) -> str:
-        return f"openai-compatible@{endpoint_identity(self.base_url)}"
+        return f"openai-compatible@{self.endpoint_id or endpoint_identity(self.base_url)}"
 
     def _resolved_key(self) -> str:
         return super()._resolved_key() or _LOCAL_KEY  # local servers take any key

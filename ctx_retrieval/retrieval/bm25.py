@@ -9,6 +9,7 @@ exactly, memory-mapped if asked.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -28,8 +29,7 @@ if TYPE_CHECKING:
 __all__ = ["TOKENIZERS", "BM25Index", "fold_accents", "resolve_tokenizer", "tokenize", "tokenize_folded",
            "tokenize_parts", "tokenize_thai"]
 
-_WORD = re.compile(r"[^\W_]+", re.UNICODE)
-_IDENTIFIER = re.compile(r"\w+", re.UNICODE)
+_WORD_PARTS = re.compile(r"[^\W_]+", re.UNICODE)  # the ``parts`` tokenizer's words, as before issue 35
 _PIECE = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
 _FORMAT_VERSION = 2  # 1 was path.npz + path.json; 2 is a folder of .npy arrays + meta.json
 _ARRAYS = ("indptr", "docs", "weights")
@@ -47,7 +47,26 @@ def _parts(word: str) -> list[str]:
 def tokenize_parts(text: str) -> list[str]:
     """Lower-cased tokens with identifiers split on camelCase, digits and underscores, and only the parts
     (``DiffExecutor.run_target`` -> ``diff executor run target``): the tokenizer before issue 16."""
-    return [part for word in _WORD.findall(text) for part in _parts(word)]
+    return [part for word in _WORD_PARTS.findall(text) for part in _parts(word)]
+
+
+@functools.cache
+def _word_patterns() -> tuple[re.Pattern[str], re.Pattern[str]]:
+    """Words and identifiers whose letters keep their combining marks (categories Mn, Mc, Me: Devanagari and
+    Bengali vowel signs, Tamil and Telugu marks, Arabic harakat, Hebrew points), which the word class of regular
+    expressions does not match: without them ``फ़ाइलें`` fell apart at every vowel sign (issue 35). Built once, from
+    this Python's Unicode tables."""
+    ranges: list[str] = []
+    start = None
+    for code in range(0x0300, 0x20000):
+        mark = unicodedata.category(chr(code)).startswith("M")
+        if mark and start is None:
+            start = code
+        elif not mark and start is not None:
+            ranges.append(f"{chr(start)}-{chr(code - 1)}" if code - 1 > start else chr(start))
+            start = None
+    marks = "".join(ranges)
+    return re.compile(f"(?:[^\\W_]|[{marks}])+"), re.compile(f"[\\w{marks}]+")
 
 
 # Han (with extensions and compatibility ideographs), Hiragana, Katakana (and its phonetic extensions), Hangul:
@@ -123,7 +142,7 @@ def _tokenize(text: str, thai: Callable[[str], list[str]]) -> list[str]:
                 tokens.extend(thai(piece) if _THAI.fullmatch(piece) else _tokenize(piece, thai))
         return tokens
     tokens = []
-    for identifier in _IDENTIFIER.findall(text):
+    for identifier in _word_patterns()[1].findall(text):
         if _CJK.search(identifier):
             for piece in _CJK.split(identifier):
                 if _CJK.fullmatch(piece):
@@ -149,19 +168,23 @@ def _with_folded(tokens: list[str]) -> list[str]:
 
 
 def _identifier_tokens(identifier: str) -> list[str]:
-    parts = [part for word in _WORD.findall(identifier) for part in _parts(word)]
+    parts = [part for word in _word_patterns()[0].findall(identifier) for part in _parts(word)]
     whole = identifier.strip("_").lower()
     return [*parts, whole] if len(parts) > 1 and whole else parts
 
 
-_MARKS = re.compile(r"[\u0300-\u036f]")
+# Latin diacritics; Arabic harakat, superscript alef and tatweel, and the hamza a decomposed alef carries (as
+# Lucene's Arabic normaliser: أ إ آ -> ا); Hebrew points and cantillation. Indic vowel signs are letters' parts, kept.
+_MARKS = re.compile("[\u0300-\u036f\u0591-\u05bd\u05bf\u05c1\u05c2\u05c4\u05c5\u05c7\u0610-\u061a"
+                    "\u0640\u064b-\u065f\u0670\u06d6-\u06dc\u06df-\u06e8\u06ea-\u06ed]")
 _UNMARKED = str.maketrans({"đ": "d", "Đ": "D", "ß": "ss", "ø": "o", "Ø": "O", "ł": "l", "Ł": "L", "æ": "ae",
-                           "Æ": "AE", "œ": "oe", "Œ": "OE"})
+                           "Æ": "AE", "œ": "oe", "Œ": "OE", "ı": "i", "ى": "ي", "ة": "ه"})
 
 
 def fold_accents(text: str) -> str:
     """Text without diacritics (``Tổng doanh thu`` -> ``Tong doanh thu``, ``Grüße`` -> ``Grusse``), for users
-    who type queries without them; CJK and other scripts are left as they are."""
+    who type queries without them: Turkish dotless and dotted i as ``i``, Arabic without harakat or tatweel and with one
+    alef (``المُستخدِم`` -> ``المستخدم``), Hebrew without points; CJK, Indic and other scripts are left as they are."""
     decomposed = unicodedata.normalize("NFKD", text.translate(_UNMARKED))
     return unicodedata.normalize("NFC", _MARKS.sub("", decomposed))
 
@@ -178,10 +201,11 @@ words with diacritics also without them), ``folded`` (only without diacritics), 
 words, ``[thai]``) and ``parts`` (the one before issue 16)."""
 _NEEDS = {"thai": ("pythainlp", "thai")}
 
-ANALYSIS_VERSIONS: dict[str, int] = {"identifiers": 3, "folded": 2, "thai": 1, "parts": 1}
+ANALYSIS_VERSIONS: dict[str, int] = {"identifiers": 4, "folded": 3, "thai": 2, "parts": 1}
 """Bumped when a named tokenizer changes what it emits (``identifiers`` 2: CJK bigrams and width folding; 3: words
-with diacritics also without them, Thai runs as bigrams; ``folded`` 2: Thai; issue 25), so an index on disk built
-with the former tokens is refused instead of silently mismatching its queries."""
+with diacritics also without them, Thai runs as bigrams; ``folded`` 2: Thai; issue 25; ``identifiers`` 4, ``folded``
+3, ``thai`` 2: letters keep their combining marks, Turkish, Arabic and Hebrew folding; issue 35), so an index on
+disk built with the former tokens is refused instead of silently mismatching its queries."""
 
 
 def resolve_tokenizer(tokenizer: str | Callable[[str], list[str]]) -> Callable[[str], list[str]]:

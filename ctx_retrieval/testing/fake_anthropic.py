@@ -130,6 +130,8 @@ class FakeAnthropicServer(LoopbackServer):
         batch_cache_hit_rate: the share of batch requests that may read the prompt cache (best effort).
         max_batch_requests / max_batch_bytes: the batch limits (the API's: 100,000 requests, 256 MB).
         today: the date that decides which deprecated models are still served (default: today, UTC).
+        port: the port on 127.0.0.1 (0: any free one); ``python -m ctx_retrieval.testing serve --port N`` runs it
+            as a process of its own.
     """
 
     def __init__(
@@ -156,8 +158,9 @@ class FakeAnthropicServer(LoopbackServer):
         max_batch_requests: int = rules.MAX_BATCH_REQUESTS,
         max_batch_bytes: int = rules.MAX_BATCH_BYTES,
         today: datetime.date | None = None,
+        port: int = 0,
     ) -> None:
-        super().__init__(_Handler, name="fake-anthropic")
+        super().__init__(_Handler, name="fake-anthropic", port=port)
         self.today = today
         self.latency_s = latency_s
         self.latency_per_output_token_s = latency_per_output_token_s

@@ -193,6 +193,26 @@ def test_folded_tokens_match_queries_typed_without_diacritics() -> None:
     assert tokenize("Grüße aus Köln") == ["grüße", "grusse", "aus", "köln", "koln"]
 
 
+def test_letters_keep_their_combining_marks_and_rtl_and_turkish_fold() -> None:
+    # Devanagari, Bengali, Tamil: a vowel sign is part of its letter's word (it split at every one before)
+    assert tokenize("अपलोड की गई फ़ाइलें") == ["अपलोड", "की", "गई", "फ़ाइलें"]
+    assert tokenize("डिपेंडेंसी कैश") == ["डिपेंडेंसी", "कैश"]
+    assert tokenize("বাংলা ভাষা தமிழ் மொழி") == ["বাংলা", "ভাষা", "தமிழ்", "மொழி"]
+    # Arabic with harakat, tatweel and hamza-carrying alefs meets Arabic typed without them; Hebrew points too
+    assert tokenize("المُستخدِم") == ["المُستخدِم", "المستخدم"]
+    assert "احمد" in tokenize("أحمد") and "اخر" in tokenize("آخر") and "الي" in tokenize("إلى")
+    assert tokenize("שָׁלוֹם") == ["שָׁלוֹם", "שלום"]
+    # Turkish: dotless and dotted i fold to i, whatever the case
+    assert "dosyalari" in tokenize("dosyaları") and "isik" in tokenize("IŞIK") and "isik" in tokenize("ışık")
+    assert "istanbul" in tokenize("İstanbul")
+    ids = ["hi", "ar", "tr"]
+    texts = ["अपलोड की गई फ़ाइलें सर्वर पर सहेजी जाती हैं", "يحفظ الخادمُ ملفاتِ المُستخدِم", "Yüklenen dosyaları sunucu saklar"]
+    index = BM25Index(ids, texts)
+    for query, expected in (("फ़ाइलें", "hi"), ("ملفات المستخدم", "ar"), ("dosyalari", "tr")):
+        assert index.search(query, 1)[0][0] == expected
+    assert BM25Index(ids, texts, tokenizer="parts").search("फ़ाइलें", 3)[0][0] == "hi"  # parts: as before
+
+
 def test_thai_queries_match_inside_unspaced_text_by_default_and_with_the_segmenter() -> None:
     texts = ["ยอดขายไตรมาสที่สองของบริษัทเพิ่มขึ้นร้อยละสาม", "จำนวนพนักงานของบริษัทเพิ่มเป็นหนึ่งพันสองร้อยคน"]
     ids = ["sales", "staff"]

@@ -470,3 +470,34 @@ def test_index_and_query_take_the_bm25_analysis_options(tmp_path: Path, capsys: 
     assert "koln.md" in capsys.readouterr().out
     assert main(["query", store, "koln dom", "--bm25-tokenizer", "identifiers"]) == 2
     assert "built with the 'folded' tokenizer" in capsys.readouterr().err
+
+
+def test_the_twin_served_as_a_process_and_a_cache_that_survives_its_new_port(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    import signal
+    import subprocess
+    import sys
+
+    from tests.helpers import TEST_KEY
+
+    doc = tmp_path / "acme.md"
+    doc.write_text("\n\n".join(f"Paragraph {i} of the ACME quarterly report, about revenue." for i in range(6)))
+    monkeypatch.setenv("ANTHROPIC_API_KEY", TEST_KEY)
+    reports = []
+    for _ in range(2):  # the same twin restarted: another free port each time
+        twin = subprocess.Popen([sys.executable, "-m", "ctx_retrieval.testing", "serve", "--port", "0"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        try:
+            assert twin.stdout is not None
+            line = twin.stdout.readline()
+            assert "serves http://127.0.0.1:" in line, twin.stderr.read() if twin.stderr else line
+            url = line.split("serves ", 1)[1].split()[0]
+            assert main(["contextualize", str(doc), "--contextualizer", "anthropic", "--base-url", url,
+                         "--endpoint-id", "acme-twin", "--cache", str(tmp_path / "c.sqlite"), "--chunk-chars", "80",
+                         "--out", str(tmp_path / "out.jsonl")]) == 0
+            reports.append(capsys.readouterr().err)
+        finally:
+            twin.send_signal(signal.SIGTERM)
+            assert twin.wait(timeout=60) == 0
+    assert "generated 6, from context cache 0" in reports[0]
+    assert "generated 0, from context cache 6" in reports[1]  # the port changed, the endpoint did not

@@ -183,3 +183,23 @@ def test_a_huge_context_is_cut_and_a_query_that_is_not_text_still_renders(tmp_pa
     assert len(page) < 50_000 and "x" * SNIPPET_CHARS in page and "x" * (SNIPPET_CHARS + 1) not in page
     written = result.to_html(tmp_path / "r.html")  # a lone surrogate in a query never breaks writing the report
     assert "odd \ufffd query" in written.read_text(encoding="utf-8")
+
+
+def test_the_verdict_says_when_a_single_side_beats_the_hybrid_and_what_fixes_it() -> None:
+    from ctx_retrieval.evaluation.report import EvalResult, VariantScore
+
+    def row(name: str, failure: float, **kwargs: Any) -> VariantScore:
+        return VariantScore(name, {5: 1 - failure, 10: 1 - failure, 20: 1 - failure}, failure, **kwargs)
+
+    def result(bm25: float) -> EvalResult:
+        return EvalResult("zh docs", "recorded", 100, 400, [
+            row("plain dense", 0.40), row("contextual dense", 0.35), row("plain BM25", 0.28),
+            row("contextual BM25", bm25), row("plain hybrid", 0.30),
+            row("contextual hybrid", 0.25, compared_with="plain hybrid", difference=-0.05,
+                difference_interval=(-0.09, -0.01))])
+
+    text = result(bm25=0.14).verdict()  # Chinese with MiniLM: BM25 alone beat both hybrids
+    assert text.startswith("Contextual retrieval helps")
+    assert "But contextual BM25 alone misses the right chunk for only 14.0% of the queries, 11 fewer" in text
+    assert "--embedder e5" in text
+    assert "But" not in result(bm25=0.26).verdict()  # no variant beats the hybrid by a query: nothing to add

@@ -92,3 +92,11 @@ def test_mkdocs_heading_anchors_stay_out_of_the_context() -> None:
     document = SourceDocument("advanced/settings.md", text)
     assert contexts(document, ["Use BaseSettings.", "Kept."]) == [
         "From Settings > Pydantic settings.", "From Settings > A dict {a: b}."]
+
+
+def test_a_document_in_another_language_gets_no_english_word() -> None:
+    text = "# Dosya yükleme\n\nBu sayfada dosya yükleme işlemini anlatıyoruz.\n\n## UploadFile\n\nDosyaları kaydedin.\n"
+    document = SourceDocument("tr/upload.md", text)
+    assert contexts(document, ["Dosyaları kaydedin."]) == ["Dosya yükleme > UploadFile."]
+    chinese = SourceDocument("zh/upload.md", "# 上传文件\n\n本页介绍如何上传文件。\n\n## 保存\n\n保存文件到服务器。\n")
+    assert contexts(chinese, ["保存文件到服务器。"]) == ["上传文件 > 保存."]
