@@ -3,9 +3,9 @@
 No language-identification model: a document is taken as English (or code, or text without letters) unless more
 than 8% of its letters are outside ASCII (Chinese, Japanese, Korean, Vietnamese, Thai, Cyrillic, Greek, Arabic...)
 or its commonest function words are those of another Latin-script language (German, French, Spanish, Portuguese,
-Italian, Dutch, Indonesian, Turkish, Polish, Swedish) more than English ones, or Turkish's own letters (``ı ş ğ``)
-make up more than 0.5% of its letters (technical Turkish carries many English terms and few function words).
-Read over the first 20,000 characters.
+Italian, Dutch, Indonesian, Turkish, Polish, Swedish) more than English ones, or Turkish's own letters (dotless i,
+s with cedilla, g with breve) make up more than 0.5% of its letters (technical Turkish carries many English terms
+and few function words). Read over the first 20,000 characters.
 """
 
 from __future__ import annotations
