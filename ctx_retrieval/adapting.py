@@ -27,8 +27,8 @@ from ctx_retrieval.reconstruct import Piece, source_document
 from ctx_retrieval.types import Chunk, ContextResult, SourceDocument
 from ctx_retrieval.usage import RunReport
 
-__all__ = ["contextualizer_for", "estimate_of", "file_name", "grouped", "identity", "provenance", "report_of",
-           "served_report"]
+__all__ = ["acontextualize", "contextualizer_for", "estimate_of", "file_name", "grouped", "identity", "provenance",
+           "report_of", "served_report"]
 
 logger = logging.getLogger(__name__)
 
@@ -120,6 +120,24 @@ def estimate_of(contextualizer: Any, items: list[tuple[SourceDocument, list[Chun
     if isinstance(contextualizer, ContextGenerator):  # a dry run asked for by name: every document counted (free)
         return contextualizer.estimate(items, exact=True)
     return contextualizer.estimate(items)
+
+
+async def acontextualize(contextualizer: Any, items: list[tuple[SourceDocument, list[Chunk]]], *,
+                         tracer: Any = None, progress: bool = False, refresh: Mapping[str, Any] | None = None
+                         ) -> tuple[Sequence[ContextResult], RunReport | None]:
+    """What both adapters' steps run: the contextualizer over ``items`` with the framework's request ``tracer`` (when
+    one listens) and a progress bar for this call only (a shared generator keeps its own setting), or, with
+    ``refresh`` (``batch=``...), its stale contexts rewritten; the results and the run's report."""
+    from ctx_retrieval.contextualize.tracing import tracing
+    from ctx_retrieval.contextualize.versions import refreshing
+
+    shown = {"progress": True} if progress else {}
+    with tracing(*([tracer] if tracer else [])):
+        if refresh is not None:
+            results = await refreshing(contextualizer).arefresh_stale(items, **refresh, **shown)
+        else:
+            results = await contextualizer.acontextualize_many(items, **shown)
+    return results, report_of(results, contextualizer)
 
 
 def report_of(results: Sequence[ContextResult] | Any, contextualizer: Any) -> RunReport | None:

@@ -18,6 +18,7 @@ from langchain_core.documents import BaseDocumentCompressor, Document
 from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict, Field, PrivateAttr, field_validator
 
+from ctx_retrieval.adapting import file_name
 from ctx_retrieval.errors import ConfigurationError, InvalidInputError
 from ctx_retrieval.keys import CHUNK_ID_KEY
 from ctx_retrieval.progress import progress_bar
@@ -177,7 +178,8 @@ class ContextualHybridRetriever(BaseRetriever):
             raise InvalidInputError("the documents repeat a chunk id; each chunk is stored once under its id")
         embedder = getattr(self.vectorstore.embeddings, "embedder", None)
         if documents and isinstance(embedder, TokenCountingEmbedder):
-            embedder.warn_if_corpus_truncated([d.page_content for d in documents], [_name(d) for d in documents])
+            embedder.warn_if_corpus_truncated([d.page_content for d in documents],
+                                              [file_name(d.metadata, str(d.id or "?")) for d in documents])
         if warn and self._fixed_bm25 and documents:
             import warnings
 
@@ -246,13 +248,6 @@ class ContextualHybridRetriever(BaseRetriever):
         if self.compressor is not None and found:
             found = list(await self.compressor.acompress_documents(found, query, callbacks=run_manager.get_child()))
         return found[: k or self.k]
-
-
-def _name(document: Document) -> str:
-    for key in ("file_name", "source", "file_path"):
-        if document.metadata.get(key):
-            return Path(str(document.metadata[key])).name
-    return str(document.id or "?")
 
 
 def _chunk_id(document: Document) -> str:

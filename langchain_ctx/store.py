@@ -31,8 +31,9 @@ from ctx_retrieval.protocols import TokenCountingEmbedder
 from ctx_retrieval.retrieval.bm25_store import BM25Store, StoredEntry
 from ctx_retrieval.retrieval.filters import compile_where
 from ctx_retrieval.retrieval.hybrid import BM25Side
-from ctx_retrieval.retrieval.pairing import Pairing, Record, Row, StoreFacts, SyncReport, chunk_of, open_bm25, row_id
+from ctx_retrieval.retrieval.pairing import Pairing, Record, Row, StoreFacts, SyncReport, chunk_of, row_id
 from ctx_retrieval.text import indexed_text
+from ctx_retrieval.tokens import estimate_tokens
 
 __all__ = ["BM25IndexRetriever", "ContextualVectorStore", "bm25_side", "decode", "document_filter"]
 
@@ -243,16 +244,13 @@ class ContextualVectorStore(VectorStore):
             raise ConfigurationError("this store is already a ContextualVectorStore: use it as it is", setting="inner")
         self.inner = inner
         self.also = list(also)
-        rows = rows_for(inner)
         self.embed_layout = embed_layout
-        self.bm25 = open_bm25(bm25, rows.facts(), tokenizer=tokenizer, listable=isinstance(rows, _ListedRows),
-                              owner={"items": _OWNER, "layout": embed_layout})
         embedder = getattr(inner.embeddings, "embedder", None)
-        counter = embedder.count_tokens if isinstance(embedder, TokenCountingEmbedder) else _estimate
-        self.pairing = Pairing(rows, self.bm25, layout=embed_layout, count_tokens=counter, follow=follow,
-                               also=[rows_for(s) for s in self.also], what=f"the {type(inner).__name__} store")
-        if not len(self.bm25) and isinstance(rows, _ListedRows):
-            self.pairing.sync()  # a store indexed before BM25 lived beside it: filled once, then kept
+        counter = embedder.count_tokens if isinstance(embedder, TokenCountingEmbedder) else estimate_tokens
+        self.pairing = Pairing.beside(rows_for(inner), bm25, tokenizer=tokenizer, owner={"items": _OWNER},
+                                      layout=embed_layout, count_tokens=counter, follow=follow,
+                                      also=[rows_for(s) for s in self.also])
+        self.bm25 = self.pairing.bm25
 
     def __repr__(self) -> str:
         also = f", also={[type(s).__name__ for s in self.also]}" if self.also else ""
@@ -339,12 +337,6 @@ class ContextualVectorStore(VectorStore):
         store = cls(InMemoryVectorStore(embedding), **kwargs)
         store.add_texts(texts, metadatas, ids=ids)
         return store
-
-
-def _estimate(text: str) -> int:
-    from ctx_retrieval.tokens import estimate_tokens
-
-    return estimate_tokens(text)
 
 
 class BM25IndexRetriever(BaseRetriever):

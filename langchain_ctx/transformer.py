@@ -9,10 +9,8 @@ from typing import Any, Literal
 from langchain_core.documents import BaseDocumentTransformer, Document
 
 from ctx_retrieval._aio import run_sync
-from ctx_retrieval.adapting import contextualizer_for, estimate_of, grouped, provenance, report_of
+from ctx_retrieval.adapting import acontextualize, contextualizer_for, estimate_of, grouped, provenance
 from ctx_retrieval.contextualize.results import CostEstimate
-from ctx_retrieval.contextualize.tracing import tracing
-from ctx_retrieval.contextualize.versions import refreshing
 from ctx_retrieval.errors import InvalidInputError
 from ctx_retrieval.keys import (
     CHUNK_ID_KEY,
@@ -172,15 +170,9 @@ class ContextualDocumentTransformer(BaseDocumentTransformer):
         items, placement = self._plan(documents, kwargs.get("source_documents"))
         tracer = LangChainRequestTracer(kwargs.get("callbacks"), tags=kwargs.get("tags"),
                                         metadata=kwargs.get("metadata"))
-        refresh = kwargs.get("refresh_stale")
-        generator = refreshing(self.contextualizer) if refresh else None
-        with tracing(*([tracer] if tracer else [])):
-            progress = {"progress": True} if self.progress else {}
-            if generator is not None:
-                results = await generator.arefresh_stale(items, batch=bool(kwargs.get("batch")), **progress)
-            else:
-                results = await self.contextualizer.acontextualize_many(items, **progress)
-        self.last_report = report_of(results, self.contextualizer)
+        refresh = {"batch": bool(kwargs.get("batch"))} if kwargs.get("refresh_stale") else None
+        results, self.last_report = await acontextualize(self.contextualizer, items, tracer=tracer,
+                                                         progress=self.progress, refresh=refresh)
         return self._documents(documents, placement, results)
 
     def refresh_stale(self, documents: Sequence[Document], *, batch: bool = False,

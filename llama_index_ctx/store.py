@@ -45,6 +45,7 @@ from pydantic import PrivateAttr
 
 from ctx_retrieval._names import in_memory_collection
 from ctx_retrieval._optional import require
+from ctx_retrieval.adapting import file_name
 from ctx_retrieval.errors import ConfigurationError
 from ctx_retrieval.keys import CONTEXT_KEY
 from ctx_retrieval.protocols import TokenCountingEmbedder
@@ -58,10 +59,10 @@ from ctx_retrieval.retrieval.pairing import (
     StoreFacts,
     SyncReport,
     chunk_of,
-    open_bm25,
     row_id,
     window_of,
 )
+from ctx_retrieval.tokens import estimate_tokens
 from ctx_retrieval.types import make_chunk_id
 
 __all__ = ["BM25IndexRetriever", "ContextualVectorStore", "bm25_side", "chroma_vector_store", "decode", "parent_id"]
@@ -298,13 +299,9 @@ class ContextualVectorStore(BasePydanticVectorStore):
             raise ConfigurationError("this store is already a ContextualVectorStore: use it as it is", setting="inner")
         super().__init__(inner=inner, stores_text=inner.stores_text,  # type: ignore[call-arg]
                          is_embedding_query=inner.is_embedding_query)
-        rows = rows_for(inner, docstore)
-        store = open_bm25(bm25, rows.facts(), tokenizer=tokenizer, listable=isinstance(rows, _ListedRows),
-                          owner={"items": _OWNER, "layout": embed_layout})
-        self._pairing = Pairing(rows, store, layout=embed_layout, count_tokens=count_tokens or _estimate,
-                                follow=follow, what=f"the {type(inner).__name__} store")
-        if not len(store) and isinstance(rows, _ListedRows):
-            self._pairing.sync()  # a store indexed before BM25 lived beside it: filled once, then kept
+        self._pairing = Pairing.beside(rows_for(inner, docstore), bm25, tokenizer=tokenizer, owner={"items": _OWNER},
+                                       layout=embed_layout, count_tokens=count_tokens or estimate_tokens,
+                                       follow=follow)
 
     def __repr__(self) -> str:
         return f"ContextualVectorStore({type(self.inner).__name__}, {self.bm25!r})"
@@ -394,12 +391,6 @@ class ContextualVectorStore(BasePydanticVectorStore):
         """Reconcile BM25 with the vector store both ways (nodes written to or deleted from it directly, a write
         interrupted between the two): what was added and removed."""
         return self._pairing.sync()
-
-
-def _estimate(text: str) -> int:
-    from ctx_retrieval.tokens import estimate_tokens
-
-    return estimate_tokens(text)
 
 
 def token_counter(embed_model: Any) -> Callable[[str], int] | None:
@@ -508,14 +499,7 @@ def warn_truncation(embed_model: Any, nodes: Sequence[BaseNode]) -> None:
     if not isinstance(embedder, TokenCountingEmbedder) or not nodes:
         return
     embedder.warn_if_corpus_truncated([n.get_content(metadata_mode=MetadataMode.EMBED) for n in nodes],
-                                      [_document_name(n) for n in nodes])
-
-
-def _document_name(node: BaseNode) -> str:
-    for key in ("file_name", "file_path", "source"):
-        if node.metadata.get(key):
-            return Path(str(node.metadata[key])).name
-    return str(node.ref_doc_id or node.node_id)
+                                      [file_name(n.metadata, str(n.ref_doc_id or n.node_id)) for n in nodes])
 
 
 def with_stable_id(node: BaseNode) -> BaseNode:

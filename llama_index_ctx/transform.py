@@ -12,16 +12,15 @@ from pydantic import ConfigDict, Field, PrivateAttr
 
 from ctx_retrieval._aio import run_sync
 from ctx_retrieval.adapting import (
+    acontextualize,
     contextualizer_for,
     estimate_of,
     grouped,
     identity,
     provenance,
-    report_of,
     served_report,
 )
 from ctx_retrieval.contextualize.results import CostEstimate
-from ctx_retrieval.contextualize.tracing import tracing
 from ctx_retrieval.contextualize.versions import refreshing, stale_documents
 from ctx_retrieval.contextualize.versions import stale_marker as cache_stale_marker
 from ctx_retrieval.errors import ConfigurationError
@@ -244,15 +243,9 @@ class ContextualNodeTransform(TransformComponent):
             self._last_report = None
             return list(nodes)
         show = self.show_progress or bool(kwargs.get("show_progress"))
-        # per call: a generator shared with other pipelines keeps its own setting; each request is traced as an
-        # LLM call (instrumentation events, and the callback manager's LLM events)
-        with tracing(LlamaIndexRequestTracer(kwargs.get("callback_manager"))):
-            progress = {"progress": True} if show else {}
-            if self._refresh is not None:
-                results = await self._contextualizer.arefresh_stale(items, **self._refresh, **progress)
-            else:
-                results = await self._contextualizer.acontextualize_many(items, **progress)
-        report = report_of(results, self._contextualizer)
+        # each request is traced as an LLM call (instrumentation events, and the callback manager's LLM events)
+        results, report = await acontextualize(self._contextualizer, items, progress=show, refresh=self._refresh,
+                                               tracer=LlamaIndexRequestTracer(kwargs.get("callback_manager")))
         if report is not None:
             report.warnings.extend(self._notes)
         self._last_report = report

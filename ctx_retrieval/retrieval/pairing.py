@@ -374,7 +374,7 @@ class Pairing:
 
     def __init__(self, vectors: VectorRows, bm25: BM25Store, *, layout: EmbedLayout = "whole",
                  count_tokens: Callable[[str], int] | None = None, also: Sequence[VectorRows] = (),
-                 follow: bool = False, what: str = "the vector store") -> None:
+                 follow: bool = False) -> None:
         if not isinstance(vectors, VectorRows):
             raise ConfigurationError(f"{type(vectors).__name__} is not a VectorRows (facts, add_rows, delete_rows and "
                                      "their async twins)", setting="vectors")
@@ -409,6 +409,19 @@ class Pairing:
         except Exception as exc:  # the open still succeeds: the next write or sync() finishes them
             logger.warning("interrupted writes beside %s could not be finished yet (%s); queries drop what they "
                            "delete, and the next write or sync() finishes them", bm25, exc)
+
+    @classmethod
+    def beside(cls, vectors: VectorRows, bm25: BM25Store | str | Path | None, *, tokenizer: Any,
+               owner: Mapping[str, str], layout: EmbedLayout = "whole", **kwargs: Any) -> Pairing:
+        """The pairing of a framework's store with the BM25 index where the rule puts it (``open_bm25``; ``owner``
+        names the adapter's item format and ``layout`` is recorded with it), filled from the store once when it is
+        empty and the store lists its rows (a store indexed before BM25 lived beside it)."""
+        store = open_bm25(bm25, vectors.facts(), tokenizer=tokenizer, owner={**owner, "layout": layout},
+                          listable=isinstance(vectors, RowListing))
+        pairing = cls(vectors, store, layout=layout, **kwargs)
+        if not len(store) and pairing._lister is not None:
+            pairing.sync()
+        return pairing
 
     def __repr__(self) -> str:
         return f"Pairing({type(self.vectors).__name__}, {self.bm25!r}, layout={self.layout!r})"

@@ -163,8 +163,7 @@ class HybridStore:
         self.embed_layout: EmbedLayout = embed_layout
         counter = embedder.count_tokens if isinstance(embedder, TokenCountingEmbedder) else None
         self._rows = _ChromaRows(collection, embedder)
-        self.pairing = Pairing(self._rows, bm25, layout=embed_layout, count_tokens=counter,
-                               what=f"the store {path}")
+        self.pairing = Pairing(self._rows, bm25, layout=embed_layout, count_tokens=counter)
         self._bm25_side: Side[IndexedChunk] = BM25Side(bm25, _chunk)
         windows = embed_layout == "windows"
         dense = ChromaSide(collection, embedder.embed_query, chunk_id_key="chunk_id" if windows else None,
