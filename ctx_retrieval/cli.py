@@ -349,6 +349,24 @@ def write_jsonl(target: str, rows: Iterable[Mapping[str, Any]]) -> None:
 
 
 EMBEDDERS = ("minilm", "e5")
+EMBEDDER_HELP = ("auto (the default): minilm (all-MiniLM-L6-v2, English, the faster) unless a fifth or more of the "
+                 "documents is in another language, then e5 (multilingual-e5-small, [multilingual]); or name one")
+
+
+def _resolve_embedder(args: argparse.Namespace, texts: Sequence[str] | None = None) -> str:
+    """``--embedder`` as named, or for ``auto`` the one the documents need (``ctx_retrieval.retrieval.choosing``):
+    read from ``texts`` or from the command's inputs (whole files), said on stderr with why, and kept in ``args``."""
+    if args.embedder != "auto":
+        return str(args.embedder)
+    from ctx_retrieval.retrieval.choosing import choose_embedder
+
+    if texts is None:
+        texts = [d.text for d, _ in load_documents(args.inputs, lambda text: [text],
+                                                   max_bytes=int(args.max_input_mb * 2**20))]
+    choice = choose_embedder(texts)
+    _say(f"embedder: {choice.name} ({choice.reason}); --embedder minilm|e5 chooses another")
+    args.embedder = choice.name
+    return choice.name
 
 
 def _embedder(progress: bool = True, name: str = "minilm", *, cache: bool = True) -> Any:
@@ -371,7 +389,7 @@ def _splitter(args: argparse.Namespace, embedder: Any = None) -> int | Callable[
     from ctx_retrieval.chunking import token_chunker
     from ctx_retrieval.errors import MissingDependencyError
 
-    embedder = embedder or _embedder(progress=False, name=args.embedder, cache=False)
+    embedder = embedder or _embedder(progress=False, name=_resolve_embedder(args), cache=False)
     try:
         embedder.count_tokens("")  # loads the tokenizer only
     except MissingDependencyError as exc:
@@ -384,13 +402,14 @@ def _add_chunking_args(parser: argparse.ArgumentParser, embedder_help: str) -> N
     sizes = parser.add_mutually_exclusive_group()
     sizes.add_argument("--chunk-tokens", type=_positive_int, default=DEFAULT_CHUNK_TOKENS, help=CHUNK_TOKENS_HELP)
     sizes.add_argument("--chunk-chars", type=_positive_int, help=CHUNK_CHARS_HELP)
-    parser.add_argument("--embedder", choices=EMBEDDERS, default="minilm", help=embedder_help)
+    parser.add_argument("--embedder", choices=("auto", *EMBEDDERS), default="auto",
+                        help=f"{embedder_help}: {EMBEDDER_HELP}")
 
 
 def _cmd_index(args: argparse.Namespace) -> int:
     from ctx_retrieval.retrieval.store import IndexedChunk, build_store
 
-    embedder = _embedder(progress=not args.quiet, name=args.embedder)  # sizes the chunks and embeds them
+    embedder = _embedder(progress=not args.quiet, name=_resolve_embedder(args))  # sizes the chunks, embeds them
     items = load_documents(args.inputs, _splitter(args, embedder), max_bytes=int(args.max_input_mb * 2**20))
     for document, _ in items:  # before any request: an index's ids are text (a vector store refuses other bytes)
         try:
@@ -605,7 +624,7 @@ def _run_eval(args: argparse.Namespace, corpus: Any, contextualizer: _Contextual
         heuristic = HeuristicContextualizer()
         baseline = ("heuristic baseline", {r.chunk_id: r.context for r in heuristic.contextualize_many(corpus.items)})
     result = run_ablation(corpus, contexts, contextualizer_label=contextualizer.label,
-                          embedder=_embedder(name=args.embedder),
+                          embedder=_embedder(name=_resolve_embedder(args, [d.text for d, _ in corpus.items])),
                           vector_store=args.vector_store, chroma_client=client,
                           reranker=reranker.rerank_ids if reranker else None, progress=_say, baseline=baseline,
                           tokenizer=args.bm25_tokenizer, late_chunking=args.late_chunking,
@@ -812,8 +831,7 @@ def _add_eval_output_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--embed-layout", choices=["whole", "windows"], default="whole",
                         help="windows: also rank chunks whose context + text overflow the embedder by their best "
                              "window (context + one window of the chunk), as extra rows")
-    parser.add_argument("--embedder", choices=EMBEDDERS, default="minilm",
-                        help="minilm: all-MiniLM-L6-v2, English (default); e5: multilingual-e5-small ([multilingual])")
+    parser.add_argument("--embedder", choices=("auto", *EMBEDDERS), default="auto", help=EMBEDDER_HELP)
     parser.add_argument("--also-embedder", choices=EMBEDDERS,
                         help="add three-way fusion rows: the --embedder's and this embedder's dense sides with BM25")
     parser.add_argument("--late-chunking", action="store_true",
@@ -853,7 +871,7 @@ def _build_parser(*, twin: bool = False) -> argparse.ArgumentParser:
                          "codebase_chunks.json), write one JSON line per chunk with its context, and report usage.")
     ctx.add_argument("inputs", nargs="+", help="files or folders")
     ctx.add_argument("--out", default="-", help="output JSONL (default: standard output)")
-    _add_chunking_args(ctx, "the embedder whose tokens size the chunks (minilm, the default, or e5)")
+    _add_chunking_args(ctx, "the embedder whose tokens size the chunks")
     ctx.add_argument("--dry-run", action="store_true", help="only estimate requests, tokens and dollars")
     _add_input_limit(ctx)
     ctx.add_argument("--on-error", choices=["raise", "skip"], default="raise")
@@ -876,8 +894,7 @@ def _build_parser(*, twin: bool = False) -> argparse.ArgumentParser:
                        help="windows: a chunk whose context + text overflow the embedder gets one vector per window")
     index.add_argument("--quiet", action="store_true", help="no progress bars (contexts, embeddings)")
     _add_analysis_args(index)
-    _add_chunking_args(index, "minilm: all-MiniLM-L6-v2, English (default); e5: multilingual-e5-small, ~100 "
-                              "languages, about 5x slower ([multilingual] extra); its tokens size the chunks")
+    _add_chunking_args(index, "the embedder that embeds the chunks and whose tokens size them")
     _add_contextualizer_args(index, twin=twin)
     index.set_defaults(func=_cmd_index)
 

@@ -13,9 +13,9 @@ import time
 from collections.abc import Iterable, Sequence
 from pathlib import PurePath
 
-from ctx_retrieval.contextualize.language import written_in_english
 from ctx_retrieval.contextualize.results import ContextRun, CostEstimate
 from ctx_retrieval.contextualize.validation import locate_chunks
+from ctx_retrieval.language import written_in_english
 from ctx_retrieval.types import Chunk, ContextResult, SourceDocument, TokenUsage
 from ctx_retrieval.usage import RunReport
 

@@ -18,8 +18,8 @@ import hashlib
 import re
 from dataclasses import dataclass, replace
 
-from ctx_retrieval.contextualize.language import written_in_english
 from ctx_retrieval.errors import ConfigurationError
+from ctx_retrieval.language import written_in_english
 from ctx_retrieval.tokens import TokenCounter, estimate_tokens
 
 __all__ = ["DEFAULT_PROMPT", "DOCUMENT_LANGUAGE_PROMPT", "ENGLISH_PROMPT", "PROMPT_VERSION", "PromptTemplate",

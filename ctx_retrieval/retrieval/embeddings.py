@@ -181,6 +181,7 @@ class MiniLMEmbedder(CachingEmbedder):
     dimension = MINILM_DIMENSION
     max_tokens = MINILM_MAX_TOKENS
     _reloaded = ("_session", "_tokenizer", "_counter")  # the ONNX session and tokenizers reload on first use
+    _warned_language = False
 
     def __init__(
         self,
@@ -205,6 +206,7 @@ class MiniLMEmbedder(CachingEmbedder):
         self._lock = threading.Lock()
         self._warned_long = 0
         self._warned_corpora: set[str] = set()
+        self._warned_language = False
 
     def __repr__(self) -> str:
         return f"MiniLMEmbedder(model={self.model_id!r}, batch_size={self.batch_size}, threads={self.threads})"
@@ -252,8 +254,24 @@ class MiniLMEmbedder(CachingEmbedder):
                 self._load_tokenizers()
         return len(self._counter.encode(text).ids)
 
+    def _warn_if_not_english(self, texts: Sequence[str]) -> None:
+        """Once per embedder: MiniLM reads English only, so a corpus mostly in other languages is said to need e5,
+        with what that costs in retrieval (the indexing calls check; queries do not)."""
+        if self._warned_language or len(texts) < 2:
+            return
+        from ctx_retrieval.retrieval.choosing import MINILM_ON_OTHER_LANGUAGES, NOT_ENGLISH_SHARE, not_english_share
+
+        share = not_english_share(texts)
+        if share >= NOT_ENGLISH_SHARE:
+            self._warned_language = True
+            logger.warning("%.0f%% of these texts are not English, and %s reads English only. %s: use "
+                           "E5Embedder / E5Embeddings / E5Embedding (ctx-retrieval[multilingual]) or --embedder e5.",
+                           share * 100, self.model_id, MINILM_ON_OTHER_LANGUAGES)
+
     def warn_if_truncated(self, texts: Sequence[str], what: str = "context + chunk") -> int:
-        """Log once how many texts exceed the model's 256-token input (their ends are not embedded)."""
+        """Log once how many texts exceed the model's 256-token input (their ends are not embedded), and once when
+        most are not English."""
+        self._warn_if_not_english(texts)
         over = sum(1 for t in texts if self.count_tokens(t) > MINILM_MAX_TOKENS)
         if over and not self._warned_long:
             logger.warning(
@@ -266,7 +284,9 @@ class MiniLMEmbedder(CachingEmbedder):
     def warn_if_corpus_truncated(self, texts: Sequence[str], names: Sequence[str],
                                  what: str = "context + chunk") -> int:
         """Log one warning for a whole indexing call: how many texts exceed the model's input and which documents
-        (by ``names``, e.g. file names) hold them; later per-batch checks stay quiet."""
+        (by ``names``, e.g. file names) hold them; later per-batch checks stay quiet. Says once when most texts are
+        not English, too."""
+        self._warn_if_not_english(texts)
         over = Counter(name for text, name in zip(texts, names, strict=True)
                        if self.count_tokens(text) > MINILM_MAX_TOKENS)
         total = sum(over.values())

@@ -87,3 +87,53 @@ def test_both_adapters_find_chinese_chunks_with_e5_and_bm25(e5: E5Embedder) -> N
         assert hit.node.node_id == expected and hit.node.metadata["vector_rank"] == 1, query
     assert lc.bm25.invoke("员工总数")[0].id == "zh-2"  # type: ignore[union-attr]
     assert li.bm25.retrieve("员工总数")[0].node.node_id == "zh-2"
+
+
+def test_with_no_embedder_named_the_cli_chooses_e5_for_a_corpus_not_in_english_and_says_why(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from ctx_retrieval.cli import main
+    from ctx_retrieval.retrieval.store import store_embedder
+
+    docs = tmp_path / "docs.jsonl"
+    docs.write_text("\n".join(json.dumps({"id": i, "text": t}, ensure_ascii=False) for i, t in CHUNKS.items()),
+                    encoding="utf-8")
+    store = tmp_path / "store"
+    assert main(["index", str(docs), "--store", str(store), "--contextualizer", "heuristic", "--quiet"]) == 0
+    said = capsys.readouterr().err
+    assert store_embedder(store) == "e5"
+    assert "embedder: e5" in said and "is not English" in said and "46-61%" in said
+    english = tmp_path / "en.jsonl"
+    english.write_text(json.dumps({"id": "en-1", "text": CHUNKS["en-1"] * 3}), encoding="utf-8")
+    assert main(["index", str(english), "--store", str(tmp_path / "en"), "--contextualizer", "heuristic",
+                 "--quiet"]) == 0
+    assert "embedder: minilm" in capsys.readouterr().err
+    assert store_embedder(tmp_path / "en") == "minilm"
+    # a name given wins over the corpus
+    assert main(["index", str(docs), "--store", str(tmp_path / "named"), "--contextualizer", "heuristic",
+                 "--embedder", "minilm", "--quiet"]) == 0
+    assert store_embedder(tmp_path / "named") == "minilm"
+
+
+def test_choosing_reads_the_share_of_text_not_in_english() -> None:
+    from ctx_retrieval.retrieval.choosing import choose_embedder, not_english_share
+
+    english = "The retry queue is drained by the payment workers every night, and the report is sent at six."
+    chinese = CHUNKS["zh-1"] * 4
+    assert not_english_share([english]) == 0.0
+    assert not_english_share([english, chinese]) == pytest.approx(len(chinese) / (len(english) + len(chinese)))
+    assert choose_embedder([english] * 9).name == "minilm"
+    assert choose_embedder([english, chinese]).name == "e5"
+    assert choose_embedder([english * 20, chinese]).name == "minilm"  # a little Chinese in an English corpus
+
+
+def test_minilm_over_a_corpus_not_in_english_warns_once_with_the_measured_cost(
+        caplog: pytest.LogCaptureFixture) -> None:
+    from ctx_retrieval.retrieval.embeddings import MiniLMEmbedder
+
+    embedder = MiniLMEmbedder()
+    with caplog.at_level("WARNING", logger="ctx_retrieval.retrieval.embeddings"):
+        embedder.warn_if_truncated([CHUNKS["en-1"], CHUNKS["en-1"]])
+        assert "not English" not in caplog.text
+        embedder.warn_if_truncated(list(CHUNKS.values()))
+        embedder.warn_if_corpus_truncated(list(CHUNKS.values()), list(CHUNKS))
+    assert caplog.text.count("not English") == 1 and "E5Embeddings" in caplog.text and "46-61%" in caplog.text

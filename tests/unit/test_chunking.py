@@ -63,13 +63,18 @@ def test_a_chunk_size_that_leaves_no_room_for_the_context_is_refused(minilm: Min
     assert token_chunker(minilm, 200, context_tokens=50)(ZH)
 
 
-def test_the_cli_cuts_text_in_tokens_by_default(tmp_path: Path, minilm: MiniLMEmbedder) -> None:
+def test_the_cli_cuts_text_in_tokens_by_default(tmp_path: Path, minilm: MiniLMEmbedder, e5: E5Embedder) -> None:
     doc = tmp_path / "huaxin.md"
     doc.write_text(ZH, encoding="utf-8")
     out = tmp_path / "out.jsonl"
     assert main(["contextualize", str(doc), "--out", str(out), "--contextualizer", "none"]) == 0
     rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
     assert len(rows) > 1 and "".join(r["text"] for r in rows) == ZH
+    # Chinese: the embedder chosen by default is e5, and the chunks are in its tokens
+    assert max(e5.count_tokens(r["text"]) for r in rows) <= 150 < max(minilm.count_tokens(r["text"]) for r in rows)
+    assert main(["contextualize", str(doc), "--out", str(out), "--contextualizer", "none", "--embedder",
+                 "minilm"]) == 0
+    rows = [json.loads(line) for line in out.read_text(encoding="utf-8").splitlines()]
     assert max(minilm.count_tokens(r["text"]) for r in rows) <= 150
     # 450 characters of Chinese are about 450 MiniLM tokens: the old character default overflows the input
     assert main(["contextualize", str(doc), "--out", str(out), "--contextualizer", "none", "--chunk-chars",
@@ -88,7 +93,8 @@ def test_the_cli_refuses_a_chunk_size_over_the_embedders_input(tmp_path: Path,
                                                               capsys: pytest.CaptureFixture[str]) -> None:
     doc = tmp_path / "huaxin.md"
     doc.write_text(ZH, encoding="utf-8")
-    assert main(["contextualize", str(doc), "--contextualizer", "none", "--chunk-tokens", "300"]) == 2
+    assert main(["contextualize", str(doc), "--contextualizer", "none", "--chunk-tokens", "300", "--embedder",
+                 "minilm"]) == 2
     assert "pass a smaller chunk_tokens" in capsys.readouterr().err
     assert main(["contextualize", str(doc), "--contextualizer", "none", "--chunk-tokens", "300",
                  "--embedder", "e5", "--out", str(tmp_path / "o.jsonl")]) == 0
@@ -153,7 +159,8 @@ def test_without_the_tokenizer_the_cli_names_both_fixes(tmp_path: Path, monkeypa
     monkeypatch.setattr(embeddings, "require", missing)  # as on a machine with only ctx-retrieval[anthropic]
     doc = tmp_path / "huaxin.md"
     doc.write_text(ZH, encoding="utf-8")
-    assert main(["contextualize", str(doc), "--contextualizer", "none", "--out", str(tmp_path / "o.jsonl")]) == 2
+    assert main(["contextualize", str(doc), "--contextualizer", "none", "--embedder", "minilm",
+                 "--out", str(tmp_path / "o.jsonl")]) == 2
     err = capsys.readouterr().err
     assert 'pip install "ctx-retrieval[local]"' in err and "--chunk-chars N" in err
     assert main(["contextualize", str(doc), "--contextualizer", "none", "--chunk-chars", "450",

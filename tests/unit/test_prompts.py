@@ -16,7 +16,7 @@ from ctx_retrieval import (
     PromptTemplate,
     clean_context,
 )
-from ctx_retrieval.contextualize.language import written_in_english
+from ctx_retrieval.language import written_in_english
 from ctx_retrieval.tokens import estimate_tokens
 
 SNAPSHOT = Path(__file__).parent / "snapshots" / f"default_prompt_{PROMPT_VERSION}.txt"
