@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["written_in_english"]
+__all__ = ["latin_language", "written_in_english"]
 
 _SAMPLE = 20_000
 _NON_ASCII_SHARE = 0.08
@@ -31,6 +31,13 @@ _FUNCTION_WORDS = (  # English first, then the Latin-script languages a document
     "och att det som en är på för med av den till inte har om",  # Swedish
 )
 _ENGLISH, *_OTHERS = (frozenset(words.split(" ")) for words in _FUNCTION_WORDS)
+_NAMES = ("german", "french", "spanish", "portuguese", "italian", "dutch", "indonesian", "turkish", "polish",
+          "swedish")  # _OTHERS' languages, as Snowball names them
+# Letters that only some Latin-script languages write, in the order they decide (a text without function words, such
+# as a short query, is told by them): Turkish's own first, then German's, Spanish's, Portuguese's...
+_LETTER_HINTS = (("ıİşŞğĞ", "turkish"), ("ßäÄ", "german"), ("ñÑ¿¡", "spanish"), ("ãõÃÕ", "portuguese"),
+                 ("åÅ", "swedish"), ("ąęłńśźżĄĘŁŃŚŹŻ", "polish"), ("çèêëœàùîûÇÈÊË", "french"),
+                 ("ìòÌÒ", "italian"), ("öüÖÜ", "german"))
 _TURKISH_LETTERS = frozenset("ıİşŞğĞ")
 _TURKISH_SHARE = 0.005
 
@@ -48,3 +55,25 @@ def written_in_english(text: str) -> bool:
     words = [w.lower() for w in _WORD.findall(sample)]
     english = sum(1 for w in words if w in _ENGLISH)
     return all(sum(1 for w in words if w in others) <= english for others in _OTHERS)
+
+
+def latin_language(text: str) -> str | None:
+    """The Latin-script language other than English that ``text`` is written in, as Snowball names it (``german``,
+    ``turkish``, ``spanish``...), or ``None`` (English, code, another script, or too little to tell): by its
+    function words, else by letters only some languages write (a short query: ``Abhängigkeiten cachen`` is German,
+    ``süresi doldu`` Turkish). What BM25 stems Latin-script words by."""
+    sample = text[:_SAMPLE]
+    if sample.isascii():
+        return None
+    words = [w.lower() for w in _WORD.findall(sample)]
+    english = sum(1 for w in words if w in _ENGLISH)
+    counts = [sum(1 for w in words if w in others) for others in _OTHERS]
+    best = max(range(len(counts)), key=counts.__getitem__)
+    if counts[best] > english and sorted(counts)[-2] < counts[best]:
+        return _NAMES[best]
+    if english >= 2 and english >= counts[best]:
+        return None
+    for letters, language in _LETTER_HINTS:
+        if any(ch in letters for ch in sample):
+            return language
+    return None

@@ -22,6 +22,8 @@ from typing import TYPE_CHECKING, Any
 
 from ctx_retrieval._optional import require
 from ctx_retrieval.errors import DuplicateChunkIdError, InvalidInputError
+from ctx_retrieval.language import latin_language
+from ctx_retrieval.retrieval.stemming import stem
 
 if TYPE_CHECKING:
     import numpy as np
@@ -133,38 +135,46 @@ def _thai_words(run: str) -> list[str]:
     return [word for word in word_tokenize(run, engine="newmm", keep_whitespace=False) if word.strip()]
 
 
-def _tokenize(text: str, thai: Callable[[str], list[str]]) -> list[str]:
+def _tokenize(text: str, thai: Callable[[str], list[str]], latin: str | None = None) -> list[str]:
     text = unicodedata.normalize("NFKC", text)
+    if latin is None and not text.isascii():
+        latin = latin_language(text)  # the language Latin-script words are stemmed in (none for English)
     if _THAI.search(text):
         tokens = []
         for piece in _THAI.split(text):
             if piece:
-                tokens.extend(thai(piece) if _THAI.fullmatch(piece) else _tokenize(piece, thai))
+                tokens.extend(thai(piece) if _THAI.fullmatch(piece) else _tokenize(piece, thai, latin))
         return tokens
     tokens = []
+    ascii_only = text.isascii() and latin is None
     for identifier in _word_patterns()[1].findall(text):
         if _CJK.search(identifier):
             for piece in _CJK.split(identifier):
                 if _CJK.fullmatch(piece):
                     tokens.extend(_cjk_grams(piece))
                 elif piece:
-                    tokens.extend(_with_folded(_identifier_tokens(piece)))
+                    tokens.extend(_words(piece, latin, ascii_only))
             continue
-        tokens.extend(_with_folded(_identifier_tokens(identifier)))
+        tokens.extend(_words(identifier, latin, ascii_only))
     return tokens
 
 
-def _with_folded(tokens: list[str]) -> list[str]:
-    if all(token.isascii() for token in tokens):
+def _words(identifier: str, latin: str | None, ascii_only: bool) -> list[str]:
+    """An identifier's tokens, each word also as its stem (not in ASCII-only text: English and code are not stemmed)
+    and, written with diacritics, also without them."""
+    tokens = _identifier_tokens(identifier)
+    if ascii_only:
         return tokens
-    out = []
+    out: list[str] = []
     for token in tokens:
-        out.append(token)
-        if not token.isascii():
-            folded = fold_accents(token)
-            if folded != token:
-                out.append(folded)
+        stemmed = stem(token, latin)
+        forms = [token, _folded(token)] + ([stemmed, _folded(stemmed)] if stemmed else [])
+        out.extend(dict.fromkeys(forms))  # each form once (``köln``'s stem is its folded form, ``koln``)
     return out
+
+
+def _folded(token: str) -> str:
+    return token if token.isascii() else fold_accents(token)
 
 
 def _identifier_tokens(identifier: str) -> list[str]:
@@ -190,8 +200,9 @@ def fold_accents(text: str) -> str:
 
 
 def tokenize_folded(text: str) -> list[str]:
-    """``tokenize`` on ``fold_accents(text)``: a query with or without accents matches (Vietnamese, German...)."""
-    return tokenize(fold_accents(text))
+    """``tokenize`` on ``fold_accents(text)``: a query with or without accents matches (Vietnamese, German...); words
+    are stemmed in the language of the text as written."""
+    return _tokenize(fold_accents(text), _thai_grams, latin_language(unicodedata.normalize("NFKC", text)))
 
 
 TOKENIZERS: dict[str, Callable[[str], list[str]]] = {"identifiers": tokenize, "folded": tokenize_folded,
@@ -201,10 +212,11 @@ words with diacritics also without them), ``folded`` (only without diacritics), 
 words, ``[thai]``) and ``parts`` (the one before issue 16)."""
 _NEEDS = {"thai": ("pythainlp", "thai")}
 
-ANALYSIS_VERSIONS: dict[str, int] = {"identifiers": 4, "folded": 3, "thai": 2, "parts": 1}
+ANALYSIS_VERSIONS: dict[str, int] = {"identifiers": 5, "folded": 4, "thai": 3, "parts": 1}
 """Bumped when a named tokenizer changes what it emits (``identifiers`` 2: CJK bigrams and width folding; 3: words
 with diacritics also without them, Thai runs as bigrams; ``folded`` 2: Thai; issue 25; ``identifiers`` 4, ``folded``
-3, ``thai`` 2: letters keep their combining marks, Turkish, Arabic and Hebrew folding; issue 35), so an index on
+3, ``thai`` 2: letters keep their combining marks, Turkish, Arabic and Hebrew folding; ``identifiers`` 5, ``folded``
+4, ``thai`` 3: words also as their Snowball stems, ``retrieval.stemming``; issue 35), so an index on
 disk built with the former tokens is refused instead of silently mismatching its queries."""
 
 

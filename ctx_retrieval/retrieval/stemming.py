@@ -1,0 +1,67 @@
+"""Light stemming for BM25 (issue 35): a word is indexed as it is written and, beside it, as its Snowball stem
+(PyStemmer), so ``запросов`` meets ``запрос`` and ``Dateien`` meets ``Datei`` while an exact form
+still ranks above a mere relative (it matches both tokens), as Lucene's KeywordRepeat + Snowball filters do.
+
+The stemmer is chosen per word with no setting: by its script where the script names the language (Cyrillic:
+Russian; Greek; Arabic; Devanagari: Hindi; Tamil), and for Latin-script words by the language of the whole text
+(``ctx_retrieval.language.latin_language``: German, French, Spanish, Portuguese, Italian, Dutch, Turkish, Swedish,
+Indonesian). English, code and text written in ASCII only are not stemmed: the English figures stay as they were
+measured, and a text of ASCII alone cannot tell its language cheaply. Words with digits or underscores
+(identifiers) are never stemmed.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+from ctx_retrieval._optional import require
+
+__all__ = ["script_language", "stem"]
+
+# The first letter's script decides, for scripts that one Snowball stemmer covers.
+_SCRIPTS = ((0x0400, 0x04FF, "russian"), (0x0370, 0x03FF, "greek"), (0x0600, 0x06FF, "arabic"),
+            (0x0900, 0x097F, "hindi"), (0x0B80, 0x0BFF, "tamil"))
+_LATIN_STEMMED = frozenset(("german", "french", "spanish", "portuguese", "italian", "dutch", "turkish", "swedish",
+                            "indonesian"))
+_local = threading.local()  # PyStemmer's stemmers are not to be shared between threads
+
+
+def script_language(word: str) -> str | None:
+    """The stemmer a non-Latin word's script names (``None`` for Latin, CJK and scripts without one)."""
+    first = ord(word[0]) if word else 0
+    if first < 0x0370:
+        return None
+    for low, high, language in _SCRIPTS:
+        if low <= first <= high:
+            return language
+    return None
+
+
+def _stemmer(language: str) -> Any:
+    stemmers: dict[str, Any] | None = getattr(_local, "stemmers", None)
+    if stemmers is None:
+        stemmers = _local.stemmers = {}
+    if language not in stemmers:
+        stemmers[language] = require("Stemmer", "bm25").Stemmer(language)
+    return stemmers[language]
+
+
+def stem(token: str, latin: str | None) -> str | None:
+    """The Snowball stem of one token where it differs from the token: a non-Latin word by its script, a
+    Latin-script word by ``latin`` (its text's language; ``None``: not stemmed); identifiers (digits, underscores)
+    never."""
+    if "_" in token or any(ch.isdigit() for ch in token):
+        return None
+    language = script_language(token)
+    if language is None and latin in _LATIN_STEMMED and _latin_script(token):
+        language = latin
+    if language is None:
+        return None
+    found: str = _stemmer(language).stemWord(token)
+    return found if found and found != token else None
+
+
+def _latin_script(word: str) -> bool:
+    first = ord(word[0])
+    return first < 0x0250 or 0x1E00 <= first < 0x1F00
