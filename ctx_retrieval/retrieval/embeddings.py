@@ -264,9 +264,9 @@ class MiniLMEmbedder(CachingEmbedder):
         share = not_english_share(texts)
         if share >= NOT_ENGLISH_SHARE:
             self._warned_language = True
-            logger.warning("%.0f%% of these texts are not English, and %s reads English only. %s: use "
-                           "E5Embedder / E5Embeddings / E5Embedding (ctx-retrieval[multilingual]) or --embedder e5.",
-                           share * 100, self.model_id, MINILM_ON_OTHER_LANGUAGES)
+            logger.warning("%.0f%% of these texts are not English (%s). %s: use E5Embedder / E5Embeddings / "
+                           "E5Embedding (ctx-retrieval[multilingual]) or --embedder e5.", share * 100, self.model_id,
+                           MINILM_ON_OTHER_LANGUAGES)
 
     def warn_if_truncated(self, texts: Sequence[str], what: str = "context + chunk") -> int:
         """Log once how many texts exceed the model's 256-token input (their ends are not embedded), and once when

@@ -58,8 +58,29 @@ def stem(token: str, latin: str | None) -> str | None:
         language = latin
     if language is None:
         return None
-    found: str = _stemmer(language).stemWord(token)
+    found: str = _light10(token) if language == "arabic" else _stemmer(language).stemWord(token)
     return found if found and found != token else None
+
+
+# Arabic: Larkey's light10 (the light stemmer Lucene's Arabic analyzer uses) over the folded word, rather than
+# Snowball's, which strips a suffix only when it also strips the article (``الإيرادات`` -> ``ايراد`` but
+# ``إيرادات`` -> ``ايرادا``), so a question without the article never met the text with it.
+_AR_PREFIXES = ("ال", "وال", "بال", "كال", "فال", "لل", "و")
+_AR_SUFFIXES = ("ها", "ان", "ات", "ون", "ين", "يه", "ه", "ي")  # after folding, teh marbuta is heh
+
+
+def _light10(word: str) -> str:
+    from ctx_retrieval.retrieval.bm25 import fold_accents
+
+    word = fold_accents(word)
+    for prefix in _AR_PREFIXES:
+        if word.startswith(prefix) and len(word) - len(prefix) >= (3 if prefix == "و" else 2):
+            word = word[len(prefix):]
+            break
+    for suffix in _AR_SUFFIXES:
+        if word.endswith(suffix) and len(word) - len(suffix) >= 2:
+            word = word[: -len(suffix)]
+    return word
 
 
 def _latin_script(word: str) -> bool:
