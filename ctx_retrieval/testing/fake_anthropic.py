@@ -95,7 +95,38 @@ def default_responder(body: dict[str, Any]) -> str:
     words = [word[:24] for word in chunk.split()[:12]]
     if "Write one question" in texts[-1]:  # asked for a search question (evaluation.queries): one, in the chunk's words
         return f"Question: what does '{title[:40]}' say about {' '.join(w[:12] for w in words[2:7])}?"
+    if "Write it in the language the document is written in." in texts[-1]:  # asked in the document's language
+        opening = _OPENINGS.get(_language_of(chunk) or "")
+        if opening is not None:
+            return opening.format(title=title[:80], words=" ".join(words))
     return f"This chunk is from the document that begins '{title[:80]}' and covers: {' '.join(words)}."
+
+
+# A context's opening in the languages the document-language prompt is tested in (what a model asked to write in
+# the document's language would write): the script, and for Latin script the text's language, choose it.
+_OPENINGS = {
+    "ko": "이 부분은 「{title}」 문서의 일부이며 다루는 내용: {words}.",
+    "ru": "Этот фрагмент из документа «{title}» и описывает: {words}.",
+    "hi": "यह अंश «{title}» दस्तावेज़ से है और इसमें है: {words}।",
+    "ar": "هذا المقطع من المستند «{title}» ويتناول: {words}.",
+    "el": "Αυτό το απόσπασμα είναι από το έγγραφο «{title}» και αφορά: {words}.",
+    "turkish": "Bu bölüm «{title}» belgesinden alınmıştır ve şunları anlatır: {words}.",
+    "german": "Dieser Abschnitt stammt aus dem Dokument „{title}“ und behandelt: {words}.",
+    "french": "Ce passage provient du document « {title} » et porte sur : {words}.",
+    "spanish": "Este fragmento pertenece al documento «{title}» y trata de: {words}.",
+}
+
+
+def _language_of(text: str) -> str | None:
+    """The chunk's language for ``_OPENINGS``: its script (Hangul, Cyrillic, Devanagari, Arabic, Greek), else the
+    Latin-script language its words show (``ctx_retrieval.language.latin_language``)."""
+    from ctx_retrieval.language import latin_language
+
+    for low, high, language in ((0xAC00, 0xD7AF, "ko"), (0x0400, 0x04FF, "ru"), (0x0900, 0x097F, "hi"),
+                                (0x0600, 0x06FF, "ar"), (0x0370, 0x03FF, "el")):
+        if sum(1 for ch in text if low <= ord(ch) <= high) > len(text) / 4:
+            return language
+    return latin_language(text)
 
 
 def _unspaced_script(text: str) -> bool:

@@ -64,3 +64,30 @@ def test_the_twin_writes_no_retry_for_long_chinese_chunks(fake_server: Any, make
     assert generator.last_report.retries == 0 and generator.last_report.prompt_version == "ctx-v1-lang"
     assert all(r.body["max_tokens"] >= 150 for r in fake_server.successful())
     assert all(r.response_text and estimate_tokens(r.response_text) < 100 for r in fake_server.successful())
+
+
+KO_TEXT = ("# 한빛전자 2023년 2분기 보고서\n\n"
+           + "".join(f"제{n}절: 이번 분기 매출은 전 분기보다 {n}% 증가했으며 직원 수는 {n},200명이다.\n\n" for n in range(1, 9)))
+RU_TEXT = ("# «Северный Луч»: отчёт за второй квартал\n\n"
+           + "".join(f"Раздел {n}: выручка компании выросла на {n} %, а численность сотрудников достигла {n} 200 "
+                     "человек.\n\n" for n in range(1, 9)))
+TR_TEXT = ("# Yıldız Elektronik ikinci çeyrek raporu\n\n"
+           + "".join(f"Bölüm {n}: şirketin geliri bir önceki çeyreğe göre %{n} arttı ve çalışan sayısı {n}.200 kişiye "
+                     "ulaştı.\n\n" for n in range(1, 9)))
+HI_TEXT = ("# सूर्य इलेक्ट्रॉनिक्स दूसरी तिमाही की रिपोर्ट\n\n"
+           + "".join(f"खंड {n}: कंपनी का राजस्व पिछली तिमाही से {n}% बढ़ा और कर्मचारियों की संख्या {n},200 हो गई।\n\n"
+                     for n in range(1, 9)))
+
+
+def test_the_document_language_prompt_gets_contexts_in_korean_russian_turkish_and_hindi(
+        fake_server: Any, make_generator: Any) -> None:
+    items = [_doc("ko", KO_TEXT), _doc("ru", RU_TEXT), _doc("tr", TR_TEXT), _doc("hi", HI_TEXT)]
+    results = make_generator().contextualize_many(items)
+    assert {r.prompt_version for r in results} == {"ctx-v1-lang"}  # none of them taken for English
+    assert all(INSTRUCTION in r.body["messages"][-1]["content"][-1]["text"] for r in fake_server.successful())
+    by_doc = {d: [r.context or "" for r in results if r.document_id == d] for d in ("ko", "ru", "tr", "hi")}
+    assert all(c.startswith("이 부분은 「한빛전자") for c in by_doc["ko"])
+    assert all(c.startswith("Этот фрагмент из документа ««Северный Луч»") for c in by_doc["ru"])
+    assert all(c.startswith("Bu bölüm «Yıldız Elektronik") for c in by_doc["tr"])
+    assert all(c.startswith("यह अंश «सूर्य इलेक्ट्रॉनिक्स") for c in by_doc["hi"])
+    assert all(r.status == "generated" for r in results)
