@@ -647,6 +647,12 @@ def _run_eval(args: argparse.Namespace, corpus: Any, contextualizer: _Contextual
             "estimated_cost_per_million_document_tokens": (estimate.cost_usd or 0.0) / max(1, estimate.document_tokens)
             * 1_000_000}
     query_set = getattr(args, "query_set", None)
+    from ctx_retrieval.evaluation.metrics import copied_share
+
+    text_of = {c.id: c.text for c in corpus.chunks}  # how much the questions quote their gold chunks
+    result.meta["queries_copied"] = copied_share([(q.query, " ".join(text_of.get(g, "") for g in q.gold))
+                                                  for q in corpus.queries])
+    result.meta["queries_generated"] = query_set is not None or _generated_queries_file(args)
     if query_set is not None:
         result.meta["queries_note"] = query_set.note
         result.meta["queries_generation"] = {"model": query_set.model, "queries": len(query_set.queries),
@@ -654,6 +660,16 @@ def _run_eval(args: argparse.Namespace, corpus: Any, contextualizer: _Contextual
                                              "requests": query_set.report.requests,
                                              "wall_seconds": round(query_set.report.wall_time_s, 1)}
     return result
+
+
+def _generated_queries_file(args: argparse.Namespace) -> bool:
+    """Whether ``--queries`` names a file the ``queries`` command wrote (its rows say ``generated_by``)."""
+    path = getattr(args, "queries", None)
+    if not path or not getattr(args, "inputs", None):
+        return False
+    from ctx_retrieval.loaders import read_jsonl
+
+    return any(isinstance(row, dict) and "generated_by" in row for row in read_jsonl(path))
 
 
 def _write_outputs(result: Any, args: argparse.Namespace, stem: str) -> None:

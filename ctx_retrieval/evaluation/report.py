@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ctx_retrieval.evaluation.corpus import EvalQuery
-from ctx_retrieval.evaluation.metrics import BOOTSTRAP_RESAMPLES, K_VALUES
+from ctx_retrieval.evaluation.metrics import BOOTSTRAP_RESAMPLES, COPIED_BY_USERS, K_VALUES
 
 __all__ = ["EvalResult", "VariantScore"]
 
@@ -46,6 +46,41 @@ class EvalResult:
         contextual, plain = rows.get("contextual hybrid"), rows.get("plain hybrid")
         if contextual is None or plain is None or contextual.difference_interval is None:
             return ""
+        copied = self.meta.get("queries_copied")
+        generated = bool(self.meta.get("queries_generated"))
+        refused = isinstance(copied, float) and copied >= 3 * COPIED_BY_USERS and generated
+        text = self._refusal(float(copied)) if refused else self._outcome(contextual, plain)
+        ingestion = ingestion or {}
+        per_million = ingestion.get("cost_per_million_document_tokens")
+        if per_million is not None:
+            text += (f" Writing the contexts cost ${per_million:.2f} per million document tokens on this corpus "
+                     f"({ingestion.get('model')}: ${ingestion.get('cost_usd', 0.0):.4f} for about "
+                     f"{ingestion.get('document_tokens', 0):,} document tokens).")
+        elif ingestion.get("cost_usd") == 0:
+            text += f" The contexts evaluated cost nothing to write here ({ingestion.get('model')})"
+            estimated = ingestion.get("estimated_cost_per_million_document_tokens")
+            text += (f"; writing them with {ingestion.get('estimated_model')} would cost about ${estimated:.2f} per "
+                     "million document tokens on this corpus (a dry run's estimate)." if estimated else ".")
+        if self.meta.get("queries_note"):
+            text += " The queries are synthetic: read the difference between variants, not the absolute rates."
+        if isinstance(copied, float) and copied >= 2 * COPIED_BY_USERS and not refused:
+            text += (f" Warning: the questions quote their chunks more than people's do ({copied:.0%} of their word "
+                     f"triples against {COPIED_BY_USERS:.0%} on the cookbook), which favours the BM25 side; check with "
+                     "some of your users' real questions.")
+        return text
+
+    @staticmethod
+    def _refusal(copied: float) -> str:
+        """No verdict from generated questions that quote their chunks (template questions)."""
+        return (f"No verdict: the generated questions quote their chunks ({copied:.0%} of their word triples are in "
+                f"the chunk they were written from, against {COPIED_BY_USERS:.0%} for questions people wrote on the "
+                "cookbook corpus), as template questions do (the API twin writes such), so they favour whatever "
+                "matches words and rank the variants unlike real users' questions. Write the questions with a real "
+                "model (--contextualizer anthropic or openai), or pass your users' questions with --queries.")
+
+    def _outcome(self, contextual: VariantScore, plain: VariantScore) -> str:
+        """Whether contextual hybrid fails fewer queries than plain hybrid, and whether a single side beats it."""
+        assert contextual.difference_interval is not None
         fewer = -(contextual.difference or 0.0) * 100 + 0.0  # + 0.0: never "-0.0"
         lo, hi = (-b * 100 + 0.0 for b in reversed(contextual.difference_interval))
         n = self.queries
@@ -65,21 +100,7 @@ class EvalResult:
             text = (f"No difference this evaluation can detect: {where} ({fewer:+.1f} points fewer failures, 95% "
                     f"interval {lo:+.1f} to {hi:+.1f}); one query is {100 / max(n, 1):.1f} points, so more queries "
                     "would narrow it.")
-        text += self._better_than_hybrid(contextual)
-        ingestion = ingestion or {}
-        per_million = ingestion.get("cost_per_million_document_tokens")
-        if per_million is not None:
-            text += (f" Writing the contexts cost ${per_million:.2f} per million document tokens on this corpus "
-                     f"({ingestion.get('model')}: ${ingestion.get('cost_usd', 0.0):.4f} for about "
-                     f"{ingestion.get('document_tokens', 0):,} document tokens).")
-        elif ingestion.get("cost_usd") == 0:
-            text += f" The contexts evaluated cost nothing to write here ({ingestion.get('model')})"
-            estimated = ingestion.get("estimated_cost_per_million_document_tokens")
-            text += (f"; writing them with {ingestion.get('estimated_model')} would cost about ${estimated:.2f} per "
-                     "million document tokens on this corpus (a dry run's estimate)." if estimated else ".")
-        if self.meta.get("queries_note"):
-            text += " The queries are synthetic: read the difference between variants, not the absolute rates."
-        return text
+        return text + self._better_than_hybrid(contextual)
 
     def _better_than_hybrid(self, contextual: VariantScore) -> str:
         """A sentence when another variant of the run misses at least one query fewer than contextual hybrid (a

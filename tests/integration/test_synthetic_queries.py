@@ -108,5 +108,28 @@ def test_the_cli_writes_queries_and_evaluates_a_new_corpus_with_them(
     printed = capsys.readouterr()
     assert "| contextual hybrid |" in printed.out and (work / "eval" / "ablation.html").exists()
     assert "per million document tokens" in printed.out and "file://" in printed.err  # the verdict, the report
+    assert "No verdict: the generated questions quote their chunks" in printed.out  # the twin's are templates
     assert main(["queries", str(docs), "--contextualizer", "heuristic"]) == 2
     assert "questions need an LLM" in capsys.readouterr().err
+
+
+def test_the_verdict_refuses_template_questions_that_quote_their_chunks(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from ctx_retrieval.evaluation.metrics import COPIED_BY_USERS, copied_share
+
+    chunk = "The retry queue is drained by the payment workers every night at six."
+    assert copied_share([("which workers empty the queue of retries nightly?", chunk)]) == 0.0  # in their own words
+    assert copied_share([("is the retry queue drained by the payment workers?", chunk)]) > 3 * COPIED_BY_USERS
+    docs = tmp_path / "docs"
+    docs.mkdir()
+    for n in range(4):
+        (docs / f"guide-{n}.md").write_text(make_document(f"guide-{n}", paragraphs=8)[0].text, encoding="utf-8")
+    common = ["--contextualizer", "fake", "--chunk-chars", "400", "--cache", str(tmp_path / "c.sqlite")]
+    assert main(["eval", str(docs), "--generate-queries", "12", "--work-dir", str(tmp_path / "work"), *common],
+                twin=FakeAnthropicServer) == 0
+    out = capsys.readouterr().out
+    # the twin's questions are templates that quote their chunk: no verdict from them, and the way out is named
+    assert "No verdict: the generated questions quote their chunks" in out and "--queries" in out
+    assert "Contextual retrieval helps" not in out and "Contextual retrieval hurts" not in out
+    report = json.loads((tmp_path / "work" / "eval" / "ablation.json").read_text(encoding="utf-8"))
+    assert report["meta"]["queries_copied"] >= 3 * COPIED_BY_USERS and report["meta"]["queries_generated"]

@@ -67,7 +67,8 @@ def test_the_twin_writes_no_retry_for_long_chinese_chunks(fake_server: Any, make
 
 
 KO_TEXT = ("# 한빛전자 2023년 2분기 보고서\n\n"
-           + "".join(f"제{n}절: 이번 분기 매출은 전 분기보다 {n}% 증가했으며 직원 수는 {n},200명이다.\n\n" for n in range(1, 9)))
+           + "".join(f"제{n}절: 이번 분기 매출은 전 분기보다 {n}% 증가했으며 직원 수는 {n},200명이다.\n\n"
+                     for n in range(1, 9)))
 RU_TEXT = ("# «Северный Луч»: отчёт за второй квартал\n\n"
            + "".join(f"Раздел {n}: выручка компании выросла на {n} %, а численность сотрудников достигла {n} 200 "
                      "человек.\n\n" for n in range(1, 9)))
