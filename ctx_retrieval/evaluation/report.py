@@ -46,10 +46,10 @@ class EvalResult:
         contextual, plain = rows.get("contextual hybrid"), rows.get("plain hybrid")
         if contextual is None or plain is None or contextual.difference_interval is None:
             return ""
-        copied = self.meta.get("queries_copied")
-        generated = bool(self.meta.get("queries_generated"))
-        refused = isinstance(copied, float) and copied >= 3 * COPIED_BY_USERS and generated
-        text = self._refusal(float(copied)) if refused else self._outcome(contextual, plain)
+        found = self.meta.get("queries_copied")
+        copied = float(found) if isinstance(found, (int, float)) else None
+        refused = copied is not None and copied >= 3 * COPIED_BY_USERS and bool(self.meta.get("queries_generated"))
+        text = self._refusal(copied) if refused and copied is not None else self._outcome(contextual, plain)
         ingestion = ingestion or {}
         per_million = ingestion.get("cost_per_million_document_tokens")
         if per_million is not None:
@@ -63,7 +63,7 @@ class EvalResult:
                      "million document tokens on this corpus (a dry run's estimate)." if estimated else ".")
         if self.meta.get("queries_note"):
             text += " The queries are synthetic: read the difference between variants, not the absolute rates."
-        if isinstance(copied, float) and copied >= 2 * COPIED_BY_USERS and not refused:
+        if copied is not None and copied >= 2 * COPIED_BY_USERS and not refused:
             text += (f" Warning: the questions quote their chunks more than people's do ({copied:.0%} of their word "
                      f"triples against {COPIED_BY_USERS:.0%} on the cookbook), which favours the BM25 side; check with "
                      "some of your users' real questions.")
