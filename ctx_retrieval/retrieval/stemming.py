@@ -24,6 +24,7 @@ _SCRIPTS = ((0x0400, 0x04FF, "russian"), (0x0370, 0x03FF, "greek"), (0x0600, 0x0
             (0x0900, 0x097F, "hindi"), (0x0B80, 0x0BFF, "tamil"))
 _LATIN_STEMMED = frozenset(("german", "french", "spanish", "portuguese", "italian", "dutch", "turkish", "swedish",
                             "indonesian"))
+_SHORTEST = 4  # shorter words are left whole: Hindi's particles की, के, का would all become क
 _local = threading.local()  # PyStemmer's stemmers are not to be shared between threads
 
 
@@ -51,7 +52,7 @@ def stem(token: str, latin: str | None) -> str | None:
     """The Snowball stem of one token where it differs from the token: a non-Latin word by its script, a
     Latin-script word by ``latin`` (its text's language; ``None``: not stemmed); identifiers (digits, underscores)
     never."""
-    if "_" in token or any(ch.isdigit() for ch in token):
+    if len(token) < _SHORTEST or "_" in token or any(ch.isdigit() for ch in token):
         return None
     language = script_language(token)
     if language is None and latin in _LATIN_STEMMED and _latin_script(token):
