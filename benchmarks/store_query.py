@@ -34,31 +34,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
+from query_latency import Lookup  # noqa: E402
+from query_latency import vectors as unit  # noqa: E402
+
 DIM = 384
-
-
-def unit(n: int, seed: int) -> Any:
-    import numpy as np
-
-    v = np.random.default_rng(seed).standard_normal((n, DIM), dtype=np.float32)
-    return v / np.linalg.norm(v, axis=1, keepdims=True)
-
-
-class Lookup:
-    """An embedder that looks vectors up (texts and queries were embedded beforehand)."""
-
-    model_id = "lookup"
-
-    def __init__(self, vectors: dict[str, Any]) -> None:
-        self.vectors = vectors
-
-    def embed(self, texts: list[str]) -> Any:
-        import numpy as np
-
-        return np.stack([self.vectors[t] for t in texts])
-
-    def embed_query(self, text: str) -> Any:
-        return self.vectors[text]
 
 
 def timed(calls: dict[str, Callable[[str], Any]], queries: list[str], rounds: int = 5,

@@ -106,3 +106,16 @@ def postgres() -> Iterator[Any]:
         pytest.skip("PostgreSQL is not installed (apt-get install postgresql; .ci/run installs it)")
     with LocalPostgres() as server:
         yield server
+
+
+@pytest.fixture
+def chroma_server(tmp_path: Path) -> Iterator[Any]:
+    """A Chroma server on 127.0.0.1 in its own process, over a data folder of the test's; stopped after."""
+    from tests.helpers import CHROMA, ChromaServer
+
+    if not Path(CHROMA).exists():
+        pytest.skip("no chroma command")
+    chroma = ChromaServer(tmp_path / "chroma-data")
+    chroma.start()
+    yield chroma
+    chroma.stop()

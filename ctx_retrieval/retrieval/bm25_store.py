@@ -57,6 +57,7 @@ _MAX_TERM_BYTES = 1024  # longer ids and refs are indexed by their digest (the e
 _FILTERABLE_CHARS = 256  # string metadata longer than this is kept in the payload but not indexed for filters
 _EXACT_FLOAT = 2.0**53  # floats hold every integer below this, so a bound under it compares exactly
 _WRITER_HEAP = 64_000_000
+_HELD_KEPT = 200_000  # ids remembered as held per searcher (about 20 MB at most)
 _BATCH = 5000  # documents built and handed to the writer at a time (a million chunks never sit in memory at once)
 _SAFE_KEY = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
 _DISK_ERRORS = ("No space left", "Disk quota", "File too large", "os error 28", "os error 27", "os error 122")
@@ -176,6 +177,7 @@ class BM25Store:
         self._commits = 0  # this object's commits: an in-memory index changes only through them
         self._stamp: Any = None
         self._cached: Any = None
+        self._held: set[str] = set()  # ids this searcher was found to hold (cleared with it: a commit may delete)
         self._schema = self._build_schema()
         self._index = self._open()
 
@@ -404,6 +406,7 @@ class BM25Store:
         if stamp is None or stamp != self._stamp or self._cached is None:
             self._index.reload()
             self._cached, self._stamp = self._index.searcher(), stamp
+            self._held = set()
         return self._cached
 
     def __len__(self) -> int:
@@ -496,7 +499,11 @@ class BM25Store:
         """Which of these ids the index holds, from the term dictionary alone (no search, no document read; a chunk
         deleted since the engine last merged its segment still counts, until the merge)."""
         searcher = self._searcher()
-        return {i for i in dict.fromkeys(str(i) for i in ids) if searcher.doc_freq("id_term", _term(i))}
+        known = self._held  # a query asks about the vector side's candidates, which recur from query to query
+        found = {i for i in dict.fromkeys(str(i) for i in ids) if i in known or searcher.doc_freq("id_term", _term(i))}
+        if len(known) < _HELD_KEPT:
+            known.update(found)
+        return found
 
     def ids_of_refs(self, refs: Iterable[str]) -> list[str]:
         """The ids of every chunk of these source documents."""

@@ -9,7 +9,6 @@ import json
 import subprocess
 import sys
 import textwrap
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,7 +32,7 @@ from langchain_ctx import ContextualDocumentTransformer, MiniLMEmbeddings
 from langchain_ctx import ContextualVectorStore as LCStore
 from llama_index_ctx import ContextualNodeTransform, MiniLMEmbedding
 from llama_index_ctx import ContextualVectorStore as LIStore
-from tests.helpers import ACME, CHROMA, GLOBEX, ChromaServer
+from tests.helpers import ACME, GLOBEX, ChromaServer
 
 ROOT = Path(__file__).resolve().parents[2]
 EDITED = ACME.replace("Tucson", "Zanzibar")
@@ -109,16 +108,6 @@ class Service:
         return self.process.wait(timeout=120)
 
 
-@pytest.fixture
-def server(tmp_path: Path) -> Iterator[ChromaServer]:
-    if not Path(CHROMA).exists():
-        pytest.skip("no chroma command")
-    chroma = ChromaServer(tmp_path / "chroma-data")
-    chroma.start()
-    yield chroma
-    chroma.stop()
-
-
 def lc_chunks(*texts_and_sources: tuple[str, str]) -> list[LCDocument]:
     splitter = RecursiveCharacterTextSplitter(chunk_size=160, chunk_overlap=0, add_start_index=True)
     sources = [LCDocument(page_content=t, metadata={"source": s}) for t, s in texts_and_sources]
@@ -168,10 +157,11 @@ JOBS = {"langchain": LangChainJob, "llama_index": LlamaIndexJob}
 @pytest.mark.parametrize("flow", ["usual", "wrapped"])
 @pytest.mark.parametrize("framework", ["langchain", "llama_index"])
 def test_a_query_service_sees_every_write_of_an_ingestion_job_on_both_sides(
-        framework: str, flow: str, server: ChromaServer, embedder: MiniLMEmbedder, shared_cache_dir: Path) -> None:
-    job = JOBS[framework](server.client(), flow, embedder)
+        framework: str, flow: str, chroma_server: ChromaServer, embedder: MiniLMEmbedder,
+        shared_cache_dir: Path) -> None:
+    job = JOBS[framework](chroma_server.client(), flow, embedder)
     job.write((GLOBEX, "globex"))
-    service = Service(framework, str(server.port), flow, shared_cache_dir)
+    service = Service(framework, str(chroma_server.port), flow, shared_cache_dir)
     try:
         assert service.first == {"ready": True}, service.first
         assert all("Zanzibar" not in text for text, _, _ in service.ask(QUERY))
