@@ -22,11 +22,11 @@ _FUNCTION_WORDS = (  # English first, then the Latin-script languages a document
     "der die und das ist nicht mit den von zu ein eine im auf für sich des dem wird sind auch",  # German
     "le la les et des est une un du que pour dans sur pas au ce qui sont avec",  # French
     "el los las y que es una por con para del se al lo su como más",  # Spanish
-    "os as que do da em um uma para com não dos das ao pelo",  # Portuguese
+    "os as que do da em um uma para não dos das ao pelo você é são também seu sua",  # Portuguese ("com": URLs)
     "il di che è della per del sono gli le una nel alla",  # Italian
     "het een en van dat op te zijn niet met voor ook aan",  # Dutch
     "yang dan di ini itu dengan untuk dari dalam tidak akan pada",  # Indonesian
-    "ve bir bu için ile da de olan gibi daha çok ne mi olarak kadar sonra veya ise her şu",  # Turkish
+    "ve bir bu için ile olan gibi daha çok ne mi olarak kadar sonra veya ise her şu",  # Turkish
     "i w z na się nie do to że jest jak po od za dla są lub oraz",  # Polish
     "och att det som en är på för med av den till inte har om",  # Swedish
 )
@@ -65,6 +65,10 @@ def latin_language(text: str) -> str | None:
     sample = text[:_SAMPLE]
     if sample.isascii():
         return None
+    letters = [ch for ch in sample if ch.isalpha()]
+    latin = sum(1 for ch in letters if ord(ch) < 0x0250 or 0x1E00 <= ord(ch) < 0x1F00)
+    if latin * 2 < len(letters):
+        return None  # mostly another script (a Chinese or Russian page with English code in it)
     words = [w.lower() for w in _WORD.findall(sample)]
     english = sum(1 for w in words if w in _ENGLISH)
     counts = [sum(1 for w in words if w in others) for others in _OTHERS]
@@ -73,7 +77,7 @@ def latin_language(text: str) -> str | None:
         return _NAMES[best]
     if english >= 2 and english >= counts[best]:
         return None
-    for letters, language in _LETTER_HINTS:
-        if any(ch in letters for ch in sample):
+    for marked, language in _LETTER_HINTS:  # enough of them: one "São Paulo" does not make a page Portuguese
+        if sum(1 for ch in sample if ch in marked) >= max(1, latin // 500):
             return language
     return None

@@ -167,8 +167,9 @@ def _words(identifier: str, latin: str | None, ascii_only: bool) -> list[str]:
         return tokens
     out: list[str] = []
     for token in tokens:
-        stemmed = stem(token, latin)
-        forms = [token, _folded(token)] + ([stemmed, _folded(stemmed)] if stemmed else [])
+        folded = _folded(token)
+        stemmed = stem(token, latin, folded)
+        forms = [token, folded] + ([stemmed, _folded(stemmed)] if stemmed else [])
         out.extend(dict.fromkeys(forms))  # each form once (``köln``'s stem is its folded form, ``koln``)
     return out
 

@@ -48,10 +48,10 @@ def _stemmer(language: str) -> Any:
     return stemmers[language]
 
 
-def stem(token: str, latin: str | None) -> str | None:
+def stem(token: str, latin: str | None, folded: str | None = None) -> str | None:
     """The Snowball stem of one token where it differs from the token: a non-Latin word by its script, a
     Latin-script word by ``latin`` (its text's language; ``None``: not stemmed); identifiers (digits, underscores)
-    never."""
+    never. ``folded``: the token without its marks (Arabic is stemmed in that form)."""
     if len(token) < _SHORTEST or "_" in token or any(ch.isdigit() for ch in token):
         return None
     language = script_language(token)
@@ -59,7 +59,7 @@ def stem(token: str, latin: str | None) -> str | None:
         language = latin
     if language is None:
         return None
-    found: str = _light10(token) if language == "arabic" else _stemmer(language).stemWord(token)
+    found: str = _light10(folded or token) if language == "arabic" else _stemmer(language).stemWord(token)
     return found if found and found != token else None
 
 
@@ -71,9 +71,8 @@ _AR_SUFFIXES = ("ها", "ان", "ات", "ون", "ين", "يه", "ه", "ي")  # a
 
 
 def _light10(word: str) -> str:
-    from ctx_retrieval.retrieval.bm25 import fold_accents
-
-    word = fold_accents(word)
+    """``word`` (folded: one alef, no harakat, teh marbuta as heh) without one article or conjunction prefix and
+    its plural, dual, possessive and feminine suffixes."""
     for prefix in _AR_PREFIXES:
         if word.startswith(prefix) and len(word) - len(prefix) >= (3 if prefix == "و" else 2):
             word = word[len(prefix):]

@@ -249,6 +249,10 @@ def test_latin_language_reads_function_words_then_letters_only_some_languages_wr
     assert latin_language("Wie viele Mitarbeiter") is None  # ASCII alone: not stemmed
     assert latin_language("Tổng doanh thu quý hai") is None  # Vietnamese: no stemmer
     assert latin_language("заголовки") is None  # another script: its own stemmer
+    assert latin_language("Você aprenderá como usá-las para configuração da aplicação, e é também simples.") == \
+        "portuguese"
+    # a page mostly in another script, with URLs and a name in Portuguese: not stemmed as Portuguese
+    assert latin_language("部署到 fastapicloud.com 和 docs.fastapicloud.com，在 São Paulo 的服务器上运行。" * 3) is None
 
 
 def test_thai_queries_match_inside_unspaced_text_by_default_and_with_the_segmenter() -> None:
