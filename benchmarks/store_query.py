@@ -42,16 +42,19 @@ DIM = 384
 
 def timed(calls: dict[str, Callable[[str], Any]], queries: list[str], rounds: int = 5,
           differences: list[float] | None = None) -> dict[str, tuple[float, float]]:
-    """Median CPU and wall milliseconds per call, the calls interleaved query by query, best of ``rounds``; with
-    ``differences``, each query's wall time of the first call minus the second's is appended (paired, so the
-    machine's drift cancels)."""
+    """Median CPU and wall milliseconds per call, the calls interleaved query by query (in rotating order), best of
+    ``rounds``; with ``differences``, each query's wall time of the first call minus the second's is appended
+    (paired, so the machine's drift cancels)."""
     best: dict[str, tuple[float, float]] = {}
     names = list(calls)
     for _ in range(rounds):
         cpu: dict[str, list[float]] = {name: [] for name in calls}
         wall: dict[str, list[float]] = {name: [] for name in calls}
-        for q in queries:
-            for name, call in calls.items():
+        for n, q in enumerate(queries):
+            # the order rotates query by query, so every call follows every other equally often (the floor's
+            # matrix product leaves BLAS threads spinning on the other core for a while: the call after it pays)
+            for name in names[n % len(names):] + names[:n % len(names)]:
+                call = calls[name]
                 c, w = time.process_time(), time.perf_counter()
                 call(q)
                 cpu[name].append(time.process_time() - c)

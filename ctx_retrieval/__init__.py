@@ -18,12 +18,12 @@ from ctx_retrieval.contextualize.prompts import (
     PromptTemplate,
     clean_context,
 )
-from ctx_retrieval.contextualize.scheduling import RateLimit, RetryPolicy
 from ctx_retrieval.contextualize.versions import ReusePolicy
 from ctx_retrieval.contextualize.windowing import WindowConfig
 from ctx_retrieval.errors import *  # noqa: F403 - the error tree, named once in errors.__all__
 from ctx_retrieval.loaders import split_into_chunks
 from ctx_retrieval.models import MODELS, ModelInfo
+from ctx_retrieval.pacing import RateLimit, RetryPolicy
 from ctx_retrieval.providers import AnthropicProvider, OpenAICompatibleProvider, Provider
 from ctx_retrieval.retrieval.bm25 import BM25Index, tokenize, tokenize_parts
 from ctx_retrieval.retrieval.bm25_store import BM25Entry, BM25Store

@@ -36,9 +36,9 @@ from typing import Any
 
 from ctx_retrieval._optional import require
 from ctx_retrieval.contextualize.cache_postgres import CACHE_URL_ENV, CacheURL, is_postgres_url, redact_url
-from ctx_retrieval.contextualize.scheduling import RateLimit, TokenBucket
 from ctx_retrieval.errors import ConfigurationError
 from ctx_retrieval.loaders import document_from_row
+from ctx_retrieval.pacing import RateLimit, TokenBucket
 from ctx_retrieval.providers.base import Provider
 from ctx_retrieval.types import Chunk, SourceDocument
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ctx_retrieval import Chunk, SourceDocument, split_into_chunks
-from ctx_retrieval.contextualize.scheduling import Clock
+from ctx_retrieval.pacing import Clock
 
 TEST_KEY = "sk-ant-test-canary-7f3c9e1d2b"
 """A canary API key: tests grep logs, reprs, pickles and cache files for it."""

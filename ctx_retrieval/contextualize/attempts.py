@@ -13,12 +13,12 @@ import logging
 from dataclasses import dataclass
 
 from ctx_retrieval.contextualize.planning import Plan, RunSettings
-from ctx_retrieval.contextualize.scheduling import pace_after
 from ctx_retrieval.contextualize.state import RunState, grow_if_bound
 from ctx_retrieval.contextualize.tracing import TracedAnswer, TracedRequest
 from ctx_retrieval.errors import ProviderUnavailableError
 from ctx_retrieval.models import cost_usd, request_cost_usd
 from ctx_retrieval.naming import document_name, printable
+from ctx_retrieval.pacing import pace_after
 from ctx_retrieval.providers.base import ContextRequest, ErrorDecision, ProviderResponse
 from ctx_retrieval.providers.generic import server_message
 from ctx_retrieval.types import TokenUsage

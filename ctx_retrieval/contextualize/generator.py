@@ -33,13 +33,13 @@ from ctx_retrieval.contextualize.planning import (
 from ctx_retrieval.contextualize.prompts import DEFAULT_PROMPT, PromptTemplate
 from ctx_retrieval.contextualize.results import ContextRun, CostEstimate
 from ctx_retrieval.contextualize.reuse import estimate as estimate_run
-from ctx_retrieval.contextualize.scheduling import SYSTEM_CLOCK, Clock, RateLimit, RetryPolicy, SharedBudget
 from ctx_retrieval.contextualize.state import RunState, logs_above
 from ctx_retrieval.contextualize.stores import ContextStore, open_context_cache
 from ctx_retrieval.contextualize.tracing import RequestTracer
 from ctx_retrieval.contextualize.versions import ReusePolicy
 from ctx_retrieval.contextualize.windowing import WindowConfig
 from ctx_retrieval.errors import ConfigurationError
+from ctx_retrieval.pacing import SYSTEM_CLOCK, Clock, RateLimit, RetryPolicy, SharedBudget
 from ctx_retrieval.providers.base import Provider
 from ctx_retrieval.tokens import TokenCounter
 from ctx_retrieval.types import Chunk, SourceDocument

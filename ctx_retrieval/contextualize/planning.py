@@ -16,14 +16,7 @@ from typing import Literal, Protocol
 from ctx_retrieval.contextualize.cache import context_cache_key, text_digest
 from ctx_retrieval.contextualize.prompts import PromptTemplate, clean_context
 from ctx_retrieval.contextualize.results import CostEstimate
-from ctx_retrieval.contextualize.scheduling import (
-    AUTO_START_CONCURRENCY,
-    Clock,
-    Limiter,
-    RateLimit,
-    RetryPolicy,
-    SharedBudget,
-)
+from ctx_retrieval.contextualize.scheduling import AUTO_START_CONCURRENCY
 from ctx_retrieval.contextualize.stores import ContextStore, OutputHistory
 from ctx_retrieval.contextualize.tracing import RequestTracer
 from ctx_retrieval.contextualize.validation import locate_chunks
@@ -38,6 +31,7 @@ from ctx_retrieval.contextualize.versions import (
 from ctx_retrieval.contextualize.windowing import DocumentView, WindowConfig, document_view
 from ctx_retrieval.errors import ChunkTooLargeError, ConfigurationError, CtxRetrievalError, InvalidInputError
 from ctx_retrieval.models import ModelInfo, request_cost_usd
+from ctx_retrieval.pacing import Clock, Limiter, RateLimit, RetryPolicy, SharedBudget
 from ctx_retrieval.protocols import TokenCountingProvider
 from ctx_retrieval.providers.base import ContextRequest, Provider
 from ctx_retrieval.tokens import TokenCounter, estimate_tokens

@@ -28,8 +28,8 @@ from ctx_retrieval.types import ResultStatus, TokenUsage
 if TYPE_CHECKING:
     from ctx_retrieval.contextualize.leases import DocumentLeases
     from ctx_retrieval.contextualize.planning import Plan, Planner, RunSettings
-    from ctx_retrieval.contextualize.scheduling import Clock
     from ctx_retrieval.contextualize.state import RunState
+    from ctx_retrieval.pacing import Clock
     from ctx_retrieval.providers.base import ProviderResponse
 
 __all__ = ["RunCache"]

@@ -13,10 +13,11 @@ from typing import Any
 
 from ctx_retrieval.contextualize.leases import DocumentLeases
 from ctx_retrieval.contextualize.planning import Plan, RunSettings
-from ctx_retrieval.contextualize.scheduling import DOCUMENTS_PER_SLOT, Limiter, PrioritySlots, server_shape
+from ctx_retrieval.contextualize.scheduling import DOCUMENTS_PER_SLOT, server_shape
 from ctx_retrieval.contextualize.tracing import RunTracers, current_tracers
 from ctx_retrieval.contextualize.versions import Previous
 from ctx_retrieval.errors import CtxRetrievalError
+from ctx_retrieval.pacing import Limiter, PrioritySlots
 from ctx_retrieval.progress import NoBar, make_bar
 from ctx_retrieval.types import ContextResult
 from ctx_retrieval.usage import RunReport

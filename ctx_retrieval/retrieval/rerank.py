@@ -15,9 +15,9 @@ import re
 from collections.abc import Sequence
 
 from ctx_retrieval._aio import run_sync
-from ctx_retrieval.contextualize.scheduling import Limiter, RateLimit, RetryPolicy, pace_after
-from ctx_retrieval.errors import ProviderRequestError
+from ctx_retrieval.pacing import SYSTEM_CLOCK, Clock, Limiter, RateLimit, RetryPolicy, paced_call
 from ctx_retrieval.providers.base import ContextRequest, Provider
+from ctx_retrieval.tokens import estimate_tokens
 
 __all__ = ["ClaudeReranker"]
 
@@ -37,6 +37,8 @@ class ClaudeReranker:
         provider: any ``Provider``; ``None`` builds ``AnthropicProvider()`` (Claude, key from the environment).
         candidates: how many fused candidates are shown to the model (default 40).
         top_n: how many the model is asked to rank (default 20).
+        retry / rate_limit / clock: the pacing every request of a reranking goes through (``ctx_retrieval.pacing``:
+            the retry policy, a client-side limit, the clock waits are taken on), as for context requests.
     """
 
     def __init__(
@@ -49,6 +51,7 @@ class ClaudeReranker:
         max_concurrency: int = 4,
         retry: RetryPolicy | None = None,
         rate_limit: RateLimit | None = None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         if provider is None:
             from ctx_retrieval.providers.anthropic import AnthropicProvider
@@ -61,6 +64,7 @@ class ClaudeReranker:
         self.max_concurrency = max_concurrency
         self.retry = retry or RetryPolicy()
         self.rate_limit = rate_limit
+        self.clock = clock
         self._rng = random.Random(0)
         self._limiter: Limiter | None = None  # one per reranking batch: its calls share the pauses
 
@@ -82,43 +86,14 @@ class ClaudeReranker:
         if len(shown) <= 1:
             return list(range(len(texts)))
         request = self._request(query, shown)
-        limiter = self._limiter or Limiter(self.rate_limit)
-        failures, waited, seen = 0, 0.0, 0
-        while True:
-            # The engine's pacing: the client-side limit, the server's reported buckets, and run-wide pauses
-            # after 429s and 529s, shared by every query of the batch.
-            probe = await limiter.acquire(request.max_tokens)
-            sent_at, paused = limiter.sent(request.max_tokens), False
-            try:
-                response = await self.provider.agenerate(request)
-                if response.limits is not None:
-                    limiter.observe(response.limits, sent_at)
-                break
-            except Exception as exc:  # classified by type; anything unknown propagates
-                decision = self.provider.classify_error(exc)
-                if decision is None:
-                    raise
-                if decision.action != "retry":
-                    raise self.provider.run_error(decision, exc) from exc
-                decision = pace_after(decision, limiter, self.retry, seen, self._rng)
-                paused = decision.kind in ("rate_limited", "overloaded")
-                seen += paused
-                if decision.kind == "rate_limited":  # waits, bounded like the generator's, not attempts
-                    waited += decision.retry_after_s or 0.0
-                    if waited > self.retry.max_rate_limit_wait_s:
-                        raise ProviderRequestError(
-                            f"reranking still rate-limited after {waited:.0f} s of waiting "
-                            "(RetryPolicy.max_rate_limit_wait_s)", provider=self.provider.name,
-                            status_code=decision.status_code) from exc
-                    continue  # the limiter holds the next attempt until the pause ends
-                failures += 1
-                if failures >= self.retry.max_attempts:
-                    raise ProviderRequestError(f"reranking failed after {failures} attempts: {decision.kind}",
-                                               provider=self.provider.name, status_code=decision.status_code) from exc
-                await asyncio.sleep(max(self.retry.backoff(failures, self._rng), decision.retry_after_s or 0.0))
-            finally:
-                if probe:
-                    limiter.answered(rate_limited=paused)
+        limiter = self._limiter or Limiter(self.rate_limit, clock=self.clock)  # a batch's queries share its pauses
+        # the limiter counts what is sent: the passages and the instruction (input), the answer's cap (output)
+        sent = estimate_tokens(request.document_prefix + request.chunk_block)
+        response = await paced_call(lambda: self.provider.agenerate(request), limiter=limiter, policy=self.retry,
+                                    classify=self.provider.classify_error, run_error=self.provider.run_error,
+                                    limits_of=lambda answer: answer.limits, input_tokens=sent,
+                                    output_tokens=request.max_tokens, rng=self._rng, what="reranking",
+                                    provider=self.provider.name)
         order: list[int] = []
         for number in re.findall(r"\d+", response.text):
             index = int(number) - 1
@@ -134,7 +109,7 @@ class ClaudeReranker:
             async with slots:
                 return await self.arerank(query, texts)
 
-        self._limiter = Limiter(self.rate_limit)
+        self._limiter = Limiter(self.rate_limit, clock=self.clock)
         try:
             return list(await asyncio.gather(*(one(q, t) for q, t in zip(queries, candidates, strict=True))))
         finally:

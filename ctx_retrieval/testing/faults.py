@@ -11,8 +11,8 @@ from pathlib import Path
 
 from ctx_retrieval.contextualize.generator import ContextGenerator
 from ctx_retrieval.contextualize.prompts import clean_context
-from ctx_retrieval.contextualize.scheduling import RetryPolicy
 from ctx_retrieval.loaders import split_into_chunks
+from ctx_retrieval.pacing import RetryPolicy
 from ctx_retrieval.providers.anthropic import AnthropicProvider
 from ctx_retrieval.testing.fake_anthropic import FakeAnthropicServer
 from ctx_retrieval.types import Chunk, SourceDocument

@@ -64,3 +64,28 @@ def test_a_sustained_429_is_bounded_and_paced_run_wide() -> None:
     # Before: each query retried a 429 forever (here until the 60 s outage ended). Now the queries share the
     # run-wide pauses (one probe after each) and each gives up after 0.5 s of waiting (0.1 s per 429).
     assert refused <= 4 * (0.5 / 0.1 + 2)
+
+
+def test_waits_are_taken_on_the_injected_clock_and_the_limit_counts_the_passages_sent() -> None:
+    from ctx_retrieval import RateLimit
+    from ctx_retrieval.tokens import estimate_tokens
+    from tests.helpers import SteppedClock
+
+    texts = {f"id{i}": f"passage {i} " + "word " * 40 for i in range(8)}
+    with FakeAnthropicServer(responder=reverse_responder) as server:
+        provider = AnthropicProvider(api_key=TEST_KEY, base_url=server.base_url)
+        server.script_faults(["server_error"])
+        clock = SteppedClock()
+        reranker = ClaudeReranker(provider, candidates=8, retry=RetryPolicy(initial_delay_s=7.0), clock=clock)
+        assert len(reranker.rerank_ids(["q"], [list(texts)], texts)[0]) == 8
+        assert len(clock.slept) == 1 and 3.5 <= clock.slept[0] <= 7.0  # the backoff, on the clock (jitter 0.5-1x)
+        # 600 input tokens a minute and prompts of ~540: the second query waits for the bucket to refill what it
+        # sends; a limit fed the answer's cap (~176 tokens) as before would have let both through at once
+        clock = SteppedClock()
+        reranker = ClaudeReranker(provider, candidates=8, clock=clock, max_concurrency=1,
+                                  rate_limit=RateLimit(input_tokens_per_minute=600))
+        reranker.rerank_ids(["q1", "q2"], [list(texts)] * 2, texts)
+        prompt = server.successful()[-1].body["messages"][0]["content"]
+    sent = estimate_tokens(prompt[0]["text"] + prompt[-1]["text"])
+    assert 500 < sent < 600
+    assert sum(clock.slept) >= 60 * (2 * sent - 600) / 600 - 1  # about 48 s, slept on the injected clock

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from ctx_retrieval import ConfigurationError, RateLimit, RetryPolicy
-from ctx_retrieval.contextualize.scheduling import Limiter, PrioritySlots
+from ctx_retrieval.pacing import Limiter, PrioritySlots
 from ctx_retrieval.providers.anthropic import server_limits
 from ctx_retrieval.providers.base import ServerLimit, ServerLimits
 from tests.helpers import SteppedClock

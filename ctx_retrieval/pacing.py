@@ -1,0 +1,396 @@
+"""Pacing, below everything that calls a provider: the retry policy, client-side rate limits, the mirror of the
+server's buckets, run-wide pauses after 429s and 529s, priority slots, and the clock all of them read.
+
+The context engine (``contextualize.attempts``: its requests also hold slots, leases and a budget), the reranker
+and token counting pace through these; ``paced_call`` is the whole loop for a caller that needs nothing more (the
+reranker). A request that waits to retry gives its slot back first, so one slow chunk never stalls a run, and a
+429's ``retry-after`` pauses new requests run-wide instead of letting every worker bounce off the same limit. Time
+comes from a ``Clock`` (tests pass one that moves only when slept on). The SDK's own retries are switched off.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import heapq
+import itertools
+import random
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Protocol, TypeVar, runtime_checkable
+
+from ctx_retrieval.errors import ConfigurationError, ProviderRequestError
+from ctx_retrieval.types import ErrorDecision, ServerLimit, ServerLimits
+
+__all__ = ["SYSTEM_CLOCK", "Clock", "Limiter", "PrioritySlots", "RateLimit", "RetryPolicy", "SharedBudget",
+           "TokenBucket", "pace_after", "paced_call"]
+
+T = TypeVar("T")
+
+DEFAULT_MAX_ATTEMPTS = 6
+DEFAULT_INITIAL_DELAY_S = 1.0
+DEFAULT_MAX_DELAY_S = 60.0
+DEFAULT_MAX_RATE_LIMIT_WAIT_S = 900.0
+DEFAULT_MAX_OUTAGE_S = 300.0
+
+
+_MAX_BACKOFF_EXPONENT = 60
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """How failed requests are retried.
+
+    Transient errors (5xx, 529 overloaded, timeouts, dropped connections, truncated answers) are retried up
+    to ``max_attempts`` requests per chunk with exponential backoff and jitter. Rate-limit answers (429) do
+    not use up attempts: they wait (``retry-after`` when given) until ``max_rate_limit_wait_s`` of waiting
+    has accumulated for the chunk, so a sustained limit slows a run down instead of failing it. A server that
+    refuses connections (stopped, restarting) pauses the whole run as a 429 does, one probe request at a time,
+    using no attempts, for up to ``max_outage_s`` from its first refusal; then the run stops.
+    """
+
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS
+    initial_delay_s: float = DEFAULT_INITIAL_DELAY_S
+    max_delay_s: float = DEFAULT_MAX_DELAY_S
+    max_rate_limit_wait_s: float = DEFAULT_MAX_RATE_LIMIT_WAIT_S
+    max_outage_s: float = DEFAULT_MAX_OUTAGE_S
+
+    def __post_init__(self) -> None:
+        if self.max_attempts < 1:
+            raise ConfigurationError("RetryPolicy.max_attempts must be >= 1", setting="retry")
+        if min(self.initial_delay_s, self.max_delay_s, self.max_rate_limit_wait_s, self.max_outage_s) < 0:
+            raise ConfigurationError("RetryPolicy delays must be >= 0", setting="retry")
+
+    def backoff(self, failures: int, rng: random.Random) -> float:
+        """Delay before the next attempt after ``failures`` consecutive failures (jitter in [0.5x, 1x])."""
+        # The exponent is capped: run-wide counts (429s without retry-after) reach the thousands, and 2.0 ** 1024
+        # overflows; 2 ** 60 times any sane initial delay is already past any max_delay_s.
+        base = min(self.max_delay_s, self.initial_delay_s * 2.0 ** min(max(0, failures - 1), _MAX_BACKOFF_EXPONENT))
+        return base * rng.uniform(0.5, 1.0)
+
+
+@dataclass(frozen=True)
+class RateLimit:
+    """A client-side limit that keeps a run under the account's limits instead of bouncing off them."""
+
+    requests_per_minute: float | None = None
+    input_tokens_per_minute: float | None = None
+
+    def __post_init__(self) -> None:
+        for name in ("requests_per_minute", "input_tokens_per_minute"):
+            value = getattr(self, name)
+            if value is not None and value <= 0:
+                raise ConfigurationError(f"RateLimit.{name} must be positive or None", setting="rate_limit")
+
+
+# Headroom kept below the server's reported level: our token estimate of a request differs from the server's count
+# by a few percent, and a large request sent on an exact refill would earn a 429 (measured: 1% removes all of
+# them in benchmarks/ingestion_throughput.py at no cost in wall time).
+_SYNC_MARGIN = 0.01
+_TOKEN_ROUNDING = 500.0  # Anthropic reports input tokens remaining rounded to the nearest thousand
+_RATE_DECAY = 0.9  # weight of earlier reports in the refill-rate estimate
+_SENDS_KEPT_S = 900.0  # how long sends are remembered for syncing with the server's reports (> any timeout)
+_SENDS_KEPT = 4096
+_RECHECK_S = 0.25
+_NO_WAIT_S = 1e-6
+
+
+class Clock:
+    """Time for the limiter: ``monotonic()`` and ``sleep()``. The system's by default; tests pass one that moves
+    only when slept on, so their assertions are exact instead of wall-clock bounds on a loaded machine."""
+
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+    async def sleep(self, seconds: float) -> None:
+        await asyncio.sleep(seconds)
+
+
+SYSTEM_CLOCK = Clock()
+
+
+class TokenBucket:
+    """A token bucket refilled continuously at ``per_minute``, holding at most ``burst_s`` seconds' worth (a
+    minute's by default)."""
+
+    def __init__(self, per_minute: float, now: float, *, burst_s: float = 60.0) -> None:
+        self.rate = per_minute / 60.0
+        self.capacity = per_minute * min(1.0, burst_s / 60.0)
+        self.level = self.capacity
+        self.stamp = now
+        self._deficits = self._full_in = 0.0  # decaying sums behind a server-reported refill rate
+
+    def _refill(self, now: float) -> None:
+        self.level = min(self.capacity, self.level + (now - self.stamp) * self.rate)
+        self.stamp = now
+
+    def wait_time(self, amount: float, now: float) -> float:
+        self._refill(now)
+        amount = min(amount, self.capacity)
+        return 0.0 if self.level >= amount else (amount - self.level) / self.rate
+
+    def take(self, amount: float) -> None:
+        self.level -= min(amount, self.capacity)
+
+    def reserve(self, amount: float, now: float) -> float:
+        """Take ``amount`` now, into debt if need be; the seconds until the debt is paid back (the queue ahead)."""
+        self._refill(now)
+        self.take(amount)
+        return max(0.0, -self.level / self.rate)
+
+    def sync(self, reported: ServerLimit, elapsed_s: float, sent_since: float, now: float, *,
+             rounding: float = 0.0) -> None:
+        """Set the bucket to what the server reported ``elapsed_s`` ago, refilled since, less our later sends.
+        ``rounding``: how far the reported remainder may be off (Anthropic rounds tokens to the thousand)."""
+        deficit = reported.limit - reported.remaining
+        if reported.full_in_s and deficit > 0:
+            # The refill rate is deficit / time-to-full. Reports are rounded (the remainder to the thousand, the
+            # reset to the second), so the rate is a ratio of decaying sums: large deficits weigh most and the
+            # rounding averages out. Limits are per minute: never slower than that, never absurdly fast.
+            self._deficits = _RATE_DECAY * self._deficits + deficit
+            self._full_in = _RATE_DECAY * self._full_in + reported.full_in_s
+            self.rate = min(max(self._deficits / self._full_in, reported.limit / 60.0), reported.limit)
+        self.capacity = reported.limit
+        refilled = min(reported.limit, reported.remaining + elapsed_s * self.rate)
+        self.level = refilled - sent_since - max(_SYNC_MARGIN * reported.limit, 2 * rounding)
+        self.stamp = now
+
+
+@runtime_checkable
+class SharedBudget(Protocol):
+    """A rate limit shared by several workers (``ctx_retrieval.distributed``: a Ray actor owns it): each request
+    reserves its share and waits the seconds returned, so N workers together stay under the one limit instead of
+    each assuming all of it."""
+
+    async def reserve(self, input_tokens: int, output_tokens: int) -> float: ...
+
+
+class Limiter:
+    """Run-wide gate: the client-side rate limit, the server's reported limits, and a pause set by 429s.
+
+    Answers that report the account's rate-limit state (``observe``) set a mirror of the server's buckets, so
+    a request that the server would refuse waits on our side instead. After a pause, one request goes first
+    (a probe) and the others wait for its answer: the server's retry-after covers that one request, so
+    releasing every waiter at once would only earn a 429 each.
+    """
+
+    def __init__(self, limit: RateLimit | None, *, clock: Clock = SYSTEM_CLOCK,
+                 shared: SharedBudget | None = None) -> None:
+        self.clock = clock
+        self.shared = shared
+        now = clock.monotonic()
+        requests, tokens = (limit.requests_per_minute, limit.input_tokens_per_minute) if limit else (None, None)
+        self._requests = TokenBucket(requests, now) if requests else None
+        self._tokens = TokenBucket(tokens, now) if tokens else None
+        self._server_requests: TokenBucket | None = None
+        self._server_tokens: TokenBucket | None = None
+        self._server_output: TokenBucket | None = None
+        # (monotonic time, input tokens, output tokens reserved) of recent sends; only those after the oldest
+        # request still in flight are ever needed, so a bound far above any concurrency keeps memory flat.
+        self._sent: deque[tuple[float, float, float]] = deque(maxlen=_SENDS_KEPT)
+        self._reserved_requests, self._reserved_tokens = 0, 0.0  # passed acquire, not sent yet
+        self._reserved_output = 0.0
+        self._paused_until = 0.0
+        self._lock = asyncio.Lock()
+        self._probing = False  # set by a pause: the next request is a probe
+        self._probe_answered: asyncio.Event | None = None  # set while a probe is in flight
+
+    def pause(self, seconds: float) -> None:
+        """Hold every new request for ``seconds`` (a 429 applies to the whole account, not one request)."""
+        self._paused_until = max(self._paused_until, self.clock.monotonic() + seconds)
+        self._probing = True
+
+    def answered(self, *, rate_limited: bool) -> None:
+        """Report the answer to the probe (the request ``acquire`` returned True for), whatever its outcome."""
+        if self._probe_answered is not None:
+            if not rate_limited:
+                self._probing = False  # the limit has room again: everyone may go
+            event, self._probe_answered = self._probe_answered, None
+            event.set()
+
+    def sent(self, input_tokens: int, output_tokens: int = 0) -> float:
+        """Record that a request ``acquire`` let through is being sent now; the monotonic send time."""
+        now = self.clock.monotonic()
+        self._reserved_requests -= 1
+        self._reserved_tokens -= input_tokens
+        self._reserved_output -= output_tokens
+        self._sent.append((now, float(input_tokens), float(output_tokens)))
+        while self._sent[0][0] < now - _SENDS_KEPT_S:
+            self._sent.popleft()
+        return now
+
+    def unsent(self, input_tokens: int, output_tokens: int = 0) -> None:
+        """A request ``acquire`` let through will not be sent after all."""
+        self._reserved_requests -= 1
+        self._reserved_tokens -= input_tokens
+        self._reserved_output -= output_tokens
+
+    def observe(self, limits: ServerLimits, sent_at: float) -> None:
+        """Mirror the server's buckets as reported by the answer to a request sent at ``sent_at`` (monotonic):
+        what it had left then, refilled since, less what we sent after it or have let through unsent."""
+        now = self.clock.monotonic()
+        later_requests, later_tokens = self._reserved_requests, self._reserved_tokens
+        later_output = self._reserved_output
+        for stamp, tokens, output in reversed(self._sent):  # sends the report cannot include yet
+            if stamp <= sent_at:
+                break
+            later_requests += 1
+            later_tokens += tokens
+            later_output += output
+        elapsed = max(0.0, now - sent_at)
+        if limits.requests is not None:
+            self._server_requests = self._server_requests or TokenBucket(limits.requests.limit, now)
+            self._server_requests.sync(limits.requests, elapsed, later_requests, now)
+        if limits.input_tokens is not None:
+            self._server_tokens = self._server_tokens or TokenBucket(limits.input_tokens.limit, now)
+            self._server_tokens.sync(limits.input_tokens, elapsed, later_tokens, now, rounding=_TOKEN_ROUNDING)
+        if limits.output_tokens is not None:
+            # The server reserves a request's max_tokens when it starts and gives back the unused part when it
+            # ends: our later sends count at their max_tokens, as the server counts them.
+            self._server_output = self._server_output or TokenBucket(limits.output_tokens.limit, now)
+            self._server_output.sync(limits.output_tokens, elapsed, later_output, now, rounding=_TOKEN_ROUNDING)
+
+    def _buckets(self) -> list[tuple[TokenBucket, str]]:
+        """(bucket, what it counts: "requests", "input" or "output") for every bucket in force."""
+        out = [(b, "requests") for b in (self._requests, self._server_requests) if b is not None]
+        out += [(b, "input") for b in (self._tokens, self._server_tokens) if b is not None]
+        return out + [(b, "output") for b in (self._server_output,) if b is not None]
+
+    async def acquire(self, input_tokens: int, output_tokens: int = 0) -> bool:
+        """Wait until a request may be sent (``output_tokens``: its ``max_tokens``, which the server reserves
+        at the start); True when it is the probe after a pause."""
+        need = {"requests": 1.0, "input": float(input_tokens), "output": float(output_tokens)}
+        async with self._lock:  # FIFO: waiters are served in arrival order
+            while True:
+                if self._probe_answered is not None:
+                    await self._probe_answered.wait()
+                    continue
+                now = self.clock.monotonic()
+                wait = max(0.0, self._paused_until - now)
+                buckets = self._buckets()
+                for bucket, kind in buckets:
+                    wait = max(wait, bucket.wait_time(need[kind], now))
+                if wait <= _NO_WAIT_S:  # a rounding error's worth of waiting is none
+                    for bucket, kind in buckets:
+                        bucket.take(need[kind])
+                    if self.shared is not None:  # the fleet's limit: reserved now, waited here, in arrival order
+                        await self.clock.sleep(await self.shared.reserve(input_tokens, output_tokens))
+                    self._reserved_requests += 1
+                    self._reserved_tokens += input_tokens
+                    self._reserved_output += output_tokens
+                    if self._probing:
+                        self._probe_answered = asyncio.Event()
+                        return True
+                    return False
+                # Re-check at least every _RECHECK_S: an answer arriving meanwhile may update the server's mirror.
+                await self.clock.sleep(min(wait, _RECHECK_S))
+
+
+class PrioritySlots:
+    """A semaphore whose waiters are served lowest priority value first, then first come first served; it can
+    grow (``grow``) when the run finds it needs more requests in flight.
+
+    The generator gives follow-up requests of documents whose prompt cache is already written priority over
+    the first request of a new document, so documents finish while their cache entry is warm.
+    """
+
+    def __init__(self, slots: int) -> None:
+        self.capacity = slots
+        self._free = slots
+        self._waiters: list[tuple[int, int, asyncio.Future[None]]] = []
+        self._seq = itertools.count()
+
+    def would_wait(self) -> bool:
+        """Whether an ``acquire`` now would wait (every slot taken, or others waiting already)."""
+        return self._free <= 0 or bool(self._waiters)
+
+    def grow(self) -> None:
+        """One more slot, given at once to the first waiter if any."""
+        self.capacity += 1
+        self.release()
+
+    async def acquire(self, priority: int) -> None:
+        if self._free > 0 and not self._waiters:
+            self._free -= 1
+            return
+        future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        heapq.heappush(self._waiters, (priority, next(self._seq), future))
+        try:
+            await future
+        except asyncio.CancelledError:
+            if future.done() and not future.cancelled():
+                self.release()  # the slot was handed over just as we were cancelled
+            raise
+
+    def release(self) -> None:
+        while self._waiters:
+            _, _, future = heapq.heappop(self._waiters)
+            if not future.done():
+                future.set_result(None)
+                return
+        self._free += 1
+
+
+def pace_after(decision: ErrorDecision, limiter: Limiter, policy: RetryPolicy, seen: int,
+               rng: random.Random) -> ErrorDecision:
+    """The run-wide part of retrying, shared by every caller of a provider: after a 429 or a 529, pause new
+    requests (``retry-after`` when the server gave one, else backoff on ``seen``, the run's count of such
+    answers) unless the wait is longer than the run would make for any request (``max_rate_limit_wait_s``); the
+    decision comes back with the delay it paused for."""
+    if decision.kind not in ("rate_limited", "overloaded"):
+        return decision
+    delay = decision.retry_after_s
+    if delay is None:
+        delay = policy.backoff(seen + 1, rng)
+        decision = dataclasses.replace(decision, retry_after_s=delay)
+    if delay <= policy.max_rate_limit_wait_s:
+        limiter.pause(delay)
+    return decision
+
+
+async def paced_call(call: Callable[[], Awaitable[T]], *, limiter: Limiter, policy: RetryPolicy,
+                     classify: Callable[[Exception], ErrorDecision | None],
+                     run_error: Callable[[ErrorDecision, Exception], Exception],
+                     limits_of: Callable[[T], ServerLimits | None], input_tokens: int, output_tokens: int,
+                     rng: random.Random, what: str, provider: str) -> T:
+    """One request, paced and retried: it waits for the limiter (its real ``input_tokens`` and its ``max_tokens``
+    as ``output_tokens``), is recorded as sent, mirrors the server's buckets from its answer; a 429 or 529 pauses
+    every request of the limiter (waits bounded by ``max_rate_limit_wait_s``, not counted as attempts), other
+    retryable errors back off on the limiter's clock up to ``max_attempts``; what ``classify`` does not know, or
+    says is fatal, is raised (``run_error`` types the latter). ``what`` names the request in errors."""
+    failures, waited, seen = 0, 0.0, 0
+    while True:
+        probe = await limiter.acquire(input_tokens, output_tokens)
+        sent_at, paused = limiter.sent(input_tokens, output_tokens), False
+        try:
+            answer = await call()
+            limits = limits_of(answer)
+            if limits is not None:
+                limiter.observe(limits, sent_at)
+            return answer
+        except Exception as exc:  # classified by type; anything unknown propagates
+            decision = classify(exc)
+            if decision is None:
+                raise
+            if decision.action != "retry":
+                raise run_error(decision, exc) from exc
+            decision = pace_after(decision, limiter, policy, seen, rng)
+            paused = decision.kind in ("rate_limited", "overloaded")
+            seen += paused
+            if decision.kind == "rate_limited":
+                waited += decision.retry_after_s or 0.0
+                if waited > policy.max_rate_limit_wait_s:
+                    raise ProviderRequestError(f"{what} still rate-limited after {waited:.0f} s of waiting "
+                                               "(RetryPolicy.max_rate_limit_wait_s)", provider=provider,
+                                               status_code=decision.status_code) from exc
+                continue  # the limiter holds the next attempt until the pause ends
+            failures += 1
+            if failures >= policy.max_attempts:
+                raise ProviderRequestError(f"{what} failed after {failures} attempts: {decision.kind}",
+                                           provider=provider, status_code=decision.status_code) from exc
+            await limiter.clock.sleep(max(policy.backoff(failures, rng), decision.retry_after_s or 0.0))
+        finally:
+            if probe:
+                limiter.answered(rate_limited=paused)
