@@ -4,7 +4,7 @@ llama.cpp / llama-cpp-python server can run on a machine that cannot download mo
     .venv-llama/bin/python scripts/make_toy_gguf.py /tmp/toy.gguf
 
 Its answers are noise; what it is for is the server's own behaviour: slots and prefix reuse, model-name handling,
-context-size errors, restarts (tests/integration/test_llama_cpp_server.py). Needs ``gguf`` and ``numpy``.
+context-size errors, restarts (scripts/check_llama_cpp_server.py). Needs ``gguf`` and ``numpy``.
 """
 
 from __future__ import annotations
