@@ -1,5 +1,7 @@
 """A real PostgreSQL server for tests and benchmarks: initdb in a temporary folder, a free port on 127.0.0.1, trust
-authentication, stopped and deleted after.
+authentication, stopped and deleted after, however its starter ends: ``pg_ctl`` detaches the server, so a watcher
+process stops it when the process that started it is gone (a test worker killed by a timeout never runs its
+teardown; a server it had started ran on for 90 minutes once).
 
 PostgreSQL refuses to run as root: started by root, the server runs as an unprivileged user (``postgres`` when it
 exists, else ``nobody``) through ``runuser``. The programs come from ``$PATH`` or Debian's
@@ -14,6 +16,7 @@ import pwd
 import shutil
 import socket
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -21,6 +24,22 @@ from typing import Any
 __all__ = ["LocalPostgres", "postgres_bin"]
 
 _USER = "ctx"
+# Waits for the process that started the server (argv[1]) to end, then stops the server and deletes its folder;
+# stopped itself (SIGTERM) when the server is stopped the ordinary way.
+_WATCHER = """
+import os, shutil, subprocess, sys, time
+owner, command, folder = int(sys.argv[1]), sys.argv[2:-1], sys.argv[-1]
+while True:
+    try:
+        os.kill(owner, 0)
+    except ProcessLookupError:
+        break
+    except PermissionError:
+        pass
+    time.sleep(0.5)
+subprocess.run(command, capture_output=True)
+shutil.rmtree(folder, ignore_errors=True)
+"""
 
 
 def postgres_bin() -> Path | None:
@@ -48,6 +67,7 @@ class LocalPostgres:
         self.folder: Path | None = None
         self._databases = 0
         self._run_as: str | None = None
+        self._watcher: subprocess.Popen[bytes] | None = None
 
     def _command(self, *args: str) -> list[str]:
         return ["runuser", "-u", self._run_as, "--", *args] if self._run_as else list(args)
@@ -66,6 +86,10 @@ class LocalPostgres:
                                      "UTF8", "--no-sync"), check=True, capture_output=True, text=True)
         self.port = _free_port()
         self.resume()
+        stop = self._command(str(self.bin / "pg_ctl"), "-D", str(data), "-m", "immediate", "-w", "stop")
+        self._watcher = subprocess.Popen([sys.executable, "-c", _WATCHER, str(os.getpid()), *stop, str(self.folder)],
+                                         start_new_session=True, stdin=subprocess.DEVNULL,
+                                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         return self
 
     def resume(self) -> None:
@@ -101,6 +125,10 @@ class LocalPostgres:
         return f"postgresql://{_USER}@127.0.0.1:{self.port}/{name}"
 
     def stop(self) -> None:
+        if self._watcher is not None:
+            self._watcher.terminate()
+            self._watcher.wait()
+            self._watcher = None
         if self.folder is None or self.bin is None:
             return
         subprocess.run(self._command(str(self.bin / "pg_ctl"), "-D", str(self.folder / "data"), "-m", "immediate",

@@ -181,3 +181,35 @@ def test_a_run_that_starts_while_the_cache_is_down_waits_for_it(postgres: Any) -
     assert paid == 40 and all(r.context for r in run)  # nothing failed: the run waited, then ran
     assert run.report.unstored == 0 and len(cache) == 40
     cache.close()
+
+
+def test_a_server_whose_starter_is_killed_is_stopped_and_its_folder_deleted(tmp_path: Path) -> None:
+    import json
+    import signal
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    from ctx_retrieval.testing.postgres import postgres_bin
+
+    if postgres_bin() is None:
+        pytest.skip("PostgreSQL is not installed")
+    starter = subprocess.Popen(
+        [sys.executable, "-c", "import json, sys, time\n"
+         "from ctx_retrieval.testing.postgres import LocalPostgres\n"
+         "server = LocalPostgres().start()\n"
+         "print(json.dumps([server.port, str(server.folder)]), flush=True)\n"
+         "time.sleep(600)\n"], stdout=subprocess.PIPE, text=True)
+    assert starter.stdout is not None
+    port, folder = json.loads(starter.stdout.readline())
+    with socket.create_connection(("127.0.0.1", port), timeout=5):
+        pass  # the server is up
+    starter.send_signal(signal.SIGKILL)  # as a timed-out test worker dies: no teardown runs
+    starter.wait()
+    deadline = time.monotonic() + 120  # a liveness bound, not a speed bound: the watcher polls every 0.5 s
+    while Path(folder).exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    assert not Path(folder).exists()
+    with pytest.raises(OSError):
+        socket.create_connection(("127.0.0.1", port), timeout=5).close()
