@@ -1,0 +1,41 @@
+"""``ctx-retrieval query``: search an index made by ``index``."""
+
+from __future__ import annotations
+
+import argparse
+import textwrap
+from typing import Any
+
+from ctx_retrieval.cli._common import (
+    add_analysis_args,
+    offline_embedder,
+    positive_int,
+)
+
+
+def _cmd_query(args: argparse.Namespace) -> int:
+    from ctx_retrieval.retrieval.store import open_store, store_embedder
+
+    built_with = store_embedder(args.store)  # the store's own: queries must be embedded by the same model
+    model = "e5" if built_with == "e5" else "minilm"
+    store = open_store(args.store, embedder=offline_embedder(progress=False, name=model),
+                       tokenizer=args.bm25_tokenizer)
+    hits = store.search(args.query, k=args.k, mode=args.mode)
+    for n, hit in enumerate(hits, start=1):
+        ranks = f"vector #{hit.vector_rank or '-'}, bm25 #{hit.bm25_rank or '-'}"
+        print(f"{n:>2}. {hit.chunk.chunk_id} ({hit.chunk.document_id}) score {hit.score:.4f} [{ranks}]")
+        if hit.chunk.context:
+            print(textwrap.indent(textwrap.fill("context: " + hit.chunk.context, 100), "    "))
+        print(textwrap.indent(textwrap.shorten(" ".join(hit.chunk.text.split()), 200), "    "))
+    return 0
+
+
+def add_parser(sub: Any, *, twin: bool) -> None:
+    """The command's options."""
+    query = sub.add_parser("query", help="search an index made by 'index'")
+    query.add_argument("store", help="index folder")
+    query.add_argument("query", help="the question")
+    query.add_argument("-k", type=positive_int, default=5, help="results (default %(default)s)")
+    query.add_argument("--mode", choices=["hybrid", "dense", "bm25"], default="hybrid")
+    add_analysis_args(query, default=None)
+    query.set_defaults(func=_cmd_query)
