@@ -18,7 +18,7 @@ is ``page_content[context_chars:]``, so the chunk text is not stored twice."""
 FUSED_SCORE_KEY = "fused_score"
 VECTOR_RANK_KEY = "vector_rank"
 BM25_RANK_KEY = "bm25_rank"
-DENSE_RANKS_KEY = "dense_ranks"
-RETRIEVAL_KEYS = (FUSED_SCORE_KEY, VECTOR_RANK_KEY, BM25_RANK_KEY, DENSE_RANKS_KEY)
+VECTOR_RANKS_KEY = "vector_ranks"
+RETRIEVAL_KEYS = (FUSED_SCORE_KEY, VECTOR_RANK_KEY, BM25_RANK_KEY, VECTOR_RANKS_KEY)
 """Written on each retrieved result (never on stored chunks): its fused score and each side's rank (with a second
-embedder, ``vector_rank`` is the best dense rank and ``dense_ranks`` lists each)."""
+embedder, ``vector_rank`` is the best dense rank and ``vector_ranks`` lists each)."""

@@ -23,13 +23,13 @@ class FailedChunk:
     document: SourceDocument
     chunk: Chunk
     chunks: tuple[Chunk, ...]  # the document's whole chunk list: windows and cache keys depend on it
-    error_type: str
+    error_kind: str  # why, for programs: the chunk's ContextResult.error_kind ("rate_limited", "max_tokens"...)
     message: str
 
     def __repr__(self) -> str:
         return (
             f"FailedChunk(document_id={self.document.id!r}, chunk_id={self.chunk.id!r}, "
-            f"error_type={self.error_type!r}, message={self.message!r})"
+            f"error_kind={self.error_kind!r}, message={self.message!r})"
         )
 
 
@@ -182,7 +182,7 @@ class RunReport:
             "unstored": self.unstored,
             "uncacheable_documents": list(self.uncacheable_documents),
             "failures": [
-                {"document_id": f.document.id, "chunk_id": f.chunk.id, "error_type": f.error_type, "message": f.message}
+                {"document_id": f.document.id, "chunk_id": f.chunk.id, "error_kind": f.error_kind, "message": f.message}
                 for f in self.to_retry
             ],
             "wall_time_s": round(self.wall_time_s, 3),
@@ -246,7 +246,7 @@ class RunReport:
         for failure in self.to_retry[:10]:
             document, chunk = failure.document.id, failure.chunk.id  # a chunk id that names its document says it once
             where = chunk if chunk.startswith(document) else f"{document}/{chunk}"
-            lines.append(f"  no context: {where}: {failure.error_type}: {failure.message}")
+            lines.append(f"  no context: {where}: {failure.error_kind}: {failure.message}")
         if len(self.to_retry) > 10:
             lines.append(f"  ... and {len(self.to_retry) - 10} more without context")
         return "\n".join(lines)

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, Generic, Literal, Protocol, TypeVar, runtime_checkable
 
 from ctx_retrieval.errors import ConfigurationError, InvalidInputError
-from ctx_retrieval.keys import BM25_RANK_KEY, DENSE_RANKS_KEY, FUSED_SCORE_KEY, VECTOR_RANK_KEY
+from ctx_retrieval.keys import BM25_RANK_KEY, FUSED_SCORE_KEY, VECTOR_RANK_KEY, VECTOR_RANKS_KEY
 from ctx_retrieval.retrieval.bm25_store import BM25Results, BM25Store, StoredEntry
 from ctx_retrieval.retrieval.fusion import DEFAULT_RRF_K, chunk_key, fuse, side_weights
 
@@ -75,19 +75,19 @@ class AsyncSide(Protocol[T_co]):
 class Hit(Generic[T]):
     """A result: the item, its chunk key, the fused score in (0, 1] (``FusedHit``: 1.0 is first on every side; for
     one side alone ``1 / rank``) and each side's rank from 1, ``None`` where that side did not return it: with more
-    than one vector side, ``vector_rank`` is the best of them and ``dense_ranks`` holds each."""
+    than one vector side, ``vector_rank`` is the best of them and ``vector_ranks`` holds each."""
 
     item: T
     key: int
     score: float
     vector_rank: int | None
     bm25_rank: int | None
-    dense_ranks: tuple[int | None, ...] = ()
+    vector_ranks: tuple[int | None, ...] = ()
 
     def metadata(self) -> dict[str, Any]:
         """The fused score and each side's rank under the keys both adapters write on a result
-        (``ctx_retrieval.keys``); ``dense_ranks`` only with more than one vector side."""
-        ranks = {DENSE_RANKS_KEY: list(self.dense_ranks)} if len(self.dense_ranks) > 1 else {}
+        (``ctx_retrieval.keys``); ``vector_ranks`` only with more than one vector side."""
+        ranks = {VECTOR_RANKS_KEY: list(self.vector_ranks)} if len(self.vector_ranks) > 1 else {}
         return {FUSED_SCORE_KEY: self.score, VECTOR_RANK_KEY: self.vector_rank, BM25_RANK_KEY: self.bm25_rank,
                 **ranks}
 

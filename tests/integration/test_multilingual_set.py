@@ -173,8 +173,8 @@ def test_three_way_fusion_writes_and_ranks_with_both_embedders(adapter: str, e5:
         if query["gold_chunk_ids"][0] not in [i for i, _ in found]:
             missed.append(query["query"])
         first = found[0][1]
-        assert len(first["dense_ranks"]) == 2 and first["vector_rank"] == min(
-            r for r in first["dense_ranks"] if r is not None)
+        assert len(first["vector_ranks"]) == 2 and first["vector_rank"] == min(
+            r for r in first["vector_ranks"] if r is not None)
     # 47 of 48 in the top 5 with heuristic contexts that carry no English word (48 with "From ..." in front; over
     # the four languages the language-neutral contexts find 183 against 182)
     assert len(missed) <= 1, missed

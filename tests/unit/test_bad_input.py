@@ -210,4 +210,4 @@ def test_an_absurd_retry_after_is_bounded_in_the_give_up_message(make_generator:
         run = make_generator(server=server, on_error="skip",
                              retry=RetryPolicy(max_rate_limit_wait_s=10)).contextualize(document, chunks[:1])
     (failed,) = run.report.failures
-    assert failed.error_type == "rate_limited" and "86400 s" in failed.message and len(failed.message) < 400
+    assert failed.error_kind == "rate_limited" and "86400 s" in failed.message and len(failed.message) < 400

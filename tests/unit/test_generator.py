@@ -235,7 +235,7 @@ def test_on_error_raise_stops_and_retry_failed_finishes(fake_server: Any, make_g
         generator.contextualize_many(documents)
     report = info.value.report
     assert report.failed == 1 and [f.chunk.id for f in report.failures] == [bad_chunk.id]
-    assert report.failures[0].error_type == "server_error"
+    assert report.failures[0].error_kind == "server_error"
     assert report.generated >= 2 and report.generated + 1 + report.not_attempted == report.chunks
     assert report.not_attempted > 0
     assert "retry_failed" in str(info.value)

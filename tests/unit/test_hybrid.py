@@ -31,9 +31,9 @@ def test_three_sides_fuse_as_one_reciprocal_rank_fusion_with_each_sides_rank() -
     assert [h.key for h in hits] == [f.id for f in expected]
     assert [h.score for h in hits] == pytest.approx([f.score for f in expected])
     first = hits[0]
-    assert first.key == 1 and first.dense_ranks == (1, 3) and first.vector_rank == 1 and first.bm25_rank == 3
+    assert first.key == 1 and first.vector_ranks == (1, 3) and first.vector_rank == 1 and first.bm25_rank == 3
     five = next(h for h in hits if h.key == 5)
-    assert five.dense_ranks == (None, 2) and five.vector_rank == 2 and five.item == "e5:5"  # read where first found
+    assert five.vector_ranks == (None, 2) and five.vector_rank == 2 and five.item == "e5:5"  # read where first found
     six = next(h for h in hits if h.key == 6)
     assert six.vector_rank is None and six.item == "bm25:6"
     assert asyncio.run(HybridRetriever([minilm, e5], bm25, candidates=10).aretrieve("q", k=10)) == hits
@@ -54,4 +54,4 @@ def test_vector_sides_alone_fuse_without_bm25() -> None:
     a, b = ListSide("a", [1, 2]), ListSide("b", [2, 3])
     hits = HybridRetriever([a, b], None).retrieve("q", k=3)
     assert [h.key for h in hits] == [2, 1, 3] and all(h.bm25_rank is None for h in hits)
-    assert HybridRetriever(a, None).retrieve("q", k=1)[0].dense_ranks == (1,)
+    assert HybridRetriever(a, None).retrieve("q", k=1)[0].vector_ranks == (1,)

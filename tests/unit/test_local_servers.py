@@ -129,7 +129,7 @@ def test_finish_reason_length_is_never_accepted_as_a_context() -> None:
         server.script_faults(["length", "length"])
         cut = generator(server, on_error="skip").contextualize(document, chunks[:1])
         assert cut.report.failed == 1 and cut[0].context is None and "max_tokens" in (cut[0].error or "")
-        assert cut[0].error_kind == "max_tokens" and cut.report.failures[0].error_type == "max_tokens"
+        assert cut[0].error_kind == "max_tokens" and cut.report.failures[0].error_kind == "max_tokens"
 
 
 def test_a_stopped_server_pauses_the_run_and_a_restarted_one_finishes_it(caplog: pytest.LogCaptureFixture) -> None:
@@ -181,7 +181,7 @@ def test_a_server_that_stays_down_stops_the_run_with_the_counts_right() -> None:
     assert report is not None
     total = sum(len(c) for _, c in documents[1:])
     assert report.failed + report.not_attempted == total
-    assert all("unreachable" in f.message and f.error_type == "unreachable" for f in report.failures)  # with why
+    assert all("unreachable" in f.message and f.error_kind == "unreachable" for f in report.failures)  # with why
     assert report.failed <= 3  # one probe at a time, not every chunk
     assert report.errors_by_type["unreachable"] <= 12
 

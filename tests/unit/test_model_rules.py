@@ -108,7 +108,7 @@ def test_a_refusal_fails_the_chunk_and_is_never_cached(tmp_path: Path) -> None:
         run = ContextGenerator(provider(server), cache=cache, on_error="skip").contextualize(document, chunks)
         assert run[2].context is None and run[2].status == "failed" and run[2].error is not None
         assert run[2].error_kind == "refusal" and not run[2].error.startswith("refusal")
-        assert [f.error_type for f in run.report.failures] == ["refusal"]
+        assert [f.error_kind for f in run.report.failures] == ["refusal"]
         before = len(server.requests)
         again = ContextGenerator(provider(server), cache=cache).contextualize(document, chunks)
         assert len(server.requests) == before + 1 and again[2].context  # only the refused chunk is asked again
