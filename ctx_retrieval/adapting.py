@@ -22,13 +22,13 @@ from ctx_retrieval.keys import (
     CONTEXT_WRITTEN_FROM_KEY,
 )
 from ctx_retrieval.naming import SOURCE_KEYS
-from ctx_retrieval.protocols import Contextualizer, EstimatingContextualizer
+from ctx_retrieval.protocols import Contextualizer, EstimatingContextualizer, TokenCountingEmbedder
 from ctx_retrieval.reconstruct import Piece, source_document
 from ctx_retrieval.types import Chunk, ContextResult, SourceDocument
 from ctx_retrieval.usage import RunReport
 
-__all__ = ["acontextualize", "contextualizer_for", "estimate_of", "file_name", "grouped", "identity", "provenance",
-           "report_of", "served_report"]
+__all__ = ["acontextualize", "contextualizer_for", "counting_embedder", "embedder_of", "estimate_of", "file_name",
+           "grouped", "identity", "provenance", "report_of", "served_report", "stable_id", "warn_truncated"]
 
 logger = logging.getLogger(__name__)
 
@@ -57,6 +57,41 @@ def contextualizer_for(given: Any, *, wrap: Callable[[Any], Any] | None = None, 
     if isinstance(provider, Provider):
         provider.check_ready()
     return chosen
+
+
+def embedder_of(model: Any) -> Any:
+    """The core embedder a framework embedding model of ours wraps (``MiniLMEmbeddings``, ``E5Embedding``... all
+    expose it as ``embedder``), else the model itself."""
+    return getattr(model, "embedder", model)
+
+
+def counting_embedder(model: Any) -> TokenCountingEmbedder | None:
+    """The embedder behind ``model`` when it counts its own tokens (the offline ones), else ``None``."""
+    embedder = embedder_of(model)
+    return embedder if isinstance(embedder, TokenCountingEmbedder) else None
+
+
+def warn_truncated(model: Any, texts: Sequence[str], names: Sequence[str]) -> None:
+    """One warning per indexing call, naming documents by ``names`` (file names), when the offline embedder behind
+    ``model`` would truncate some of ``texts``."""
+    embedder = counting_embedder(model)
+    if embedder is not None and texts:
+        embedder.warn_if_corpus_truncated(list(texts), list(names))
+
+
+def stable_id(chunk_id: str, source: str | None, start: int | None, text: str) -> str:
+    """A chunk id derived from its source, offset and text where the splitter drew a random UUID (the same chunk
+    indexed twice would be two entries); ids without a source, and ids that are not UUIDs (chosen by you), are
+    kept."""
+    import uuid
+
+    from ctx_retrieval.types import make_chunk_id
+
+    try:
+        uuid.UUID(chunk_id)
+    except ValueError:
+        return chunk_id
+    return chunk_id if source is None else make_chunk_id(source, start if start is not None else -1, text)
 
 
 def identity(contextualizer: Any) -> str:

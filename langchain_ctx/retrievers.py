@@ -18,14 +18,13 @@ from langchain_core.documents import BaseDocumentCompressor, Document
 from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict, Field, PrivateAttr, field_validator
 
-from ctx_retrieval.adapting import file_name
+from ctx_retrieval.adapting import file_name, warn_truncated
 from ctx_retrieval.errors import ConfigurationError, InvalidInputError
 from ctx_retrieval.keys import CHUNK_ID_KEY
 from ctx_retrieval.progress import progress_bar
-from ctx_retrieval.protocols import TokenCountingEmbedder
 from ctx_retrieval.retrieval.bm25 import resolve_tokenizer
 from ctx_retrieval.retrieval.fusion import DEFAULT_RRF_K, side_weights
-from ctx_retrieval.retrieval.hybrid import DEFAULT_CANDIDATES, HybridRetriever, Side, WindowedSide
+from ctx_retrieval.retrieval.hybrid import DEFAULT_CANDIDATES, HybridRetriever, Side, WindowedSide, check_depths
 from ctx_retrieval.retrieval.hybrid import all_weights as check_weights
 
 from .sides import RetrieverSide, TracedSide, VectorSide, documents
@@ -126,8 +125,7 @@ class ContextualHybridRetriever(BaseRetriever):
         super().__init__(**kwargs)
 
     def model_post_init(self, context: Any, /) -> None:
-        if self.k < 1 or self.candidates < 1:
-            raise ConfigurationError(f"k and candidates must be >= 1 (got {self.k}, {self.candidates})", setting="k")
+        check_depths(self.k, self.candidates, self.rrf_k)
         if not isinstance(self.vectorstore, ContextualVectorStore):
             raise ConfigurationError("vectorstore= takes a LangChain VectorStore", setting="vectorstore")
         self.embed_layout = self.vectorstore.embed_layout
@@ -176,10 +174,8 @@ class ContextualHybridRetriever(BaseRetriever):
         ids = [_chunk_id(d) for d in documents]
         if len(set(ids)) != len(ids):
             raise InvalidInputError("the documents repeat a chunk id; each chunk is stored once under its id")
-        embedder = getattr(self.vectorstore.embeddings, "embedder", None)
-        if documents and isinstance(embedder, TokenCountingEmbedder):
-            embedder.warn_if_corpus_truncated([d.page_content for d in documents],
-                                              [file_name(d.metadata, str(d.id or "?")) for d in documents])
+        warn_truncated(self.vectorstore.embeddings, [d.page_content for d in documents],
+                       [file_name(d.metadata, str(d.id or "?")) for d in documents])
         if warn and self._fixed_bm25 and documents:
             import warnings
 

@@ -10,6 +10,7 @@ from typing import Any
 
 from langchain_text_splitters import TextSplitter
 
+from ctx_retrieval.adapting import embedder_of
 from ctx_retrieval.chunking import CONTEXT_TOKENS, DEFAULT_CHUNK_TOKENS, check_chunk_tokens, split_by_tokens
 
 __all__ = ["EmbedderTokenSplitter"]
@@ -32,7 +33,7 @@ class EmbedderTokenSplitter(TextSplitter):
 
     def __init__(self, embeddings: Any = None, chunk_tokens: int = DEFAULT_CHUNK_TOKENS, *,
                  context_tokens: int = CONTEXT_TOKENS, **kwargs: Any) -> None:
-        embedder = check_chunk_tokens(getattr(embeddings, "embedder", embeddings), chunk_tokens, context_tokens)
+        embedder = check_chunk_tokens(embedder_of(embeddings), chunk_tokens, context_tokens)
         kwargs.setdefault("chunk_overlap", 0)
         super().__init__(chunk_size=chunk_tokens, length_function=embedder.count_tokens, **kwargs)
         self.chunk_tokens = chunk_tokens

@@ -23,11 +23,10 @@ from langchain_core.retrievers import BaseRetriever
 from langchain_core.vectorstores import InMemoryVectorStore, VectorStore
 from pydantic import ConfigDict, Field, field_validator
 
-from ctx_retrieval._names import in_memory_collection
 from ctx_retrieval._optional import require
+from ctx_retrieval.adapting import counting_embedder
 from ctx_retrieval.errors import ConfigurationError, InvalidInputError
 from ctx_retrieval.keys import CHUNK_ID_KEY, CONTEXT_CHARS_KEY, CONTEXT_KEY, ORIGINAL_TEXT_KEY
-from ctx_retrieval.protocols import TokenCountingEmbedder
 from ctx_retrieval.retrieval.bm25_store import BM25Store, StoredEntry
 from ctx_retrieval.retrieval.filters import compile_where
 from ctx_retrieval.retrieval.hybrid import BM25Side
@@ -245,8 +244,8 @@ class ContextualVectorStore(VectorStore):
         self.inner = inner
         self.also = list(also)
         self.embed_layout = embed_layout
-        embedder = getattr(inner.embeddings, "embedder", None)
-        counter = embedder.count_tokens if isinstance(embedder, TokenCountingEmbedder) else estimate_tokens
+        embedder = counting_embedder(inner.embeddings)
+        counter = embedder.count_tokens if embedder is not None else estimate_tokens
         self.pairing = Pairing.beside(rows_for(inner), bm25, tokenizer=tokenizer, owner={"items": _OWNER},
                                       layout=embed_layout, count_tokens=counter, follow=follow,
                                       also=[rows_for(s) for s in self.also])
@@ -391,12 +390,11 @@ class BM25IndexRetriever(BaseRetriever):
 
 def chroma_store(embedding: Any, *, client: Any, persist_directory: str | Path | None, collection_name: str) -> Any:
     langchain_chroma = require("langchain_chroma", "langchain-chroma")
-    kwargs: dict[str, Any] = {"collection_name": collection_name, "embedding_function": embedding,
-                              "collection_metadata": {"hnsw:space": "cosine"}}
-    if client is not None:
-        kwargs["client"] = client
-    elif persist_directory is not None:
-        kwargs["persist_directory"] = str(persist_directory)
-    else:  # in memory: in-memory clients share one store per process, so each retriever gets its own collection
-        kwargs["collection_name"] = in_memory_collection(collection_name)
-    return langchain_chroma.Chroma(**kwargs)
+    from ctx_retrieval.retrieval.chroma import client_for
+
+    where: dict[str, Any] = {"persist_directory": str(persist_directory)}  # as a plain Chroma reopens it
+    if client is not None or persist_directory is None:
+        chosen, collection_name = client_for(client, None, collection_name)
+        where = {"client": chosen}
+    return langchain_chroma.Chroma(collection_name=collection_name, embedding_function=embedding,
+                                   collection_metadata={"hnsw:space": "cosine"}, **where)

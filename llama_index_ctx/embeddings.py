@@ -34,6 +34,11 @@ class MiniLMEmbedding(BaseEmbedding):
         super().__init__(**kwargs)
         self._embedder = embedder or MiniLMEmbedder(cache=True)
 
+    @property
+    def embedder(self) -> Any:
+        """The core embedder (its token counter sizes chunks and windows)."""
+        return self._embedder
+
     @classmethod
     def class_name(cls) -> str:
         return "MiniLMEmbedding"

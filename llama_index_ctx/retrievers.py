@@ -24,7 +24,7 @@ from llama_index.core.vector_stores.types import MetadataFilters
 
 from ctx_retrieval.errors import ConfigurationError
 from ctx_retrieval.retrieval.fusion import DEFAULT_RRF_K
-from ctx_retrieval.retrieval.hybrid import DEFAULT_CANDIDATES, Hit, HybridRetriever, Side, WindowedSide
+from ctx_retrieval.retrieval.hybrid import DEFAULT_CANDIDATES, Hit, HybridRetriever, Side, WindowedSide, check_depths
 from ctx_retrieval.retrieval.hybrid import all_weights as check_weights
 
 from .sides import IndexSide, RetrieverSide, TracedSide, annotated, unembedded
@@ -95,15 +95,10 @@ class ContextualHybridRetriever(BaseRetriever):
                  bm25_path: str | Path | None = None, embed_layout: Literal["whole", "windows"] = "whole",
                  also: Sequence[VectorStoreIndex] = ()) -> None:
         super().__init__(callback_manager=callback_manager, verbose=verbose)
-        if embed_layout not in ("whole", "windows"):
-            raise ConfigurationError(f"embed_layout must be 'whole' or 'windows', not {embed_layout!r}",
-                                     setting="embed_layout")
         if also and embed_layout == "windows":
             raise ConfigurationError("also= (more indexes) and the windows layout do not go together: each embedder "
                                      "would cut its own windows", setting="also")
-        if similarity_top_k < 1 or candidates < 1 or rrf_k < 0:
-            raise ConfigurationError(f"similarity_top_k and candidates must be >= 1 and rrf_k >= 0 (got "
-                                     f"{similarity_top_k}, {candidates}, {rrf_k})", setting="similarity_top_k")
+        check_depths(similarity_top_k, candidates, rrf_k)
         if filters is not None and not isinstance(filters, MetadataFilters):
             raise TypeError(f"filters must be llama_index MetadataFilters, not {type(filters).__name__}: "
                             "MetadataFilters.from_dicts([{'key': 'tenant', 'value': 'a'}])")

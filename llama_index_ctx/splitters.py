@@ -14,6 +14,7 @@ from llama_index.core.node_parser.interface import MetadataAwareTextSplitter
 from llama_index.core.schema import BaseNode
 from pydantic import Field, PrivateAttr
 
+from ctx_retrieval.adapting import embedder_of
 from ctx_retrieval.chunking import CONTEXT_TOKENS, DEFAULT_CHUNK_TOKENS, TokenCount, check_chunk_tokens, split_by_tokens
 from ctx_retrieval.errors import ConfigurationError
 
@@ -53,7 +54,7 @@ class EmbedderTokenSplitter(MetadataAwareTextSplitter):
     def __init__(self, embed_model: Any = None, chunk_tokens: int = DEFAULT_CHUNK_TOKENS, *,
                  context_tokens: int = CONTEXT_TOKENS, indexed_metadata_keys: Sequence[str] | None = (),
                  **kwargs: Any) -> None:
-        embedder = check_chunk_tokens(getattr(embed_model, "_embedder", embed_model), chunk_tokens, context_tokens)
+        embedder = check_chunk_tokens(embedder_of(embed_model), chunk_tokens, context_tokens)
         super().__init__(chunk_tokens=chunk_tokens, context_tokens=context_tokens,  # type: ignore[call-arg]
                          embed_model_id=getattr(embedder, "model_id", type(embedder).__name__),
                          indexed_metadata_keys=None if indexed_metadata_keys is None else tuple(indexed_metadata_keys),

@@ -13,7 +13,6 @@ and does LlamaIndex's I/O. Vector queries go to the wrapped store.
 from __future__ import annotations
 
 import json
-import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -43,12 +42,10 @@ from llama_index.core.vector_stores.types import (
 from llama_index.core.vector_stores.utils import build_metadata_filter_fn
 from pydantic import PrivateAttr
 
-from ctx_retrieval._names import in_memory_collection
 from ctx_retrieval._optional import require
-from ctx_retrieval.adapting import file_name
+from ctx_retrieval.adapting import counting_embedder, file_name, stable_id, warn_truncated
 from ctx_retrieval.errors import ConfigurationError
 from ctx_retrieval.keys import CONTEXT_KEY
-from ctx_retrieval.protocols import TokenCountingEmbedder
 from ctx_retrieval.retrieval.bm25_store import BM25Store, StoredEntry
 from ctx_retrieval.retrieval.dense import cosine_collection
 from ctx_retrieval.retrieval.hybrid import BM25Side
@@ -63,7 +60,6 @@ from ctx_retrieval.retrieval.pairing import (
     window_of,
 )
 from ctx_retrieval.tokens import estimate_tokens
-from ctx_retrieval.types import make_chunk_id
 
 __all__ = ["BM25IndexRetriever", "ContextualVectorStore", "bm25_side", "chroma_vector_store", "decode", "parent_id"]
 
@@ -393,12 +389,6 @@ class ContextualVectorStore(BasePydanticVectorStore):
         return self._pairing.sync()
 
 
-def token_counter(embed_model: Any) -> Callable[[str], int] | None:
-    """The embedding model's own token counter (the offline embedders'), for the windows layout."""
-    embedder = getattr(embed_model, "_embedder", None)
-    return embedder.count_tokens if isinstance(embedder, TokenCountingEmbedder) else None
-
-
 class BM25IndexRetriever(BaseRetriever):
     """Contextual BM25 alone (the core ``BM25Store``: identifier-splitting tokens), best first.
 
@@ -450,16 +440,10 @@ def chroma_vector_store(*, client: Any = None, persist_directory: str | Path | N
     require("llama_index.vector_stores.chroma", "llama-index-chroma")
     from llama_index.vector_stores.chroma import ChromaVectorStore
 
-    if client is None and persist_directory is not None:
-        from ctx_retrieval.retrieval.chroma import persistent_client
+    from ctx_retrieval.retrieval.chroma import client_for
 
-        client = persistent_client(persist_directory)
-    elif client is None:
-        chromadb = require("chromadb", "chroma")
-        client = chromadb.EphemeralClient()
-        collection_name = in_memory_collection(collection_name)  # in-memory clients share one process store
-    collection = cosine_collection(client, collection_name)
-    return ChromaVectorStore(chroma_collection=collection)
+    return ChromaVectorStore(chroma_collection=cosine_collection(*client_for(client, persist_directory,
+                                                                             collection_name)))
 
 
 def wrap_index(index: VectorStoreIndex, bm25_path: str | Path | None, tokenizer: str | Callable[[str], list[str]],
@@ -495,28 +479,20 @@ def window_children(store: ContextualVectorStore, nodes: Sequence[BaseNode]) -> 
 
 def warn_truncation(embed_model: Any, nodes: Sequence[BaseNode]) -> None:
     """One warning per indexing call, naming documents by file name, when the offline embedder truncates."""
-    embedder = getattr(embed_model, "_embedder", None)
-    if not isinstance(embedder, TokenCountingEmbedder) or not nodes:
-        return
-    embedder.warn_if_corpus_truncated([n.get_content(metadata_mode=MetadataMode.EMBED) for n in nodes],
-                                      [file_name(n.metadata, str(n.ref_doc_id or n.node_id)) for n in nodes])
+    warn_truncated(embed_model, [n.get_content(metadata_mode=MetadataMode.EMBED) for n in nodes],
+                   [file_name(n.metadata, str(n.ref_doc_id or n.node_id)) for n in nodes])
 
 
 def with_stable_id(node: BaseNode) -> BaseNode:
-    """A copy of ``node`` whose id derives from its source, offset and text (node parsers draw random UUIDs, so the
-    same chunk indexed twice would be two entries); nodes without a source, and ids that are not UUIDs (chosen
-    by you), are kept."""
-    source = node.ref_doc_id
-    if source is None or not _is_uuid(node.node_id):
-        return node
+    """A copy of ``node`` whose id derives from its source, offset and text when a node parser drew a random UUID
+    (``ctx_retrieval.adapting.stable_id``)."""
     start = getattr(node, "start_char_idx", None)
-    text = node.get_content(metadata_mode=MetadataMode.NONE)
-    return node.model_copy(update={"id_": make_chunk_id(source, start if isinstance(start, int) else -1, text)})
+    chosen = stable_id(node.node_id, node.ref_doc_id, start if isinstance(start, int) else None,
+                       node.get_content(metadata_mode=MetadataMode.NONE))
+    return node if chosen == node.node_id else node.model_copy(update={"id_": chosen})
 
 
-def _is_uuid(value: str) -> bool:
-    try:
-        uuid.UUID(value)
-    except ValueError:
-        return False
-    return True
+def token_counter(embed_model: Any) -> Callable[[str], int] | None:
+    """The embedding model's own token counter (the offline embedders'), for the windows layout."""
+    embedder = counting_embedder(embed_model)
+    return embedder.count_tokens if embedder is not None else None

@@ -55,6 +55,19 @@ class MiniLMChromaEmbeddingFunction(EmbeddingFunction[Documents]):
         return MiniLMChromaEmbeddingFunction(MiniLMEmbedder(batch_size=int(config.get("batch_size", 32))))
 
 
+def client_for(client: Any, persist_directory: str | os.PathLike[str] | None, name: str) -> tuple[Any, str]:
+    """The Chroma client and collection name an adapter's store uses: ``client`` as given, an embedded
+    ``PersistentClient`` under ``persist_directory``, or an in-memory client (nothing written to disk), whose
+    collection gets a name of its own (in-memory clients share one store per process)."""
+    from ctx_retrieval._names import in_memory_collection
+
+    if client is not None:
+        return client, name
+    if persist_directory is not None:
+        return persistent_client(persist_directory), name
+    return chromadb.EphemeralClient(), in_memory_collection(name)
+
+
 def persistent_client(path: str | os.PathLike[str] = DEFAULT_CHROMA_DIR) -> Any:
     """An embedded Chroma ``PersistentClient`` storing under ``path`` (a project-local folder by default)."""
     Path(path).mkdir(parents=True, exist_ok=True)

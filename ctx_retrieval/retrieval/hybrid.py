@@ -23,8 +23,22 @@ from ctx_retrieval.keys import BM25_RANK_KEY, FUSED_SCORE_KEY, VECTOR_RANK_KEY, 
 from ctx_retrieval.retrieval.bm25_store import BM25Results, BM25Store, StoredEntry
 from ctx_retrieval.retrieval.fusion import DEFAULT_RRF_K, chunk_key, fuse, side_weights
 
-__all__ = ["DEFAULT_CANDIDATES", "AsyncSide", "BM25Side", "Hit", "HybridRetriever", "Ranked", "Ranking", "Reranker",
-           "Screen", "Side", "WindowedSide", "all_weights", "chunk_key"]
+__all__ = [
+    "DEFAULT_CANDIDATES",
+    "AsyncSide",
+    "BM25Side",
+    "Hit",
+    "HybridRetriever",
+    "Ranked",
+    "Ranking",
+    "Reranker",
+    "Screen",
+    "Side",
+    "WindowedSide",
+    "all_weights",
+    "check_depths",
+    "chunk_key",
+]
 
 T = TypeVar("T")
 T_co = TypeVar("T_co", covariant=True)
@@ -293,6 +307,14 @@ def _pool() -> concurrent.futures.ThreadPoolExecutor:
             _POOL = concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count() or 2,
                                                           thread_name_prefix="ctx-bm25")
         return _POOL
+
+
+def check_depths(k: int, candidates: int, rrf_k: int = DEFAULT_RRF_K) -> None:
+    """What an adapter's retriever checks when it is made (its hybrid query is made per query): results returned
+    and candidates per side at least 1, the RRF constant at least 0."""
+    if k < 1 or candidates < 1 or rrf_k < 0:
+        raise ConfigurationError(f"k (results) and candidates must be >= 1 and rrf_k >= 0 (got {k}, {candidates}, "
+                                 f"{rrf_k})", setting="k")
 
 
 def _check_k(k: int) -> None:
