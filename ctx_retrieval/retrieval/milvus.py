@@ -1,0 +1,240 @@
+"""Contextual hybrid retrieval inside Milvus (issue 37, first step): one collection holds each chunk's contextualized
+text, its vector and the engine's own BM25 over it, so there is one index to keep true and nothing to pair.
+
+The BM25 side is Milvus's BM25 function fed our analysis: the analysed field holds the chunk's tokens as our
+tokenizer makes them (identifier parts and wholes, CJK bigrams, folded forms, stems), each written as a short digest
+that the engine's standard analyzer keeps whole (Milvus Lite offers only its standard and jieba tokenizers, which
+would cut them apart again); queries are tokenized the same way. So contextual BM25 in Milvus ranks the tokens
+``BM25Store`` ranks, with Milvus's scoring (k1 1.2, b 0.75, as tantivy's). The vector side is a dense field of the
+same rows (cosine). Queries run as our ``HybridRetriever`` over the two engine sides (``engine_fusion=False``, the
+default: each hit carries both sides' ranks, filters go to both), or as one ``hybrid_search`` in the engine with its
+RRF (``engine_fusion=True``: one round trip, fused scores only).
+
+``uri`` is Milvus's own: a ``.db`` file for Milvus Lite (in-process: one process at a time), ``http://host:19530``
+for a server or cluster, or a ``milvus-lite server`` on loopback (what the two-process tests use): the same code.
+Filters are our ``where`` dicts (``{"tenant": "a"}``, ``$gte``, ``$in``, ``$and``...), translated to Milvus expressions
+over a JSON metadata field. Needs ``ctx-retrieval[milvus]``.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from ctx_retrieval._optional import require
+from ctx_retrieval.errors import InvalidInputError
+from ctx_retrieval.protocols import Embedder
+from ctx_retrieval.retrieval.bm25 import resolve_tokenizer
+from ctx_retrieval.retrieval.dense import IdRanking
+from ctx_retrieval.retrieval.fusion import DEFAULT_RRF_K, chunk_key
+from ctx_retrieval.retrieval.hybrid import DEFAULT_CANDIDATES, HybridRetriever
+from ctx_retrieval.retrieval.store import IndexedChunk, SearchHit
+
+__all__ = ["MilvusStore", "milvus_filter"]
+
+_TEXT_MAX = 65_535
+_ID_MAX = 1_024
+_BATCH = 500
+_WORD_BYTES = 10  # 80 bits: two tokens of a corpus collide with odds far below one in a billion
+
+
+def _word(token: str) -> str:
+    digest = hashlib.blake2b(token.encode("utf-8", "surrogatepass"), digest_size=_WORD_BYTES).digest()
+    return "t" + base64.b32encode(digest).decode("ascii").lower().rstrip("=")
+
+
+_OPS = {"$eq": "==", "$ne": "!=", "$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
+
+
+def milvus_filter(where: Mapping[str, Any] | None) -> str:
+    """Our ``where`` dict as a Milvus boolean expression over the ``meta`` JSON field (``""``: no filter)."""
+    if not where:
+        return ""
+    if not isinstance(where, Mapping):
+        raise InvalidInputError(f"a metadata filter is a dict such as {{'tenant': 'a'}}, not {type(where).__name__}")
+    parts = []
+    for key, value in where.items():
+        if key in ("$and", "$or"):
+            inner = [f"({milvus_filter(w)})" for w in value]
+            parts.append(f" {key[1:]} ".join(inner))
+            continue
+        field = f"meta[{json.dumps(str(key))}]"
+        tests = value if isinstance(value, Mapping) else {"$eq": value}
+        for op, operand in tests.items():
+            if op in _OPS:
+                parts.append(f"{field} {_OPS[op]} {json.dumps(operand)}")
+            elif op in ("$in", "$nin"):
+                parts.append(f"{field} {'in' if op == '$in' else 'not in'} {json.dumps(list(operand))}")
+            else:
+                raise InvalidInputError(f"unknown filter operator {op!r}: use $eq, $ne, $gt, $gte, $lt, $lte, $in, "
+                                        "$nin, $and, $or")
+    return " and ".join(f"({p})" for p in parts)
+
+
+class MilvusStore:
+    """Chunks with their contexts in one Milvus collection: vectors and the engine's BM25 side by side.
+
+    Key init args:
+        uri: ``"./chunks.db"`` (Milvus Lite) or ``"http://host:19530"`` (a server); ``token`` for one that asks.
+        embedder: embeds chunks and queries (the dense field's size is its dimension).
+        tokenizer: our BM25 analysis (``"identifiers"`` by default, as ``BM25Store``'s).
+        engine_fusion: fuse in the engine (``hybrid_search``) instead of our ``HybridRetriever``.
+
+    Use:
+        .. code-block:: python
+
+            store = MilvusStore("./chunks.db", embedder=MiniLMEmbedder())
+            store.add([IndexedChunk("acme:3", "acme", "Revenue grew 3%.", "ACME's Q2 2023 filing...")])
+            store.search("How did ACME's revenue change?", k=5)
+    """
+
+    def __init__(self, uri: str, *, embedder: Embedder, collection: str = "ctx_retrieval_chunks",
+                 tokenizer: str = "identifiers", rrf_k: int = DEFAULT_RRF_K, candidates: int = DEFAULT_CANDIDATES,
+                 engine_fusion: bool = False, token: str | None = None) -> None:
+        self._milvus = require("pymilvus", "milvus")
+        self.client = self._milvus.MilvusClient(uri, **({"token": token} if token else {}))
+        self.uri, self.collection, self.embedder = uri, collection, embedder
+        self.tokenizer_name = tokenizer
+        self._tokenize = resolve_tokenizer(tokenizer)
+        self.rrf_k, self.candidates, self.engine_fusion = rrf_k, candidates, engine_fusion
+        if not self.client.has_collection(collection):
+            self._create()
+        self.client.load_collection(collection)  # a collection another client made is "released" until loaded
+
+    def __repr__(self) -> str:
+        return f"MilvusStore({self.uri!r}, collection={self.collection!r}, tokenizer={self.tokenizer_name!r})"
+
+    def _create(self) -> None:
+        data_type = self._milvus.DataType
+        schema = self.client.create_schema(auto_id=False)
+        schema.add_field("id", data_type.VARCHAR, is_primary=True, max_length=_ID_MAX)
+        schema.add_field("document_id", data_type.VARCHAR, max_length=_ID_MAX)
+        schema.add_field("text", data_type.VARCHAR, max_length=_TEXT_MAX)
+        schema.add_field("context", data_type.VARCHAR, max_length=_TEXT_MAX)
+        schema.add_field("tokens", data_type.VARCHAR, max_length=_TEXT_MAX, enable_analyzer=True,
+                         analyzer_params={"tokenizer": "standard"})
+        schema.add_field("dense", data_type.FLOAT_VECTOR, dim=len(self.embedder.embed_query("dimension")))
+        schema.add_field("sparse", data_type.SPARSE_FLOAT_VECTOR)
+        schema.add_field("meta", data_type.JSON)
+        schema.add_function(self._milvus.Function(name="bm25", function_type=self._milvus.FunctionType.BM25,
+                                                  input_field_names=["tokens"], output_field_names=["sparse"]))
+        index = self.client.prepare_index_params()
+        index.add_index("dense", index_type="FLAT", metric_type="COSINE")
+        # Milvus Lite refuses the sparse index's defaults: the inverted index with nothing dropped (exact BM25)
+        index.add_index("sparse", index_type="SPARSE_INVERTED_INDEX", metric_type="BM25",
+                        params={"drop_ratio_build": 0})
+        self.client.create_collection(self.collection, schema=schema, index_params=index)
+
+    def _tokens(self, text: str) -> str:
+        """Our tokens as words the engine's standard analyzer keeps whole and never lower-cases into another: each
+        a short digest (Milvus Lite offers only the standard and jieba tokenizers, which would cut CJK bigrams and
+        identifiers apart again)."""
+        words = " ".join(_word(t) for t in self._tokenize(text) if t and not t.isspace())
+        return words[:_TEXT_MAX]
+
+    # -- writes: one collection, so one write ----------------------------------------------------------------
+
+    def add(self, chunks: Iterable[IndexedChunk], *, metadata: Mapping[str, Mapping[str, Any]] | None = None) -> int:
+        """Add or replace (by chunk id) chunks; ``metadata`` (chunk id -> dict) is what filters read."""
+        written = 0
+        batch: list[IndexedChunk] = []
+        for chunk in chunks:
+            batch.append(chunk)
+            if len(batch) >= _BATCH:
+                written += self._upsert(batch, metadata or {})
+                batch = []
+        return written + (self._upsert(batch, metadata or {}) if batch else 0)
+
+    def _upsert(self, chunks: list[IndexedChunk], metadata: Mapping[str, Mapping[str, Any]]) -> int:
+        vectors = self.embedder.embed([c.indexed_text for c in chunks])
+        rows: list[dict[str, Any]] = [
+            {"id": c.chunk_id, "document_id": c.document_id, "text": c.text, "context": c.context or "",
+             "tokens": self._tokens(c.indexed_text), "dense": [float(x) for x in vector],
+             "meta": {"document_id": c.document_id, **dict(metadata.get(c.chunk_id, {}))}}
+            for c, vector in zip(chunks, vectors, strict=True)]
+        self.client.upsert(self.collection, rows)
+        return len(rows)
+
+    def delete(self, chunk_ids: Sequence[str]) -> None:
+        if chunk_ids:
+            self.client.delete(self.collection, ids=list(chunk_ids))
+
+    def delete_documents(self, document_ids: Sequence[str]) -> None:
+        if document_ids:
+            self.client.delete(self.collection, filter=f"document_id in {json.dumps(list(document_ids))}")
+
+    def __len__(self) -> int:
+        return int(self.client.get_collection_stats(self.collection).get("row_count", 0))
+
+    # -- queries -------------------------------------------------------------------------------------------
+
+    def _chunks(self, ids: list[str]) -> list[IndexedChunk]:
+        if not ids:
+            return []
+        rows = self.client.get(self.collection, ids=ids, output_fields=["document_id", "text", "context"])
+        found = {r["id"]: IndexedChunk(r["id"], r["document_id"], r["text"], r["context"] or None) for r in rows}
+        return [found[i] for i in ids if i in found]
+
+    def _ranking(self, answer: Any) -> IdRanking[IndexedChunk]:
+        ids = [str(hit["id"]) for hit in answer[0]] if answer else []
+        return IdRanking(ids, [chunk_key(i) for i in ids], self._chunks)
+
+    def dense_side(self) -> _Side:
+        return _Side(self, "dense")
+
+    def bm25_side(self) -> _Side:
+        return _Side(self, "bm25")
+
+    def search(self, query: str, *, k: int = 20, mode: str = "hybrid",
+               where: Mapping[str, Any] | None = None) -> list[SearchHit]:
+        """The ``k`` best chunks for ``query``: ``hybrid`` (both sides fused), ``dense`` or ``bm25`` alone."""
+        if mode not in ("hybrid", "dense", "bm25"):
+            raise InvalidInputError(f"mode must be hybrid, dense or bm25, not {mode!r}")
+        if mode == "hybrid" and self.engine_fusion:
+            return self._engine_hybrid(query, k, where)
+        retriever = HybridRetriever(self.dense_side() if mode != "bm25" else None,
+                                    self.bm25_side() if mode != "dense" else None,
+                                    candidates=self.candidates, rrf_k=self.rrf_k)
+        return [SearchHit(h.item, h.score, h.vector_rank, h.bm25_rank) for h in retriever.retrieve(query, k, where)]
+
+    def _request(self, side: str, query: str, k: int, expression: str) -> Any:
+        """(data, field, search params, filter) for one side: the query's vector, or its tokens for BM25 (each
+        field's search parameters given: Milvus Lite refuses their defaults)."""
+        if side == "dense":
+            vector: list[Any] = [[float(x) for x in self.embedder.embed_query(query)]]
+            return vector, "dense", {"metric_type": "COSINE", "params": {}}, expression
+        words: list[Any] = [self._tokens(query) or "\u2205"]
+        return words, "sparse", {"metric_type": "BM25", "params": {"drop_ratio_search": 0}}, expression
+
+    def side_search(self, side: str, query: str, k: int, where: Mapping[str, Any] | None) -> IdRanking[IndexedChunk]:
+        data, field, param, expression = self._request(side, query, k, milvus_filter(where))
+        answer = self.client.search(self.collection, data=data, anns_field=field, limit=k, search_params=param,
+                                    filter=expression, output_fields=["id"])
+        return self._ranking(answer)
+
+    def _engine_hybrid(self, query: str, k: int, where: Mapping[str, Any] | None) -> list[SearchHit]:
+        expression = milvus_filter(where)
+        requests = []
+        for side in ("dense", "bm25"):
+            data, field, param, _ = self._request(side, query, k, expression)
+            requests.append(self._milvus.AnnSearchRequest(data=data, anns_field=field, param=param,
+                                                          limit=self.candidates, expr=expression or None))
+        answer = self.client.hybrid_search(self.collection, requests, ranker=self._milvus.RRFRanker(self.rrf_k),
+                                           limit=k, output_fields=["id"])
+        ids = [str(hit["id"]) for hit in answer[0]] if answer else []
+        top = 2.0 / (self.rrf_k + 1)  # first on both sides: the same (0, 1] scale as our fused score
+        scores = [float(hit["distance"]) / top for hit in answer[0]] if answer else []
+        return [SearchHit(chunk, score, None, None) for chunk, score in zip(self._chunks(ids), scores, strict=False)]
+
+
+class _Side:
+    """One of a ``MilvusStore``'s two engine sides as a hybrid side (the dense field, or the BM25 function)."""
+
+    def __init__(self, store: MilvusStore, side: str) -> None:
+        self.store, self.side = store, side
+
+    def search(self, query: str, k: int, where: Any = None) -> IdRanking[IndexedChunk]:
+        return self.store.side_search(self.side, query, k, where)

@@ -1,0 +1,135 @@
+"""Issue 37 (first step): contextual hybrid inside Milvus, on Milvus Lite: one collection holds the contextualized
+text, its vector and the engine's BM25 over our tokens; writes and deletes land once, both sides see them; our
+``where`` filters reach the engine; the engine's own fusion agrees with ours."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("pymilvus")
+pytest.importorskip("milvus_lite")
+
+from ctx_retrieval.retrieval.milvus import MilvusStore, milvus_filter
+from ctx_retrieval.retrieval.store import IndexedChunk
+
+CHUNKS = [
+    IndexedChunk("acme:1", "acme", "Revenue grew by 3% over the previous quarter.",
+                 "From ACME Corp's 10-Q filing for Q2 2023, on revenue."),
+    IndexedChunk("globex:1", "globex", "Revenue fell by 5% over the previous quarter.",
+                 "From Globex Corporation's 10-Q filing for Q2 2023, on revenue."),
+    IndexedChunk("acme:2", "acme", "The foundry moved to Tucson during the period under review.",
+                 "From ACME Corp's 10-Q filing for Q2 2023, on its facilities."),
+    IndexedChunk("zh:1", "zh", "截至六月底，公司员工总数为一千二百人。", "华信科技2023年第二季度报告：员工。"),
+]
+META = {"acme:1": {"tenant": "a", "year": 2023}, "acme:2": {"tenant": "a", "year": 2022},
+        "globex:1": {"tenant": "b", "year": 2023}, "zh:1": {"tenant": "b", "year": 2023}}
+
+
+@pytest.fixture
+def store(tmp_path: Path, embedder: Any) -> MilvusStore:
+    made = MilvusStore(str(tmp_path / "chunks.db"), embedder=embedder)
+    assert made.add(CHUNKS, metadata=META) == 4
+    return made
+
+
+def test_both_engine_sides_find_a_chunk_by_its_context_and_report_their_ranks(store: MilvusStore) -> None:
+    # "ACME revenue" is in the context only: BM25 over the contextualized text finds it, first
+    hits = store.search("ACME revenue", k=2)
+    assert hits[0].chunk.chunk_id == "acme:1" and hits[0].bm25_rank == 1 and hits[0].vector_rank is not None
+    assert hits[0].chunk.context and hits[0].chunk.text.startswith("Revenue grew")
+    # our analysis reaches the engine: a CJK query matches inside unspaced text (bigrams)
+    assert store.search("员工总数", k=1, mode="bm25")[0].chunk.chunk_id == "zh:1"
+    # and the engine's own fusion gives the same first hit
+    store.engine_fusion = True
+    assert store.search("ACME revenue", k=1)[0].chunk.chunk_id == "acme:1"
+
+
+def test_a_deleted_chunk_or_document_is_found_by_neither_side(store: MilvusStore) -> None:
+    store.delete(["acme:1"])
+    for mode in ("bm25", "dense", "hybrid"):
+        assert "acme:1" not in [h.chunk.chunk_id for h in store.search("ACME revenue", k=4, mode=mode)]
+    store.delete_documents(["acme"])
+    assert {h.chunk.chunk_id for h in store.search("ACME foundry Tucson", k=4)} == {"globex:1", "zh:1"}
+    assert len(store) <= 4  # Milvus counts a deleted row until it compacts; the searches above are what count
+
+
+def test_where_filters_reach_both_engine_sides(store: MilvusStore) -> None:
+    found = {h.chunk.chunk_id for h in store.search("revenue quarter", k=4, where={"tenant": "a"})}
+    assert found == {"acme:1", "acme:2"}
+    found = {h.chunk.chunk_id for h in store.search("revenue", k=4, mode="bm25",
+                                                     where={"$and": [{"year": {"$gte": 2023}}, {"tenant": "a"}]})}
+    assert found == {"acme:1"}
+    assert milvus_filter({"tenant": {"$in": ["a", "b"]}}) == '(meta["tenant"] in ["a", "b"])'
+
+
+def test_a_second_client_on_the_same_collection_sees_the_chunks_written(store: MilvusStore, embedder: Any) -> None:
+    again = MilvusStore(store.uri, embedder=embedder)  # a collection another client made is loaded, not refused
+    assert again.search("Tucson foundry", k=1)[0].chunk.chunk_id == "acme:2"
+    again.add([IndexedChunk("acme:3", "acme", "A new Rotterdam distribution centre opened.", "ACME Corp, Q2 2023.")])
+    assert store.search("Rotterdam distribution", k=1)[0].chunk.chunk_id == "acme:3"
+
+
+SERVICE = """
+import json, sys
+from ctx_retrieval import MiniLMEmbedder
+from ctx_retrieval.retrieval.milvus import MilvusStore
+store = MilvusStore(sys.argv[1], embedder=MiniLMEmbedder(cache=sys.argv[2]))
+print(json.dumps("ready"), flush=True)
+for line in sys.stdin:
+    print(json.dumps([[h.chunk.chunk_id, h.vector_rank, h.bm25_rank] for h in store.search(line.strip(), k=3)]),
+          flush=True)
+"""
+
+
+def test_an_ingestion_job_and_a_query_service_in_two_processes_share_a_milvus_server(
+        tmp_path: Path, embedder: Any, shared_cache_dir: Path) -> None:
+    import json
+    import shutil
+    import socket
+    import subprocess
+    import sys
+    import time
+
+    from tests.helpers import free_port
+
+    command = shutil.which("milvus-lite") or str(Path(sys.executable).parent / "milvus-lite")
+    port = free_port()
+    server = subprocess.Popen([command, "server", "--data-dir", str(tmp_path / "milvus"), "--host", "127.0.0.1",
+                               "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    service = None
+    try:
+        deadline = time.monotonic() + 120  # a liveness bound for the server's start, not a speed bound
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline and server.poll() is None, "the Milvus Lite server did not start"
+                time.sleep(0.2)
+        uri = f"http://127.0.0.1:{port}"
+        job = MilvusStore(uri, embedder=embedder)  # the ingestion job: its own client
+        job.add(CHUNKS, metadata=META)
+        service = subprocess.Popen([sys.executable, "-c", SERVICE, uri, str(shared_cache_dir / "embeddings.sqlite")],
+                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert service.stdin is not None and service.stdout is not None
+        assert json.loads(service.stdout.readline()) == "ready"
+
+        def ask(query: str) -> list[list[Any]]:
+            service.stdin.write(query + "\n")  # type: ignore[union-attr]
+            service.stdin.flush()  # type: ignore[union-attr]
+            return json.loads(service.stdout.readline())  # type: ignore[union-attr,no-any-return]
+
+        job.add([IndexedChunk("acme:9", "acme", "The Zanzibar foundry opened.", "ACME Corp, Q2 2023.")])
+        first = ask("Zanzibar foundry")[0]
+        assert first[0] == "acme:9" and first[1] is not None and first[2] is not None  # found by both sides
+        job.delete(["acme:9"])
+        assert "acme:9" not in [hit[0] for hit in ask("Zanzibar foundry")]  # and by neither once deleted
+    finally:
+        if service is not None:
+            service.stdin.close()  # type: ignore[union-attr]
+            service.wait(timeout=60)
+        server.terminate()
+        server.wait(timeout=60)
