@@ -25,6 +25,14 @@ QUERIES = [("华信科技的员工总数是多少", "zh-2"), ("东岳重工 营�
            ("Wie viele Mitarbeiter hat die Nordwerk AG?", "de-1")]
 
 
+def _documents_file(folder: Path) -> Path:
+    """The chunks as a documents JSONL (one document each), as the CLI reads it."""
+    docs = folder / "docs.jsonl"
+    docs.write_text("\n".join(json.dumps({"id": i, "text": t}, ensure_ascii=False) for i, t in CHUNKS.items()),
+                    encoding="utf-8")
+    return docs
+
+
 @pytest.fixture(scope="module")
 def e5(shared_cache_dir: Path) -> E5Embedder:
     return E5Embedder(cache=shared_cache_dir / "embeddings.sqlite")
@@ -52,9 +60,7 @@ def test_the_cli_indexes_with_e5_and_queries_with_the_model_the_store_was_built_
     from ctx_retrieval.retrieval.embeddings import MiniLMEmbedder
     from ctx_retrieval.retrieval.store import open_store
 
-    docs = tmp_path / "docs.jsonl"
-    docs.write_text("\n".join(json.dumps({"id": i, "text": t}, ensure_ascii=False) for i, t in CHUNKS.items()),
-                    encoding="utf-8")
+    docs = _documents_file(tmp_path)
     store = tmp_path / "store"
     assert main(["index", str(docs), "--store", str(store), "--contextualizer", "heuristic", "--embedder", "e5",
                  "--quiet"]) == 0
@@ -94,9 +100,7 @@ def test_with_no_embedder_named_the_cli_chooses_e5_for_a_corpus_not_in_english_a
     from ctx_retrieval.cli import main
     from ctx_retrieval.retrieval.store import store_embedder
 
-    docs = tmp_path / "docs.jsonl"
-    docs.write_text("\n".join(json.dumps({"id": i, "text": t}, ensure_ascii=False) for i, t in CHUNKS.items()),
-                    encoding="utf-8")
+    docs = _documents_file(tmp_path)
     store = tmp_path / "store"
     assert main(["index", str(docs), "--store", str(store), "--contextualizer", "heuristic", "--quiet"]) == 0
     said = capsys.readouterr().err
