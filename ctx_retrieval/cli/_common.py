@@ -476,3 +476,8 @@ def add_eval_output_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--rerank", choices=["none", "claude"], default="none",
                         help="rerank the contextual hybrid candidates with Claude (needs ANTHROPIC_API_KEY); there is "
                              "no offline reranker: no cross-encoder weights ship on PyPI")
+
+
+def milvus_uri(store: str) -> str | None:
+    """The Milvus URI of a ``--store milvus:URI`` (``None`` for an index folder)."""
+    return store[len("milvus:"):] if store.startswith("milvus:") else None

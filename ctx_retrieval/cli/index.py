@@ -11,6 +11,7 @@ from ctx_retrieval.cli._common import (
     add_contextualizer_args,
     add_input_limit,
     make_contextualizer,
+    milvus_uri,
     offline_embedder,
     resolve_embedder,
     say,
@@ -65,10 +66,18 @@ def _cmd_index(args: argparse.Namespace) -> int:
             return 130
     say(f"contextualizer: {label}")
     chunks = [IndexedChunk(c.id, d.id, c.text, contexts.get(c.id)) for d, cs in items for c in cs]
-    build_store(args.store, chunks, embedder=embedder, embed_layout=args.embed_layout,
-                tokenizer=args.bm25_tokenizer).close()
+    uri = milvus_uri(args.store)
+    if uri is not None:  # one collection, the engine's BM25 beside the vectors
+        from ctx_retrieval.retrieval.milvus import MilvusStore
+
+        MilvusStore(uri, embedder=embedder, tokenizer=args.bm25_tokenizer, replace=True).add(chunks)
+        engine = "Milvus: vectors and its BM25 in one collection"
+    else:
+        build_store(args.store, chunks, embedder=embedder, embed_layout=args.embed_layout,
+                    tokenizer=args.bm25_tokenizer).close()
+        engine = "Chroma + BM25"
     print(f"indexed {len(chunks)} chunks ({sum(1 for c in chunks if c.context)} with a context) into {args.store} "
-          "(Chroma + BM25)")
+          f"({engine})")
     return 0
 
 
@@ -76,7 +85,8 @@ def add_parser(sub: Any, *, twin: bool) -> None:
     """The command's options."""
     index = sub.add_parser("index", help="build a contextual hybrid index (Chroma + BM25) in a folder")
     index.add_argument("inputs", nargs="+", help="files or folders (as for contextualize)")
-    index.add_argument("--store", required=True, help="index folder")
+    index.add_argument("--store", required=True, help="index folder, or milvus:URI for a Milvus collection "
+                       "(milvus:./chunks.db for Milvus Lite, milvus:http://host:19530 for a server; [milvus])")
     index.add_argument("--contexts", help="use contexts from a 'contextualize' output instead of generating them")
     add_input_limit(index)
     index.add_argument("--embed-layout", choices=["whole", "windows"], default="whole",

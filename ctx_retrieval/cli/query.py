@@ -8,6 +8,7 @@ from typing import Any
 
 from ctx_retrieval.cli._common import (
     add_analysis_args,
+    milvus_uri,
     offline_embedder,
     positive_int,
 )
@@ -16,10 +17,22 @@ from ctx_retrieval.cli._common import (
 def _cmd_query(args: argparse.Namespace) -> int:
     from ctx_retrieval.retrieval.store import open_store, store_embedder
 
-    built_with = store_embedder(args.store)  # the store's own: queries must be embedded by the same model
-    model = "e5" if built_with == "e5" else "minilm"
-    store = open_store(args.store, embedder=offline_embedder(progress=False, name=model),
-                       tokenizer=args.bm25_tokenizer)
+    uri = milvus_uri(args.store)
+    store: Any
+    if uri is not None:
+        from ctx_retrieval.retrieval.milvus import recorded
+
+        built = recorded(uri)  # the collection's own embedder and analysis
+        model = "e5" if "e5" in str(built.get("embedder", "")) else "minilm"
+        from ctx_retrieval.retrieval.milvus import MilvusStore
+
+        store = MilvusStore(uri, embedder=offline_embedder(progress=False, name=model),
+                            tokenizer=args.bm25_tokenizer or str(built.get("tokenizer", "identifiers")))
+    else:
+        built_with = store_embedder(args.store)  # the store's own: queries must be embedded by the same model
+        model = "e5" if built_with == "e5" else "minilm"
+        store = open_store(args.store, embedder=offline_embedder(progress=False, name=model),
+                           tokenizer=args.bm25_tokenizer)
     hits = store.search(args.query, k=args.k, mode=args.mode)
     for n, hit in enumerate(hits, start=1):
         ranks = f"vector #{hit.vector_rank or '-'}, bm25 #{hit.bm25_rank or '-'}"
@@ -33,7 +46,7 @@ def _cmd_query(args: argparse.Namespace) -> int:
 def add_parser(sub: Any, *, twin: bool) -> None:
     """The command's options."""
     query = sub.add_parser("query", help="search an index made by 'index'")
-    query.add_argument("store", help="index folder")
+    query.add_argument("store", help="index folder, or milvus:URI (as given to index)")
     query.add_argument("query", help="the question")
     query.add_argument("-k", type=positive_int, default=5, help="results (default %(default)s)")
     query.add_argument("--mode", choices=["hybrid", "dense", "bm25"], default="hybrid")

