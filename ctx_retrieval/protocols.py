@@ -1,5 +1,6 @@
-"""What the package's parts can do, as Protocols: checked with ``isinstance``, never with ``getattr`` on a
-name that happens to exist.
+"""What the package's parts can do, as Protocols, checked with ``isinstance`` where a part is given. Some of the
+engine still probes optional traits with ``getattr`` (issue 36 tracks moving them here); new code declares a
+Protocol instead.
 
 - ``Contextualizer``: writes contexts for (document, chunks) pairs (``ContextGenerator``,
   ``HeuristicContextualizer``, ``RecordedContextualizer``, or yours); what the framework adapters take.

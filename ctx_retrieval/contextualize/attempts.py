@@ -1,6 +1,8 @@
-"""One request's life: the budget check, the rate limit, a slot (grown when latency holds the run back), the lease's
-freshness, the call and its classification; and what a failed attempt leads to. The engine decides which chunks
-and documents go when; this module owns retrying and pausing, the only place either is decided.
+"""One context request's life: the budget check, the rate limit, a slot (grown when latency holds the run back), the
+lease's freshness, the call and its classification; and what a failed attempt leads to. The engine decides which
+chunks and documents go when; this module decides when a context request is tried again, on the pacing every
+caller of a provider shares (``ctx_retrieval.pacing``: the limiter, run-wide pauses after 429s and 529s, backoff),
+which the reranker's requests go through too (``pacing.paced_call``).
 
 Retries: 429s and outages pause the whole run through the limiter (waiting uses no attempt); other retryable
 errors back off per chunk, holding no slot; ``fail_run`` decisions stop the run with the provider's typed error.
