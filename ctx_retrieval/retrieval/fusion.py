@@ -24,7 +24,6 @@ T = TypeVar("T", bound=Hashable)
 
 
 @functools.lru_cache(maxsize=1 << 17)
-@functools.lru_cache(maxsize=1 << 18)  # a query service hashes the same candidates' ids query after query
 def chunk_key(chunk_id: str) -> int:
     """A chunk id as the 63-bit integer the hybrid query fuses on (every side maps its ids the same way, and the
     BM25 index keeps it as a column, so no id is read for a candidate that is not returned). Two ids of a million
