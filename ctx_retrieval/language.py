@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["latin_language", "written_in_english"]
+__all__ = ["is_latin", "latin_language", "written_in_english"]
 
 _SAMPLE = 20_000
 _NON_ASCII_SHARE = 0.08
@@ -42,6 +42,13 @@ _TURKISH_LETTERS = frozenset("ıİşŞğĞ")
 _TURKISH_SHARE = 0.005
 
 
+def is_latin(ch: str) -> bool:
+    """Whether a letter is of the Latin script (Basic Latin to Latin Extended-B, and Latin Extended Additional, where
+    Vietnamese's letters are)."""
+    code = ord(ch)
+    return code < 0x0250 or 0x1E00 <= code < 0x1F00
+
+
 def written_in_english(text: str) -> bool:
     """True for English, code and text without letters; False for a document in another language."""
     sample = text[:_SAMPLE]
@@ -66,7 +73,7 @@ def latin_language(text: str) -> str | None:
     if sample.isascii():
         return None
     letters = [ch for ch in sample if ch.isalpha()]
-    latin = sum(1 for ch in letters if ord(ch) < 0x0250 or 0x1E00 <= ord(ch) < 0x1F00)
+    latin = sum(1 for ch in letters if is_latin(ch))
     if latin * 2 < len(letters):
         return None  # mostly another script (a Chinese or Russian page with English code in it)
     words = [w.lower() for w in _WORD.findall(sample)]

@@ -16,6 +16,7 @@ import threading
 from typing import Any
 
 from ctx_retrieval._optional import require
+from ctx_retrieval.language import is_latin
 
 __all__ = ["script_language", "stem"]
 
@@ -55,7 +56,7 @@ def stem(token: str, latin: str | None, folded: str | None = None) -> str | None
     if len(token) < _SHORTEST or "_" in token or any(ch.isdigit() for ch in token):
         return None
     language = script_language(token)
-    if language is None and latin in _LATIN_STEMMED and _latin_script(token):
+    if language is None and latin in _LATIN_STEMMED and is_latin(token[0]):
         language = latin
     if language is None:
         return None
@@ -81,8 +82,3 @@ def _light10(word: str) -> str:
         if word.endswith(suffix) and len(word) - len(suffix) >= 2:
             word = word[: -len(suffix)]
     return word
-
-
-def _latin_script(word: str) -> bool:
-    first = ord(word[0])
-    return first < 0x0250 or 0x1E00 <= first < 0x1F00
