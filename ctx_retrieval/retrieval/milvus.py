@@ -232,26 +232,25 @@ class MilvusStore:
                                     candidates=self.candidates, rrf_k=self.rrf_k)
         return [SearchHit(h.item, h.score, h.vector_rank, h.bm25_rank) for h in retriever.retrieve(query, k, where)]
 
-    def _request(self, side: str, query: str, k: int, expression: str) -> Any:
-        """(data, field, search params, filter) for one side: the query's vector, or its tokens for BM25 (each
-        field's search parameters given: Milvus Lite refuses their defaults)."""
+    def _request(self, side: str, query: str) -> tuple[list[Any], str, dict[str, Any]]:
+        """(data, field, search params) for one side: the query's vector, or its tokens for BM25 (each field's
+        search parameters given: Milvus Lite refuses their defaults)."""
         if side == "dense":
-            vector: list[Any] = [[float(x) for x in self.embedder.embed_query(query)]]
-            return vector, "dense", {"metric_type": "COSINE", "params": {}}, expression
-        words: list[Any] = [self._tokens(query) or "\u2205"]
-        return words, "sparse", {"metric_type": "BM25", "params": {"drop_ratio_search": 0}}, expression
+            return [[float(x) for x in self.embedder.embed_query(query)]], "dense", {"metric_type": "COSINE",
+                                                                                    "params": {}}
+        return [self._tokens(query) or "\u2205"], "sparse", {"metric_type": "BM25", "params": {"drop_ratio_search": 0}}
 
     def side_search(self, side: str, query: str, k: int, where: Mapping[str, Any] | None) -> IdRanking[IndexedChunk]:
-        data, field, param, expression = self._request(side, query, k, milvus_filter(where))
+        data, field, param = self._request(side, query)
         answer = self.client.search(self.collection, data=data, anns_field=field, limit=k, search_params=param,
-                                    filter=expression, output_fields=["id"])
+                                    filter=milvus_filter(where), output_fields=["id"])
         return self._ranking(answer)
 
     def _engine_hybrid(self, query: str, k: int, where: Mapping[str, Any] | None) -> list[SearchHit]:
         expression = milvus_filter(where)
         requests = []
         for side in ("dense", "bm25"):
-            data, field, param, _ = self._request(side, query, k, expression)
+            data, field, param = self._request(side, query)
             requests.append(self._milvus.AnnSearchRequest(data=data, anns_field=field, param=param,
                                                           limit=self.candidates, expr=expression or None))
         answer = self.client.hybrid_search(self.collection, requests, ranker=self._milvus.RRFRanker(self.rrf_k),
