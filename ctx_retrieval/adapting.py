@@ -8,6 +8,7 @@ The adapters convert their types (LangChain ``Document``, LlamaIndex nodes) to a
 from __future__ import annotations
 
 import logging
+import uuid
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -24,7 +25,7 @@ from ctx_retrieval.keys import (
 from ctx_retrieval.naming import SOURCE_KEYS
 from ctx_retrieval.protocols import Contextualizer, EstimatingContextualizer, TokenCountingEmbedder
 from ctx_retrieval.reconstruct import Piece, source_document
-from ctx_retrieval.types import Chunk, ContextResult, SourceDocument
+from ctx_retrieval.types import Chunk, ContextResult, SourceDocument, make_chunk_id
 from ctx_retrieval.usage import RunReport
 
 __all__ = ["acontextualize", "contextualizer_for", "counting_embedder", "embedder_of", "estimate_of", "file_name",
@@ -83,10 +84,6 @@ def stable_id(chunk_id: str, source: str | None, start: int | None, text: str) -
     """A chunk id derived from its source, offset and text where the splitter drew a random UUID (the same chunk
     indexed twice would be two entries); ids without a source, and ids that are not UUIDs (chosen by you), are
     kept."""
-    import uuid
-
-    from ctx_retrieval.types import make_chunk_id
-
     try:
         uuid.UUID(chunk_id)
     except ValueError:

@@ -11,7 +11,6 @@ English keeps the faster model and every other language gets the one that reads 
 from __future__ import annotations
 
 import importlib.util
-import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Literal
@@ -19,8 +18,6 @@ from typing import Literal
 from ctx_retrieval.language import written_in_english
 
 __all__ = ["NOT_ENGLISH_SHARE", "EmbedderChoice", "choose_embedder", "not_english_share"]
-
-logger = logging.getLogger(__name__)
 
 NOT_ENGLISH_SHARE = 0.2
 """The share of a corpus's characters in documents not written in English from which e5 is the default."""

@@ -181,7 +181,7 @@ class MiniLMEmbedder(CachingEmbedder):
     dimension = MINILM_DIMENSION
     max_tokens = MINILM_MAX_TOKENS
     _reloaded = ("_session", "_tokenizer", "_counter")  # the ONNX session and tokenizers reload on first use
-    _warned_language = False
+    _warned_language = False  # set once warned (a class default: a copy pickled before it existed reads it too)
 
     def __init__(
         self,
@@ -206,7 +206,6 @@ class MiniLMEmbedder(CachingEmbedder):
         self._lock = threading.Lock()
         self._warned_long = 0
         self._warned_corpora: set[str] = set()
-        self._warned_language = False
 
     def __repr__(self) -> str:
         return f"MiniLMEmbedder(model={self.model_id!r}, batch_size={self.batch_size}, threads={self.threads})"
