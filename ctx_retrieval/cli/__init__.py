@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import argparse
 import logging
+import signal
 import sys
+import threading
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -42,6 +44,7 @@ def main(argv: Sequence[str] | None = None, *, twin: Callable[..., Any] | None =
     args.twin = twin
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")
+    handler = signal.getsignal(signal.SIGINT) if threading.current_thread() is threading.main_thread() else None
     try:
         return int(args.func(args))
     except (CtxRetrievalError, ImportError) as exc:
@@ -51,6 +54,9 @@ def main(argv: Sequence[str] | None = None, *, twin: Callable[..., Any] | None =
         print("error: out of memory: the input is too large for this machine; split it, or lower --max-input-mb",
               file=sys.stderr)
         return 2
+    finally:  # a command that stops on Ctrl-C keeps its handler until it has written what was done
+        if handler is not None:
+            signal.signal(signal.SIGINT, handler)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -185,7 +185,8 @@ def llm_for(args: argparse.Namespace, choice: str) -> tuple[Any, Any, str]:
 @contextlib.contextmanager
 def interruptible(generator: Any, made: ContextWriter) -> Iterator[None]:
     """Ctrl-C stops the run cleanly (requests in flight finish and are stored, the report is printed); a second
-    Ctrl-C stops at once."""
+    Ctrl-C stops at once. The handler stays in place after the run, while the command reports and writes what was
+    done (a second Ctrl-C then must not lose it): ``main`` puts back the one it found when the command returns."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -199,11 +200,8 @@ def interruptible(generator: Any, made: ContextWriter) -> Iterator[None]:
         say("stopping: requests in flight finish and are stored (press Ctrl-C again to quit at once)")
         generator.stop()
 
-    previous = signal.signal(signal.SIGINT, on_interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
+    signal.signal(signal.SIGINT, on_interrupt)
+    yield
 
 
 def llm_provider(args: argparse.Namespace, choice: str) -> Any:

@@ -418,7 +418,7 @@ def test_a_second_ctrl_c_quits_at_once_and_still_writes_every_chunk(tmp_path: Pa
     slow = {**os.environ, "CTX_RETRIEVAL_TWIN_LATENCY_S": "5"}  # requests stay in flight until abandoned
     run = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=slow)
     lines: list[str] = []
-    stopping = threading.Event()
+    started, stopping = threading.Event(), threading.Event()
 
     def read() -> None:  # by character: the progress bar redraws one line with carriage returns
         assert run.stderr is not None
@@ -426,13 +426,14 @@ def test_a_second_ctrl_c_quits_at_once_and_still_writes_every_chunk(tmp_path: Pa
         while piece := run.stderr.read(1):
             lines.append(piece)
             seen = (seen + piece)[-40:]
-            if seen.endswith(("contextualizing:", "stopping:")):  # the handler is in place
+            if seen.endswith("contextualizing:"):  # the bar is drawn: the handler is in place
+                started.set()
+            if seen.endswith("stopping:"):  # (the bar keeps redrawing: each waits for its own words)
                 stopping.set()
 
     reader = threading.Thread(target=read)
     reader.start()
-    assert stopping.wait(120)  # the run has started
-    stopping.clear()
+    assert started.wait(120)  # the run has started
     run.send_signal(signal.SIGINT)
     assert stopping.wait(120)  # "stopping: requests in flight finish..."
     run.send_signal(signal.SIGINT)  # ... and quit at once
@@ -448,6 +449,36 @@ def test_a_second_ctrl_c_quits_at_once_and_still_writes_every_chunk(tmp_path: Pa
     rows = [json.loads(line) for line in out.read_text().splitlines()]
     assert len(rows) == 60 and all(r["status"] in ("not_attempted", "generated") for r in rows)
     assert "60 chunks" in err and "without one" in err  # says what was not done
+
+
+def test_a_ctrl_c_after_the_run_does_not_lose_what_is_being_written(tmp_path: Path) -> None:
+    """The run may end (nothing was in flight) before the second Ctrl-C arrives: the command is then reporting and
+    writing, and the Ctrl-C must not kill it with a KeyboardInterrupt (CI saw exit -2 from that race)."""
+    import os
+    import signal
+
+    from ctx_retrieval.cli._common import ContextWriter, interruptible
+
+    stops: list[bool] = []
+
+    class Generator:
+        def stop(self, *, at_once: bool = False) -> None:
+            stops.append(at_once)
+
+    made = ContextWriter("test", lambda items: {}, lambda: None)
+    found = signal.getsignal(signal.SIGINT)
+    try:
+        with interruptible(Generator(), made):
+            os.kill(os.getpid(), signal.SIGINT)  # the first Ctrl-C, during the run
+        os.kill(os.getpid(), signal.SIGINT)  # the second, after the run, while writing: no KeyboardInterrupt
+        assert made.interrupted and stops == [False, True]
+    finally:
+        signal.signal(signal.SIGINT, found)
+    doc = tmp_path / "doc.md"
+    doc.write_text("Paragraph one of the ACME report.\n\nParagraph two, about revenue.")
+    assert main(["contextualize", str(doc), "--out", str(tmp_path / "out.jsonl"), "--contextualizer", "fake"],
+                twin=FakeAnthropicServer) == 0
+    assert signal.getsignal(signal.SIGINT) is found  # main puts back the handler it found
 
 
 def test_reading_the_cache_never_creates_one(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
