@@ -38,6 +38,7 @@ __all__ = ["MilvusStore", "milvus_filter", "recorded"]
 _TEXT_MAX = 65_535
 _ID_MAX = 1_024
 _BATCH = 500
+ENGINE = "engine"  # tokenizer: the engine's own analyzer over the readable text
 _WORD_BYTES = 10  # 80 bits: two tokens of a corpus collide with odds far below one in a billion
 
 
@@ -99,7 +100,11 @@ class MilvusStore:
     Key init args:
         uri: ``"./chunks.db"`` (Milvus Lite) or ``"http://host:19530"`` (a server); ``token`` for one that asks.
         embedder: embeds chunks and queries (the dense field's size is its dimension).
-        tokenizer: our BM25 analysis (``"identifiers"`` by default, as ``BM25Store``'s).
+        tokenizer: our BM25 analysis (``"identifiers"`` by default, as ``BM25Store``'s), or ``"engine"``: the
+            readable text analysed by the engine itself with ``analyzer_params`` (Milvus's standard tokenizer by
+            default; a server offers more, e.g. ``{"type": "english"}``). Measured on the cookbook dev half through
+            Milvus Lite, the engine's standard analyzer loses identifier parts, folding and CJK words
+            (``benchmarks/milvus_ablation.py``), so ours is the default.
         engine_fusion: fuse in the engine (``hybrid_search``) instead of our ``HybridRetriever``.
 
     Use:
@@ -112,19 +117,24 @@ class MilvusStore:
 
     def __init__(self, uri: str, *, embedder: Embedder, collection: str = "ctx_retrieval_chunks",
                  tokenizer: str = "identifiers", rrf_k: int = DEFAULT_RRF_K, candidates: int = DEFAULT_CANDIDATES,
-                 engine_fusion: bool = False, token: str | None = None, replace: bool = False) -> None:
+                 engine_fusion: bool = False, token: str | None = None, replace: bool = False,
+                 analyzer_params: Mapping[str, Any] | None = None) -> None:
         self._milvus = require("pymilvus", "milvus")
         self.client = self._milvus.MilvusClient(uri, **({"token": token} if token else {}))
         self.uri, self.collection, self.embedder = uri, collection, embedder
         self.tokenizer_name = tokenizer
-        self._tokenize = resolve_tokenizer(tokenizer)
+        if analyzer_params is not None and tokenizer != ENGINE:
+            raise InvalidInputError("analyzer_params set the engine's own analysis: pass tokenizer='engine' with them "
+                                    "(our tokenizers write digests the standard analyzer keeps whole)")
+        self.analyzer_params = dict(analyzer_params or {"tokenizer": "standard"})
+        self._tokenize = None if tokenizer == ENGINE else resolve_tokenizer(tokenizer)
         self.rrf_k, self.candidates, self.engine_fusion = rrf_k, candidates, engine_fusion
         if replace and self.client.has_collection(collection):
             self.client.drop_collection(collection)
         if not self.client.has_collection(collection):
             self._create()
         recorded = self.recorded()
-        for what, mine in (("embedder", embedder.model_id), ("tokenizer", tokenizer)):
+        for what, mine in (("embedder", embedder.model_id), ("tokenizer", self._recorded_tokenizer())):
             if recorded.get(what) not in (None, mine):
                 raise InvalidInputError(f"the Milvus collection {collection!r} was indexed with {what} "
                                         f"{recorded[what]!r}, not {mine!r}: open it with the one it was built with "
@@ -146,7 +156,7 @@ class MilvusStore:
         schema.add_field("text", data_type.VARCHAR, max_length=_TEXT_MAX)
         schema.add_field("context", data_type.VARCHAR, max_length=_TEXT_MAX)
         schema.add_field("tokens", data_type.VARCHAR, max_length=_TEXT_MAX, enable_analyzer=True,
-                         analyzer_params={"tokenizer": "standard"})
+                         analyzer_params=self.analyzer_params if self._tokenize is None else {"tokenizer": "standard"})
         schema.add_field("dense", data_type.FLOAT_VECTOR, dim=len(self.embedder.embed_query("dimension")))
         schema.add_field("sparse", data_type.SPARSE_FLOAT_VECTOR)
         schema.add_field("meta", data_type.JSON)
@@ -158,12 +168,19 @@ class MilvusStore:
         index.add_index("sparse", index_type="SPARSE_INVERTED_INDEX", metric_type="BM25",
                         params={"drop_ratio_build": 0})
         self.client.create_collection(self.collection, schema=schema, index_params=index, properties={
-            "ctx_retrieval": json.dumps({"embedder": self.embedder.model_id, "tokenizer": self.tokenizer_name})})
+            "ctx_retrieval": json.dumps({"embedder": self.embedder.model_id, "tokenizer": self._recorded_tokenizer()})})
+
+    def _recorded_tokenizer(self) -> str:
+        if self._tokenize is not None:
+            return self.tokenizer_name
+        return f"{ENGINE}:{json.dumps(self.analyzer_params, sort_keys=True)}"
 
     def _tokens(self, text: str) -> str:
         """Our tokens as words the engine's standard analyzer keeps whole and never lower-cases into another: each
         a short digest (Milvus Lite offers only the standard and jieba tokenizers, which would cut CJK bigrams and
-        identifiers apart again)."""
+        identifiers apart again); with ``tokenizer="engine"``, the text itself."""
+        if self._tokenize is None:
+            return text[:_TEXT_MAX]
         words = " ".join(_word(t) for t in self._tokenize(text) if t and not t.isspace())
         return words[:_TEXT_MAX]
 

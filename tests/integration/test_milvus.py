@@ -12,6 +12,7 @@ import pytest
 pytest.importorskip("pymilvus")
 pytest.importorskip("milvus_lite")
 
+from ctx_retrieval.errors import InvalidInputError
 from ctx_retrieval.retrieval.milvus import MilvusStore, milvus_filter
 from ctx_retrieval.retrieval.store import IndexedChunk
 
@@ -54,6 +55,24 @@ def test_a_deleted_chunk_or_document_is_found_by_neither_side(store: MilvusStore
     store.delete_documents(["acme"])
     assert {h.chunk.chunk_id for h in store.search("ACME foundry Tucson", k=4)} == {"globex:1", "zh:1"}
     assert len(store) <= 4  # Milvus counts a deleted row until it compacts; the searches above are what count
+
+
+def test_the_engine_analyzer_reads_the_readable_text_and_is_recorded(tmp_path: Path, embedder: Any) -> None:
+    engine = MilvusStore(str(tmp_path / "engine.db"), embedder=embedder, tokenizer="engine")
+    engine.add(CHUNKS, metadata=META)
+    assert engine.search("ACME revenue", k=1, mode="bm25")[0].chunk.chunk_id == "acme:1"
+    # the engine's standard analyzer keeps an identifier whole where ours also indexes its parts
+    snake = IndexedChunk("code:1", "code", "def parse_revenue_table(rows): ...", None)
+    engine.add([snake])
+    ours = MilvusStore(str(tmp_path / "ours.db"), embedder=embedder)
+    ours.add([*CHUNKS, snake], metadata=META)
+    assert ours.search("revenue table parse", k=1, mode="bm25")[0].chunk.chunk_id == "code:1"
+    assert "code:1" not in [h.chunk.chunk_id for h in engine.search("parse table", k=4, mode="bm25")]
+    del engine
+    with pytest.raises(InvalidInputError, match="tokenizer"):  # one analysis per collection
+        MilvusStore(str(tmp_path / "engine.db"), embedder=embedder)
+    with pytest.raises(InvalidInputError, match="tokenizer='engine'"):
+        MilvusStore(str(tmp_path / "other.db"), embedder=embedder, analyzer_params={"tokenizer": "jieba"})
 
 
 def test_where_filters_reach_both_engine_sides(store: MilvusStore) -> None:
