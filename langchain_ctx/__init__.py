@@ -11,6 +11,7 @@ from ctx_retrieval._optional import require
 require("langchain_core", "langchain")
 
 from .embeddings import E5Embeddings, MiniLMEmbeddings  # noqa: E402 - after the dependency check
+from .milvus import ContextualMilvus  # noqa: E402 - needs ctx-retrieval[milvus] when used, not when imported
 from .providers import LangChainChatProvider  # noqa: E402
 from .rerank import ClaudeRerankCompressor, eval_reranker  # noqa: E402
 from .retrievers import BM25IndexRetriever, ContextualHybridRetriever, ContextualVectorStore  # noqa: E402
@@ -27,6 +28,7 @@ __all__ = [
     "ClaudeRerankCompressor",
     "ContextualDocumentTransformer",
     "ContextualHybridRetriever",
+    "ContextualMilvus",
     "ContextualVectorStore",
     "E5Embeddings",
     "EmbedderTokenSplitter",

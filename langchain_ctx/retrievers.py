@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManagerForRetrieverRun
 from langchain_core.documents import BaseDocumentCompressor, Document
@@ -35,6 +35,9 @@ from .store import (
     bm25_side,
     chroma_store,
 )
+
+if TYPE_CHECKING:
+    from .milvus import ContextualMilvus
 
 __all__ = ["BM25IndexRetriever", "ContextualHybridRetriever", "ContextualVectorStore"]
 
@@ -118,7 +121,7 @@ class ContextualHybridRetriever(BaseRetriever):
 
     def __init__(self, **kwargs: Any) -> None:
         store = kwargs.get("vectorstore")
-        if store is not None and not isinstance(store, ContextualVectorStore):  # wrapped here: its errors stay typed
+        if store is not None and not isinstance(store, ContextualVectorStore | _engine_store()):  # wrapped here
             kwargs["vectorstore"] = ContextualVectorStore(
                 store, kwargs.get("bm25_path"), embed_layout=kwargs.get("embed_layout", "whole"),
                 tokenizer=kwargs.get("bm25_tokenizer", "identifiers"), follow=True)
@@ -126,6 +129,12 @@ class ContextualHybridRetriever(BaseRetriever):
 
     def model_post_init(self, context: Any, /) -> None:
         check_depths(self.k, self.candidates, self.rrf_k)
+        if isinstance(self.vectorstore, _engine_store()):  # both sides in one engine: nothing to pair or wrap
+            if self.bm25 is not None or self.embed_layout != "whole":
+                raise ConfigurationError("a ContextualMilvus collection holds its own BM25 side, each chunk whole: "
+                                         "drop bm25= and embed_layout=", setting="vectorstore")
+            check_weights(self.weights, 2)
+            return
         if not isinstance(self.vectorstore, ContextualVectorStore):
             raise ConfigurationError("vectorstore= takes a LangChain VectorStore", setting="vectorstore")
         self.embed_layout = self.vectorstore.embed_layout
@@ -199,6 +208,9 @@ class ContextualHybridRetriever(BaseRetriever):
     def _hybrid(self, run_manager: Any, filter: Filter | None) -> tuple[HybridRetriever[Document], Any]:  # noqa: A002
         chosen = filter if filter is not None else self.search_kwargs.get("filter")
         config = {"callbacks": run_manager.get_child()}
+        if isinstance(self.vectorstore, _engine_store()):
+            return self.vectorstore.hybrid(candidates=self.candidates, weights=self.weights, rrf_k=self.rrf_k,
+                                           callbacks=config["callbacks"]), chosen
         store: ContextualVectorStore = self.vectorstore
         first: Side[Document] = VectorSide(store.inner, self.search_kwargs, config)
         vector: Side[Document] | list[Side[Document]] = first
@@ -244,6 +256,14 @@ class ContextualHybridRetriever(BaseRetriever):
         if self.compressor is not None and found:
             found = list(await self.compressor.acompress_documents(found, query, callbacks=run_manager.get_child()))
         return found[: k or self.k]
+
+
+def _engine_store() -> type[ContextualMilvus]:
+    """``ContextualMilvus``, imported when first asked for (``langchain_ctx.milvus`` needs ``[milvus]`` only to be
+    used, not to be imported)."""
+    from .milvus import ContextualMilvus
+
+    return ContextualMilvus
 
 
 def _chunk_id(document: Document) -> str:

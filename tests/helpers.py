@@ -7,6 +7,7 @@ small generic corpus on disk.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import shutil
@@ -14,6 +15,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -181,3 +183,26 @@ class ChromaServer:
             self.process.terminate()
             self.process.wait(30)
             self.process = None
+
+
+@contextlib.contextmanager
+def milvus_lite_server(folder: Path) -> Iterator[str]:
+    """A Milvus Lite server (``milvus-lite server``) on 127.0.0.1 storing under ``folder``: its URI, for an ingestion
+    job and a query service in two processes (a Lite ``.db`` file opens in one process only). Stopped after."""
+    command = shutil.which("milvus-lite") or str(Path(sys.executable).parent / "milvus-lite")
+    port = free_port()
+    server = subprocess.Popen([command, "server", "--data-dir", str(folder), "--host", "127.0.0.1", "--port",
+                               str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120  # a liveness bound for the server's start, not a speed bound
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert time.monotonic() < deadline and server.poll() is None, "the Milvus Lite server did not start"
+                time.sleep(0.2)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        server.terminate()
+        server.wait(timeout=60)

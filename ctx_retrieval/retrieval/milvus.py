@@ -21,8 +21,9 @@ from __future__ import annotations
 import base64
 import hashlib
 import json
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Generic, TypeVar
 
 from ctx_retrieval._optional import require
 from ctx_retrieval.errors import InvalidInputError
@@ -31,9 +32,33 @@ from ctx_retrieval.retrieval.bm25 import resolve_tokenizer
 from ctx_retrieval.retrieval.dense import IdRanking
 from ctx_retrieval.retrieval.fusion import DEFAULT_RRF_K, chunk_key
 from ctx_retrieval.retrieval.hybrid import DEFAULT_CANDIDATES, HybridRetriever
+from ctx_retrieval.retrieval.pairing import Record
 from ctx_retrieval.retrieval.store import IndexedChunk, SearchHit
 
-__all__ = ["MilvusStore", "milvus_filter", "recorded"]
+__all__ = ["MilvusStore", "Stored", "StoredHit", "milvus_filter", "recorded"]
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True)
+class Stored:
+    """A chunk as the collection holds it: the chunk, its metadata, and the adapter's serialized item (``payload``,
+    the ``Record``'s: a LangChain document or a LlamaIndex node, rebuilt from it by the adapter)."""
+
+    chunk: IndexedChunk
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    payload: bytes = b""
+
+
+@dataclass(frozen=True)
+class StoredHit(Generic[T]):
+    """A result of ``MilvusStore.search_stored``: the stored chunk, its fused score and each side's rank (as
+    ``SearchHit``)."""
+
+    item: T
+    score: float
+    vector_rank: int | None
+    bm25_rank: int | None
 
 _TEXT_MAX = 65_535
 _ID_MAX = 1_024
@@ -160,6 +185,7 @@ class MilvusStore:
         schema.add_field("dense", data_type.FLOAT_VECTOR, dim=len(self.embedder.embed_query("dimension")))
         schema.add_field("sparse", data_type.SPARSE_FLOAT_VECTOR)
         schema.add_field("meta", data_type.JSON)
+        schema.add_field("payload", data_type.VARCHAR, max_length=_TEXT_MAX)
         schema.add_function(self._milvus.Function(name="bm25", function_type=self._milvus.FunctionType.BM25,
                                                   input_field_names=["tokens"], output_field_names=["sparse"]))
         index = self.client.prepare_index_params()
@@ -189,23 +215,45 @@ class MilvusStore:
     def add(self, chunks: Iterable[IndexedChunk], *, metadata: Mapping[str, Mapping[str, Any]] | None = None) -> int:
         """Add or replace (by chunk id) chunks; ``metadata`` (chunk id -> dict) is what filters read."""
         written = 0
-        batch: list[IndexedChunk] = []
+        batch: list[Record] = []
         for chunk in chunks:
-            batch.append(chunk)
+            made = chunk.record()
+            batch.append(Record(made.id, made.text, made.chunk, made.context, made.ref,
+                                {**made.metadata, **dict((metadata or {}).get(chunk.chunk_id, {}))}, made.payload))
             if len(batch) >= _BATCH:
-                written += self._upsert(batch, metadata or {})
+                written += len(self.add_records(batch))
                 batch = []
-        return written + (self._upsert(batch, metadata or {}) if batch else 0)
+        return written + (len(self.add_records(batch)) if batch else 0)
 
-    def _upsert(self, chunks: list[IndexedChunk], metadata: Mapping[str, Mapping[str, Any]]) -> int:
-        vectors = self.embedder.embed([c.indexed_text for c in chunks])
-        rows: list[dict[str, Any]] = [
-            {"id": c.chunk_id, "document_id": c.document_id, "text": c.text, "context": c.context or "",
-             "tokens": self._tokens(c.indexed_text), "dense": [float(x) for x in vector],
-             "meta": {"document_id": c.document_id, **dict(metadata.get(c.chunk_id, {}))}}
-            for c, vector in zip(chunks, vectors, strict=True)]
+    def add_records(self, records: Sequence[Record], vectors: Sequence[Sequence[float]] | None = None) -> list[str]:
+        """Add or replace (by id) the pairing's records, as the adapters make them: ``text`` (context + chunk) is
+        embedded, unless ``vectors`` (one per record: a framework that embeds before it writes) are given, and
+        analysed for BM25; ``metadata`` is what filters read; ``payload`` comes back with ``search_stored``."""
+        ids: list[str] = []
+        for start in range(0, len(records), _BATCH):
+            part = list(records[start:start + _BATCH])
+            given = vectors[start:start + _BATCH] if vectors is not None else None
+            ids += self._upsert(part, given)
+        return ids
+
+    def _upsert(self, records: list[Record], vectors: Sequence[Sequence[float]] | None) -> list[str]:
+        if vectors is None:
+            vectors = list(self.embedder.embed([r.text for r in records]))
+        if len(vectors) != len(records):
+            raise InvalidInputError(f"{len(vectors)} vectors for {len(records)} chunks: pass one vector per chunk")
+        rows: list[dict[str, Any]] = []
+        for r, vector in zip(records, vectors, strict=True):
+            payload = r.payload.decode("utf-8", "surrogatepass")
+            for what, value in (("chunk", r.text), ("stored chunk", payload)):
+                if len(value.encode("utf-8", "surrogatepass")) > _TEXT_MAX:
+                    raise InvalidInputError(f"chunk {r.id!r}: its {what} is over Milvus's {_TEXT_MAX}-byte text "
+                                            "field: split the documents into smaller chunks")
+            meta = json.loads(json.dumps({**dict(r.metadata), "document_id": r.ref or ""}, default=str))
+            rows.append({"id": r.id, "document_id": r.ref or "", "text": r.chunk, "context": r.context or "",
+                         "tokens": self._tokens(r.text), "dense": [float(x) for x in vector], "meta": meta,
+                         "payload": payload})
         self.client.upsert(self.collection, rows)
-        return len(rows)
+        return [r.id for r in records]
 
     def delete(self, chunk_ids: Sequence[str]) -> None:
         if chunk_ids:
@@ -221,68 +269,98 @@ class MilvusStore:
     # -- queries -------------------------------------------------------------------------------------------
 
     def _chunks(self, ids: list[str]) -> list[IndexedChunk]:
+        return [s.chunk for s in self._stored(ids, payload=False)]
+
+    def _stored(self, ids: list[str], *, payload: bool = True) -> list[Stored]:
         if not ids:
             return []
-        rows = self.client.get(self.collection, ids=ids, output_fields=["document_id", "text", "context"])
-        found = {r["id"]: IndexedChunk(r["id"], r["document_id"], r["text"], r["context"] or None) for r in rows}
+        fields = ["document_id", "text", "context", *(("meta", "payload") if payload else ())]
+        rows = self.client.get(self.collection, ids=ids, output_fields=fields)
+        found = {r["id"]: Stored(IndexedChunk(r["id"], r["document_id"], r["text"], r["context"] or None),
+                                 r.get("meta") or {}, str(r.get("payload") or "").encode("utf-8", "surrogatepass"))
+                 for r in rows}
         return [found[i] for i in ids if i in found]
 
-    def _ranking(self, answer: Any) -> IdRanking[IndexedChunk]:
-        ids = [str(hit["id"]) for hit in answer[0]] if answer else []
-        return IdRanking(ids, [chunk_key(i) for i in ids], self._chunks)
+    def get(self, ids: Sequence[str]) -> list[Stored]:
+        """The stored chunks under these ids (those that exist), in the order asked."""
+        return self._stored([str(i) for i in ids])
 
-    def dense_side(self) -> _Side:
-        return _Side(self, "dense")
+    def dense_side(self, vector: Sequence[float] | None = None) -> _Side[IndexedChunk]:
+        """The dense field as a hybrid side (``vector``: the query's, when the caller embedded it)."""
+        return _Side(self, "dense", self._chunks, vector)
 
-    def bm25_side(self) -> _Side:
-        return _Side(self, "bm25")
+    def bm25_side(self) -> _Side[IndexedChunk]:
+        return _Side(self, "bm25", self._chunks)
 
     def search(self, query: str, *, k: int = 20, mode: str = "hybrid",
                where: Mapping[str, Any] | None = None) -> list[SearchHit]:
         """The ``k`` best chunks for ``query``: ``hybrid`` (both sides fused), ``dense`` or ``bm25`` alone."""
+        return [SearchHit(h.item, h.score, h.vector_rank, h.bm25_rank)
+                for h in self._search(query, k, mode, where, self._chunks, None)]
+
+    def search_stored(self, query: str, *, k: int = 20, mode: str = "hybrid", where: Mapping[str, Any] | None = None,
+                      vector: Sequence[float] | None = None, candidates: int | None = None,
+                      rrf_k: int | None = None) -> list[StoredHit[Stored]]:
+        """As ``search``, each hit with its metadata and payload (what the adapters rebuild their objects from);
+        ``vector``: the query's, when the framework embedded it; ``candidates``/``rrf_k``: the caller's, for this
+        query (else the store's)."""
+        return self._search(query, k, mode, where, self._stored, vector, candidates, rrf_k)
+
+    def _search(self, query: str, k: int, mode: str, where: Mapping[str, Any] | None,
+                load: Callable[[list[str]], Sequence[T]], vector: Sequence[float] | None,
+                candidates: int | None = None, rrf_k: int | None = None) -> list[StoredHit[T]]:
         if mode not in ("hybrid", "dense", "bm25"):
             raise InvalidInputError(f"mode must be hybrid, dense or bm25, not {mode!r}")
+        candidates = candidates or self.candidates
+        rrf_k = self.rrf_k if rrf_k is None else rrf_k
         if mode == "hybrid" and self.engine_fusion:
-            return self._engine_hybrid(query, k, where)
-        retriever = HybridRetriever(self.dense_side() if mode != "bm25" else None,
-                                    self.bm25_side() if mode != "dense" else None,
-                                    candidates=self.candidates, rrf_k=self.rrf_k)
-        return [SearchHit(h.item, h.score, h.vector_rank, h.bm25_rank) for h in retriever.retrieve(query, k, where)]
+            return self._engine_hybrid(query, k, where, load, vector, candidates, rrf_k)
+        retriever = HybridRetriever(_Side(self, "dense", load, vector) if mode != "bm25" else None,
+                                    _Side(self, "bm25", load) if mode != "dense" else None,
+                                    candidates=candidates, rrf_k=rrf_k)
+        return [StoredHit(h.item, h.score, h.vector_rank, h.bm25_rank) for h in retriever.retrieve(query, k, where)]
 
-    def _request(self, side: str, query: str) -> tuple[list[Any], str, dict[str, Any]]:
+    def _request(self, side: str, query: str, vector: Sequence[float] | None = None
+                 ) -> tuple[list[Any], str, dict[str, Any]]:
         """(data, field, search params) for one side: the query's vector, or its tokens for BM25 (each field's
         search parameters given: Milvus Lite refuses their defaults)."""
         if side == "dense":
-            return [[float(x) for x in self.embedder.embed_query(query)]], "dense", {"metric_type": "COSINE",
-                                                                                    "params": {}}
+            vector = self.embedder.embed_query(query) if vector is None else vector
+            return [[float(x) for x in vector]], "dense", {"metric_type": "COSINE", "params": {}}
         return [self._tokens(query) or "\u2205"], "sparse", {"metric_type": "BM25", "params": {"drop_ratio_search": 0}}
 
-    def side_search(self, side: str, query: str, k: int, where: Mapping[str, Any] | None) -> IdRanking[IndexedChunk]:
-        data, field, param = self._request(side, query)
+    def side_search(self, side: str, query: str, k: int, where: Mapping[str, Any] | None,
+                    load: Callable[[list[str]], Sequence[T]], vector: Sequence[float] | None = None) -> IdRanking[T]:
+        data, field, param = self._request(side, query, vector)
         answer = self.client.search(self.collection, data=data, anns_field=field, limit=k, search_params=param,
                                     filter=milvus_filter(where), output_fields=["id"])
-        return self._ranking(answer)
+        ids = [str(hit["id"]) for hit in answer[0]] if answer else []
+        return IdRanking(ids, [chunk_key(i) for i in ids], load)
 
-    def _engine_hybrid(self, query: str, k: int, where: Mapping[str, Any] | None) -> list[SearchHit]:
+    def _engine_hybrid(self, query: str, k: int, where: Mapping[str, Any] | None,
+                       load: Callable[[list[str]], Sequence[T]], vector: Sequence[float] | None, candidates: int,
+                       rrf_k: int) -> list[StoredHit[T]]:
         expression = milvus_filter(where)
         requests = []
         for side in ("dense", "bm25"):
-            data, field, param = self._request(side, query)
+            data, field, param = self._request(side, query, vector)
             requests.append(self._milvus.AnnSearchRequest(data=data, anns_field=field, param=param,
-                                                          limit=self.candidates, expr=expression or None))
-        answer = self.client.hybrid_search(self.collection, requests, ranker=self._milvus.RRFRanker(self.rrf_k),
+                                                          limit=candidates, expr=expression or None))
+        answer = self.client.hybrid_search(self.collection, requests, ranker=self._milvus.RRFRanker(rrf_k),
                                            limit=k, output_fields=["id"])
         ids = [str(hit["id"]) for hit in answer[0]] if answer else []
-        top = 2.0 / (self.rrf_k + 1)  # first on both sides: the same (0, 1] scale as our fused score
+        top = 2.0 / (rrf_k + 1)  # first on both sides: the same (0, 1] scale as our fused score
         scores = [float(hit["distance"]) / top for hit in answer[0]] if answer else []
-        return [SearchHit(chunk, score, None, None) for chunk, score in zip(self._chunks(ids), scores, strict=False)]
+        return [StoredHit(item, score, None, None) for item, score in zip(load(ids), scores, strict=False)]
 
 
-class _Side:
-    """One of a ``MilvusStore``'s two engine sides as a hybrid side (the dense field, or the BM25 function)."""
+class _Side(Generic[T]):
+    """One of a ``MilvusStore``'s two engine sides as a hybrid side (the dense field, or the BM25 function), its
+    hits read by ``load``."""
 
-    def __init__(self, store: MilvusStore, side: str) -> None:
-        self.store, self.side = store, side
+    def __init__(self, store: MilvusStore, side: str, load: Callable[[list[str]], Sequence[T]],
+                 vector: Sequence[float] | None = None) -> None:
+        self.store, self.side, self.load, self.vector = store, side, load, vector
 
-    def search(self, query: str, k: int, where: Any = None) -> IdRanking[IndexedChunk]:
-        return self.store.side_search(self.side, query, k, where)
+    def search(self, query: str, k: int, where: Any = None) -> IdRanking[T]:
+        return self.store.side_search(self.side, query, k, where, self.load, self.vector)

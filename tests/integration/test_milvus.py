@@ -106,52 +106,33 @@ for line in sys.stdin:
 def test_an_ingestion_job_and_a_query_service_in_two_processes_share_a_milvus_server(
         tmp_path: Path, embedder: Any, shared_cache_dir: Path) -> None:
     import json
-    import shutil
-    import socket
     import subprocess
     import sys
-    import time
 
-    from tests.helpers import free_port
+    from tests.helpers import milvus_lite_server
 
-    command = shutil.which("milvus-lite") or str(Path(sys.executable).parent / "milvus-lite")
-    port = free_port()
-    server = subprocess.Popen([command, "server", "--data-dir", str(tmp_path / "milvus"), "--host", "127.0.0.1",
-                               "--port", str(port)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    service = None
-    try:
-        deadline = time.monotonic() + 120  # a liveness bound for the server's start, not a speed bound
-        while True:
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                assert time.monotonic() < deadline and server.poll() is None, "the Milvus Lite server did not start"
-                time.sleep(0.2)
-        uri = f"http://127.0.0.1:{port}"
+    with milvus_lite_server(tmp_path / "milvus") as uri:
         job = MilvusStore(uri, embedder=embedder)  # the ingestion job: its own client
         job.add(CHUNKS, metadata=META)
         service = subprocess.Popen([sys.executable, "-c", SERVICE, uri, str(shared_cache_dir / "embeddings.sqlite")],
                                    stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         assert service.stdin is not None and service.stdout is not None
-        assert json.loads(service.stdout.readline()) == "ready"
+        try:
+            assert json.loads(service.stdout.readline()) == "ready"
 
-        def ask(query: str) -> list[list[Any]]:
-            service.stdin.write(query + "\n")  # type: ignore[union-attr]
-            service.stdin.flush()  # type: ignore[union-attr]
-            return json.loads(service.stdout.readline())  # type: ignore[union-attr,no-any-return]
+            def ask(query: str) -> list[list[Any]]:
+                service.stdin.write(query + "\n")  # type: ignore[union-attr]
+                service.stdin.flush()  # type: ignore[union-attr]
+                return json.loads(service.stdout.readline())  # type: ignore[union-attr,no-any-return]
 
-        job.add([IndexedChunk("acme:9", "acme", "The Zanzibar foundry opened.", "ACME Corp, Q2 2023.")])
-        first = ask("Zanzibar foundry")[0]
-        assert first[0] == "acme:9" and first[1] is not None and first[2] is not None  # found by both sides
-        job.delete(["acme:9"])
-        assert "acme:9" not in [hit[0] for hit in ask("Zanzibar foundry")]  # and by neither once deleted
-    finally:
-        if service is not None:
-            service.stdin.close()  # type: ignore[union-attr]
+            job.add([IndexedChunk("acme:9", "acme", "The Zanzibar foundry opened.", "ACME Corp, Q2 2023.")])
+            first = ask("Zanzibar foundry")[0]
+            assert first[0] == "acme:9" and first[1] is not None and first[2] is not None  # found by both sides
+            job.delete(["acme:9"])
+            assert "acme:9" not in [hit[0] for hit in ask("Zanzibar foundry")]  # and by neither once deleted
+        finally:
+            service.stdin.close()
             service.wait(timeout=60)
-        server.terminate()
-        server.wait(timeout=60)
 
 
 def test_the_cli_indexes_into_and_queries_a_milvus_collection(tmp_path: Path,

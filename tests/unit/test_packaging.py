@@ -154,7 +154,7 @@ EXPECTED_ALL = {
         "eval_reranker", "refresh_stale"],
     "langchain_ctx": [
         "BM25IndexRetriever", "ClaudeRerankCompressor", "ContextualDocumentTransformer", "ContextualHybridRetriever",
-        "E5Embeddings", "EmbedderTokenSplitter",
+        "ContextualMilvus", "E5Embeddings", "EmbedderTokenSplitter",
         "ContextualVectorStore",
         "LangChainChatProvider", "MiniLMEmbeddings", "eval_reranker", "for_answering", "original_text",
         "split_and_contextualize"],

@@ -1,0 +1,186 @@
+"""Contextual hybrid inside Milvus for LangChain: the core ``MilvusStore`` (one collection: the contextualized text,
+its vector, and Milvus's BM25 over our analysis) as a LangChain ``VectorStore``.
+
+There is nothing to pair: each chunk is one row that both engine sides read, so LangChain's own calls
+(``add_documents``, ``delete``, the indexing API ``index(docs, record_manager, store, cleanup=...)``) keep both sides
+true at once, in every process that opens the collection. Documents are stored whole (``page_content``, metadata,
+id) and come back as they went in. ``ContextualHybridRetriever(vectorstore=ContextualMilvus(...))`` queries both
+engine sides and fuses them (each document with its fused score and both ranks), or fuses in the engine with
+``engine_fusion=True``. Why not ``langchain-milvus``: its BM25 is the engine's analyzer over ``page_content``, which on
+Milvus Lite keeps identifiers whole and folds nothing (measured: contextual BM25 12.3% against 7.9% failure@20 on the
+cookbook dev half, ``benchmarks/milvus_ablation.py``); ours writes the tokens ``BM25Store`` would index.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from langchain_core.documents import Document
+from langchain_core.embeddings import Embeddings
+from langchain_core.vectorstores import VectorStore
+
+from ctx_retrieval.adapting import FrameworkEmbedder, embedder_of
+from ctx_retrieval.errors import ConfigurationError, InvalidInputError
+from ctx_retrieval.protocols import Embedder
+from ctx_retrieval.retrieval.dense import IdRanking
+from ctx_retrieval.retrieval.fusion import chunk_key, side_weights
+from ctx_retrieval.retrieval.hybrid import Hit, HybridRetriever
+from ctx_retrieval.retrieval.milvus import MilvusStore, Stored
+
+from .sides import TracedSide
+from .store import record
+
+__all__ = ["ContextualMilvus"]
+
+DEFAULT_COLLECTION = "ctx_retrieval"
+
+
+def _document(stored: Stored) -> Document:
+    data = json.loads(stored.payload.decode("utf-8", "surrogatepass"))
+    return Document(page_content=data["page_content"], metadata=data["metadata"], id=data["id"])
+
+
+def _documents(stored: Sequence[Stored]) -> list[Document]:
+    return [_document(s) for s in stored]
+
+
+def _where(chosen: Any) -> Mapping[str, Any] | None:
+    if chosen is None or isinstance(chosen, Mapping):
+        return chosen
+    raise InvalidInputError("a filter on a Milvus collection is a where dict ({'tenant': 'a'}, {'year': {'$gte': "
+                            "2023}}, $and/$or), which the engine applies on both sides; a callable cannot reach it")
+
+
+class _Side:
+    """One engine side of the collection, its hits as LangChain documents."""
+
+    def __init__(self, store: MilvusStore, side: str) -> None:
+        self.store, self.side = store, side
+
+    def search(self, query: str, k: int, where: Any = None) -> IdRanking[Document]:
+        return self.store.side_search(self.side, query, k, _where(where), self._load)
+
+    def _load(self, ids: list[str]) -> list[Document]:
+        return _documents(self.store.get(ids))
+
+
+class _EngineFusion:
+    """The engine's ``hybrid_search`` in the place of our fusion: one round trip, fused scores, no per-side ranks."""
+
+    def __init__(self, store: MilvusStore, candidates: int, rrf_k: int) -> None:
+        self.store, self.candidates, self.rrf_k = store, candidates, rrf_k
+
+    def retrieve(self, query: str, k: int = 20, where: Any = None) -> list[Hit[Document]]:
+        found = self.store.search_stored(query, k=k, where=_where(where), candidates=self.candidates,
+                                         rrf_k=self.rrf_k)
+        return [Hit(_document(h.item), chunk_key(h.item.chunk.chunk_id), h.score, None, None) for h in found]
+
+    async def aretrieve(self, query: str, k: int = 20, where: Any = None) -> list[Hit[Document]]:
+        return await asyncio.to_thread(self.retrieve, query, k, where)
+
+
+class ContextualMilvus(VectorStore):
+    """Contextualized chunks in one Milvus collection: vectors and contextual BM25 side by side, nothing to pair.
+
+    Setup:
+        pip install "ctx-retrieval[langchain,milvus,local]"
+
+    Key init args:
+        embedding: the LangChain embeddings for chunks and queries (``MiniLMEmbeddings()``, or any other).
+        uri: ``"./chunks.db"`` (Milvus Lite, one process) or ``"http://host:19530"`` (a server: several processes).
+        collection_name: the collection (``"ctx_retrieval"``); token: for a server that asks for one.
+        tokenizer: our BM25 analysis (``"identifiers"``), or ``"engine"`` with ``analyzer_params`` (see
+            ``ctx_retrieval.retrieval.milvus.MilvusStore``).
+        engine_fusion: fuse in the engine (one ``hybrid_search``) instead of our fusion with per-side ranks.
+
+    Instantiate:
+        .. code-block:: python
+
+            store = ContextualMilvus(MiniLMEmbeddings(), uri="http://127.0.0.1:19530")
+
+    Use:
+        .. code-block:: python
+
+            index(contextual_chunks, SQLRecordManager(...), store, cleanup="incremental", source_id_key="source")
+            retriever = ContextualHybridRetriever(vectorstore=store)
+            retriever.invoke("How did ACME's revenue change?", filter={"tenant": "a"})
+    """
+
+    def __init__(self, embedding: Embeddings, uri: str, *, collection_name: str = DEFAULT_COLLECTION,
+                 tokenizer: str = "identifiers", analyzer_params: Mapping[str, Any] | None = None,
+                 engine_fusion: bool = False, token: str | None = None) -> None:
+        self._embedding = embedding
+        core: Any = embedder_of(embedding)  # ours (MiniLMEmbeddings...) wrap a core embedder; others are wrapped
+        embedder: Embedder = core if core is not embedding and isinstance(core, Embedder) else FrameworkEmbedder(
+            FrameworkEmbedder.model_id_of(embedding), embedding.embed_documents, embedding.embed_query)
+        self.store = MilvusStore(uri, embedder=embedder, collection=collection_name, tokenizer=tokenizer,
+                                 analyzer_params=analyzer_params, engine_fusion=engine_fusion, token=token)
+
+    def __repr__(self) -> str:
+        return f"ContextualMilvus({self.store!r})"
+
+    @property
+    def embeddings(self) -> Embeddings:
+        return self._embedding
+
+    def hybrid(self, *, candidates: int, weights: Any, rrf_k: int, callbacks: Any) -> Any:
+        """What ``ContextualHybridRetriever`` queries: our fusion over the two engine sides (each hit with both
+        ranks; the BM25 side traced as a child run), or the engine's own (``engine_fusion=True``)."""
+        if self.store.engine_fusion:
+            if len(set(side_weights(weights))) > 1:
+                raise ConfigurationError("the engine's RRF weighs both sides alike: drop weights= or "
+                                         "engine_fusion=True", setting="weights")
+            return _EngineFusion(self.store, candidates, rrf_k)
+        return HybridRetriever(_Side(self.store, "dense"), TracedSide(_Side(self.store, "bm25"), callbacks),
+                               candidates=candidates, weights=weights, rrf_k=rrf_k)
+
+    # -- writes: one row per chunk ----------------------------------------------------------------------------
+
+    def add_documents(self, documents: list[Document], **kwargs: Any) -> list[str]:
+        """Add (or replace, by id) documents; ``ids=`` as LangChain's stores take."""
+        ids = kwargs.pop("ids", None)
+        if ids is not None and len(ids) != len(documents):
+            raise InvalidInputError(f"{len(ids)} ids for {len(documents)} documents: pass one id per document")
+        return self.store.add_records([record(d, str(ids[n]) if ids is not None else None)
+                                       for n, d in enumerate(documents)])
+
+    def add_texts(self, texts: Iterable[str], metadatas: list[dict[Any, Any]] | None = None, *,
+                  ids: list[str] | None = None, **kwargs: Any) -> list[str]:
+        texts = list(texts)
+        metadatas = metadatas or [{} for _ in texts]
+        return self.add_documents([Document(page_content=t, metadata=m) for t, m in zip(texts, metadatas,
+                                                                                        strict=True)], ids=ids)
+
+    def delete(self, ids: list[str] | None = None, **kwargs: Any) -> bool | None:
+        """Delete chunks by id from the collection, both sides at once (``ids=None`` deletes nothing)."""
+        if not ids:
+            return None
+        self.store.delete([str(i) for i in ids])
+        return True
+
+    def get_by_ids(self, ids: Sequence[str], /) -> list[Document]:
+        return _documents(self.store.get(ids))
+
+    # -- searching -------------------------------------------------------------------------------------------
+
+    def similarity_search(self, query: str, k: int = 4, **kwargs: Any) -> list[Document]:
+        """The dense side alone (``filter=`` a where dict); ``ContextualHybridRetriever`` searches both."""
+        return [_document(h.item) for h in self.store.search_stored(query, k=k, mode="dense",
+                                                                     where=_where(kwargs.get("filter")))]
+
+    def similarity_search_with_score(self, query: str, k: int = 4, **kwargs: Any) -> list[tuple[Document, float]]:
+        return [(_document(h.item), h.score) for h in self.store.search_stored(query, k=k, mode="dense",
+                                                                                where=_where(kwargs.get("filter")))]
+
+    @classmethod
+    def from_texts(cls, texts: list[str], embedding: Embeddings, metadatas: list[dict[Any, Any]] | None = None, *,
+                   ids: list[str] | None = None, **kwargs: Any) -> ContextualMilvus:
+        """Texts in a collection at ``uri=`` (required)."""
+        if "uri" not in kwargs:
+            raise InvalidInputError("ContextualMilvus.from_texts needs uri= (a Milvus Lite file or a server's URL)")
+        store = cls(embedding, **kwargs)
+        store.add_texts(texts, metadatas, ids=ids)
+        return store
