@@ -13,7 +13,6 @@ cookbook dev half, ``benchmarks/milvus_ablation.py``); ours writes the tokens ``
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -23,11 +22,8 @@ from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore
 
 from ctx_retrieval.adapting import FrameworkEmbedder, embedder_of
-from ctx_retrieval.errors import ConfigurationError, InvalidInputError
+from ctx_retrieval.errors import InvalidInputError
 from ctx_retrieval.protocols import Embedder
-from ctx_retrieval.retrieval.dense import IdRanking
-from ctx_retrieval.retrieval.fusion import chunk_key, side_weights
-from ctx_retrieval.retrieval.hybrid import Hit, HybridRetriever
 from ctx_retrieval.retrieval.milvus import MilvusStore, Stored
 
 from .sides import TracedSide
@@ -47,39 +43,12 @@ def _documents(stored: Sequence[Stored]) -> list[Document]:
     return [_document(s) for s in stored]
 
 
-def _where(chosen: Any) -> Mapping[str, Any] | None:
+def where_of(chosen: Any) -> Mapping[str, Any] | None:
+    """A retriever's filter as the where dict the engine applies (a callable cannot reach it)."""
     if chosen is None or isinstance(chosen, Mapping):
         return chosen
     raise InvalidInputError("a filter on a Milvus collection is a where dict ({'tenant': 'a'}, {'year': {'$gte': "
                             "2023}}, $and/$or), which the engine applies on both sides; a callable cannot reach it")
-
-
-class _Side:
-    """One engine side of the collection, its hits as LangChain documents."""
-
-    def __init__(self, store: MilvusStore, side: str) -> None:
-        self.store, self.side = store, side
-
-    def search(self, query: str, k: int, where: Any = None) -> IdRanking[Document]:
-        return self.store.side_search(self.side, query, k, _where(where), self._load)
-
-    def _load(self, ids: list[str]) -> list[Document]:
-        return _documents(self.store.get(ids))
-
-
-class _EngineFusion:
-    """The engine's ``hybrid_search`` in the place of our fusion: one round trip, fused scores, no per-side ranks."""
-
-    def __init__(self, store: MilvusStore, candidates: int, rrf_k: int) -> None:
-        self.store, self.candidates, self.rrf_k = store, candidates, rrf_k
-
-    def retrieve(self, query: str, k: int = 20, where: Any = None) -> list[Hit[Document]]:
-        found = self.store.search_stored(query, k=k, where=_where(where), candidates=self.candidates,
-                                         rrf_k=self.rrf_k)
-        return [Hit(_document(h.item), chunk_key(h.item.chunk.chunk_id), h.score, None, None) for h in found]
-
-    async def aretrieve(self, query: str, k: int = 20, where: Any = None) -> list[Hit[Document]]:
-        return await asyncio.to_thread(self.retrieve, query, k, where)
 
 
 class ContextualMilvus(VectorStore):
@@ -127,15 +96,14 @@ class ContextualMilvus(VectorStore):
         return self._embedding
 
     def hybrid(self, *, candidates: int, weights: Any, rrf_k: int, callbacks: Any) -> Any:
-        """What ``ContextualHybridRetriever`` queries: our fusion over the two engine sides (each hit with both
-        ranks; the BM25 side traced as a child run), or the engine's own (``engine_fusion=True``)."""
-        if self.store.engine_fusion:
-            if len(set(side_weights(weights))) > 1:
-                raise ConfigurationError("the engine's RRF weighs both sides alike: drop weights= or "
-                                         "engine_fusion=True", setting="weights")
-            return _EngineFusion(self.store, candidates, rrf_k)
-        return HybridRetriever(_Side(self.store, "dense"), TracedSide(_Side(self.store, "bm25"), callbacks),
-                               candidates=candidates, weights=weights, rrf_k=rrf_k)
+        """What ``ContextualHybridRetriever`` queries (``MilvusStore.hybrid``): our fusion over the two engine sides
+        (the BM25 side traced as a child run), or the engine's own (``engine_fusion=True``); give it ``where``
+        dicts."""
+        return self.store.hybrid(self._load, candidates=candidates, weights=weights, rrf_k=rrf_k,
+                                 trace=lambda side: TracedSide(side, callbacks))
+
+    def _load(self, ids: list[str]) -> list[Document]:
+        return _documents(self.store.get(ids))
 
     # -- writes: one row per chunk ----------------------------------------------------------------------------
 
@@ -169,11 +137,11 @@ class ContextualMilvus(VectorStore):
     def similarity_search(self, query: str, k: int = 4, **kwargs: Any) -> list[Document]:
         """The dense side alone (``filter=`` a where dict); ``ContextualHybridRetriever`` searches both."""
         return [_document(h.item) for h in self.store.search_stored(query, k=k, mode="dense",
-                                                                     where=_where(kwargs.get("filter")))]
+                                                                     where=where_of(kwargs.get("filter")))]
 
     def similarity_search_with_score(self, query: str, k: int = 4, **kwargs: Any) -> list[tuple[Document, float]]:
         return [(_document(h.item), h.score) for h in self.store.search_stored(query, k=k, mode="dense",
-                                                                                where=_where(kwargs.get("filter")))]
+                                                                                where=where_of(kwargs.get("filter")))]
 
     @classmethod
     def from_texts(cls, texts: list[str], embedding: Embeddings, metadatas: list[dict[Any, Any]] | None = None, *,

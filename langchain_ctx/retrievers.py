@@ -209,8 +209,10 @@ class ContextualHybridRetriever(BaseRetriever):
         chosen = filter if filter is not None else self.search_kwargs.get("filter")
         config = {"callbacks": run_manager.get_child()}
         if isinstance(self.vectorstore, _engine_store()):
+            from .milvus import where_of
+
             return self.vectorstore.hybrid(candidates=self.candidates, weights=self.weights, rrf_k=self.rrf_k,
-                                           callbacks=config["callbacks"]), chosen
+                                           callbacks=config["callbacks"]), where_of(chosen)
         store: ContextualVectorStore = self.vectorstore
         first: Side[Document] = VectorSide(store.inner, self.search_kwargs, config)
         vector: Side[Document] | list[Side[Document]] = first

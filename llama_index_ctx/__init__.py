@@ -12,6 +12,7 @@ require("llama_index.core", "llama-index")
 
 from .embeddings import E5Embedding, MiniLMEmbedding  # noqa: E402
 from .late import LateChunkingTransform  # noqa: E402
+from .milvus import ContextualMilvusVectorStore  # noqa: E402 - needs ctx-retrieval[milvus] when used, not imported
 from .providers import LlamaIndexLLMProvider  # noqa: E402
 from .rerank import ClaudeRerankPostprocessor, eval_reranker  # noqa: E402
 from .retrievers import ContextualHybridRetriever, ContextualVectorStore, chroma_vector_store  # noqa: E402
@@ -23,6 +24,7 @@ __all__ = [
     "BM25IndexRetriever",
     "ClaudeRerankPostprocessor",
     "ContextualHybridRetriever",
+    "ContextualMilvusVectorStore",
     "ContextualNodeTransform",
     "ContextualVectorStore",
     "E5Embedding",

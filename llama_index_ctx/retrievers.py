@@ -44,6 +44,15 @@ from .store import (
 
 __all__ = ["ContextualHybridRetriever", "ContextualVectorStore", "chroma_vector_store"]
 
+
+def _engine_store(index: VectorStoreIndex) -> Any:
+    """The index's ``ContextualMilvusVectorStore``, or ``None`` (imported when first asked for: ``[milvus]`` is
+    needed to use it, not to import it)."""
+    from .milvus import ContextualMilvusVectorStore
+
+    store = index.vector_store
+    return store if isinstance(store, ContextualMilvusVectorStore) else None
+
 _CODEC = Codec()
 
 
@@ -103,14 +112,21 @@ class ContextualHybridRetriever(BaseRetriever):
             raise TypeError(f"filters must be llama_index MetadataFilters, not {type(filters).__name__}: "
                             "MetadataFilters.from_dicts([{'key': 'tenant', 'value': 'a'}])")
         self.index, self.also = index, list(also)
-        self.store = wrap_index(index, bm25_path, bm25_tokenizer, embed_layout)
-        self.embed_layout = self.store.pairing.layout
         self.similarity_top_k, self.filters = similarity_top_k, filters
         self.node_postprocessors = list(node_postprocessors)
+        self.candidates, self.weights, self.rrf_k = candidates, check_weights(weights, 1 + len(self.also)), rrf_k
         self._fixed_bm25 = bm25 is not None
+        self.engine = _engine_store(index)
+        if self.engine is not None:  # both sides in one engine: nothing to pair or wrap
+            if bm25 is not None or also or embed_layout != "whole":
+                raise ConfigurationError("a ContextualMilvusVectorStore holds its own BM25 side, each node whole: drop "
+                                         "bm25=, also= and embed_layout=", setting="index")
+            self.embed_layout, self.bm25 = "whole", None
+            return
+        self.store = wrap_index(index, bm25_path, bm25_tokenizer, embed_layout)
+        self.embed_layout = self.store.pairing.layout
         self.bm25 = bm25 or BM25IndexRetriever(store=self.store.bm25, similarity_top_k=candidates, filters=filters,
                                                callback_manager=self.callback_manager)
-        self.candidates, self.weights, self.rrf_k = candidates, check_weights(weights, 1 + len(self.also)), rrf_k
 
     @classmethod
     def from_defaults(cls, *, index: VectorStoreIndex | None = None, nodes: Sequence[BaseNode] | None = None,
@@ -165,11 +181,14 @@ class ContextualHybridRetriever(BaseRetriever):
         return cls(VectorStoreIndex.from_vector_store(vector_store, embed_model=embed_model), **kwargs)
 
     def stored_nodes(self) -> list[BaseNode]:
-        """Every whole node both sides hold (read from BM25)."""
-        return self.store.get_nodes()
+        """Every whole node both sides hold (read from BM25; not on Milvus, which is read by node id)."""
+        return (self.engine or self.store).get_nodes()
 
     def insert_nodes(self, nodes: Sequence[BaseNode]) -> None:
         """Add (or replace, by stable id) nodes on both sides (through the index: it embeds them)."""
+        if self.engine is not None:
+            self.index.insert_nodes([with_stable_id(n) for n in nodes])
+            return
         indexed = window_children(self.store, [with_stable_id(n) for n in nodes])
         warn_truncation(getattr(self.index, "_embed_model", None), indexed)
         self.index.insert_nodes(indexed)
@@ -178,7 +197,7 @@ class ContextualHybridRetriever(BaseRetriever):
 
     def delete_nodes(self, node_ids: Sequence[str]) -> None:
         """Delete nodes (by node id; in the windows layout, their windows too) from both sides."""
-        rows = self.store.pairing.row_ids(list(node_ids))  # the index's docstore holds the windows too
+        rows = list(node_ids) if self.engine is not None else self.store.pairing.row_ids(list(node_ids))
         for index in (self.index, *self.also):
             index.delete_nodes(rows, delete_from_docstore=True)
 
@@ -187,7 +206,16 @@ class ContextualHybridRetriever(BaseRetriever):
         for index in (self.index, *self.also):
             index.delete_ref_doc(ref_doc_id, delete_from_docstore=True)
 
-    def _core(self, query_bundle: QueryBundle) -> tuple[HybridRetriever[BaseNode], int]:
+    def _core(self, query_bundle: QueryBundle) -> tuple[Any, int, Any]:
+        """The fusion for this query, how many fused hits to read, and the filters as it takes them."""
+        depth = self.candidates if self.node_postprocessors else self.similarity_top_k
+        if self.engine is not None:
+            from .milvus import where_for
+
+            embedded = query_bundle.embedding or self.index._embed_model.get_query_embedding(query_bundle.query_str)
+            return self.engine.hybrid(embedded, candidates=self.candidates, weights=self.weights, rrf_k=self.rrf_k,
+                                      trace=lambda side: TracedSide(side, self.callback_manager)
+                                      ), depth, where_for(self.filters)
         first: Side[BaseNode] = IndexSide(self.index, query_bundle, self.callback_manager)
         vector: Side[BaseNode] | list[Side[BaseNode]] = first
         if self.embed_layout == "windows":
@@ -200,10 +228,11 @@ class ContextualHybridRetriever(BaseRetriever):
             bm25: Side[BaseNode] = TracedSide(bm25_side(self.bm25.store), self.callback_manager)
             screen = self.store.pairing.guard(_CODEC) if self.bm25.store is self.store.bm25 else None
         else:
+            assert self.bm25 is not None
             bm25 = RetrieverSide(self.bm25, query_bundle)
         core = HybridRetriever(vector, bm25, candidates=self.candidates, weights=self.weights, rrf_k=self.rrf_k,
                                screen=screen)
-        return core, self.candidates if self.node_postprocessors else self.similarity_top_k
+        return core, depth, self.filters
 
     def _wholes(self, children: Sequence[BaseNode]) -> list[BaseNode]:
         ids = [parent_id(c) for c in children]
@@ -217,11 +246,11 @@ class ContextualHybridRetriever(BaseRetriever):
         return results[: self.similarity_top_k]
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        core, depth = self._core(query_bundle)
-        return self._finish(query_bundle, core.retrieve(query_bundle.query_str, depth, self.filters))
+        core, depth, where = self._core(query_bundle)
+        return self._finish(query_bundle, core.retrieve(query_bundle.query_str, depth, where))
 
     async def _aretrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
-        core, depth = self._core(query_bundle)
-        return self._finish(query_bundle, await core.aretrieve(query_bundle.query_str, depth, self.filters))
+        core, depth, where = self._core(query_bundle)
+        return self._finish(query_bundle, await core.aretrieve(query_bundle.query_str, depth, where))
 
 

@@ -18,6 +18,7 @@ over a JSON metadata field. Needs ``ctx-retrieval[milvus]``.
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import hashlib
 import json
@@ -26,16 +27,16 @@ from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from ctx_retrieval._optional import require
-from ctx_retrieval.errors import InvalidInputError
+from ctx_retrieval.errors import ConfigurationError, InvalidInputError
 from ctx_retrieval.protocols import Embedder
 from ctx_retrieval.retrieval.bm25 import resolve_tokenizer
 from ctx_retrieval.retrieval.dense import IdRanking
-from ctx_retrieval.retrieval.fusion import DEFAULT_RRF_K, chunk_key
-from ctx_retrieval.retrieval.hybrid import DEFAULT_CANDIDATES, HybridRetriever
+from ctx_retrieval.retrieval.fusion import DEFAULT_RRF_K, chunk_key, side_weights
+from ctx_retrieval.retrieval.hybrid import DEFAULT_CANDIDATES, Hit, HybridRetriever
 from ctx_retrieval.retrieval.pairing import Record
 from ctx_retrieval.retrieval.store import IndexedChunk, SearchHit
 
-__all__ = ["MilvusStore", "Stored", "StoredHit", "milvus_filter", "recorded"]
+__all__ = ["EngineFusion", "MilvusStore", "Stored", "StoredHit", "milvus_filter", "recorded"]
 
 T = TypeVar("T")
 
@@ -59,6 +60,8 @@ class StoredHit(Generic[T]):
     score: float
     vector_rank: int | None
     bm25_rank: int | None
+    key: str = ""
+    """The chunk id."""
 
 _TEXT_MAX = 65_535
 _ID_MAX = 1_024
@@ -320,6 +323,25 @@ class MilvusStore:
                                     candidates=candidates, rrf_k=rrf_k)
         return [StoredHit(h.item, h.score, h.vector_rank, h.bm25_rank) for h in retriever.retrieve(query, k, where)]
 
+    def hybrid(self, load: Callable[[list[str]], Sequence[T]], *, vector: Sequence[float] | None = None,
+               candidates: int | None = None, weights: Sequence[float] | Mapping[str, float] = (1.0, 1.0),
+               rrf_k: int | None = None, trace: Callable[[Any], Any] | None = None
+               ) -> HybridRetriever[T] | EngineFusion[T]:
+        """What an adapter's retriever queries, its hits read by ``load`` (documents, nodes): our fusion over the
+        two engine sides (each hit with both ranks; ``trace`` wraps the BM25 side for the framework's tracing), or
+        the engine's own with ``engine_fusion=True`` (equal weights only: Milvus's RRF weighs both sides alike).
+        ``vector``: the query's, when the framework embedded it; ``where`` dicts are given to ``retrieve``."""
+        candidates = candidates or self.candidates
+        rrf_k = self.rrf_k if rrf_k is None else rrf_k
+        if self.engine_fusion:
+            if len(set(side_weights(weights))) > 1:
+                raise ConfigurationError("the engine's RRF weighs both sides alike: drop weights= or "
+                                         "engine_fusion=True", setting="weights")
+            return EngineFusion(self, load, vector, candidates, rrf_k)
+        bm25: Any = _Side(self, "bm25", load)
+        return HybridRetriever(_Side(self, "dense", load, vector), trace(bm25) if trace else bm25,
+                               candidates=candidates, weights=weights, rrf_k=rrf_k)
+
     def _request(self, side: str, query: str, vector: Sequence[float] | None = None
                  ) -> tuple[list[Any], str, dict[str, Any]]:
         """(data, field, search params) for one side: the query's vector, or its tokens for BM25 (each field's
@@ -351,7 +373,31 @@ class MilvusStore:
         ids = [str(hit["id"]) for hit in answer[0]] if answer else []
         top = 2.0 / (rrf_k + 1)  # first on both sides: the same (0, 1] scale as our fused score
         scores = [float(hit["distance"]) / top for hit in answer[0]] if answer else []
-        return [StoredHit(item, score, None, None) for item, score in zip(load(ids), scores, strict=False)]
+        items = load(ids)
+        if len(items) != len(ids):  # a chunk deleted between the search and the read: keep ids beside their items
+            kept = set(self._ids_present(ids))
+            pairs = [(i, sc) for i, sc in zip(ids, scores, strict=True) if i in kept]
+            ids, scores = [i for i, _ in pairs], [sc for _, sc in pairs]
+        return [StoredHit(item, score, None, None, str(i)) for item, score, i in zip(items, scores, ids, strict=True)]
+
+    def _ids_present(self, ids: Sequence[str]) -> list[str]:
+        return [str(r["id"]) for r in self.client.get(self.collection, ids=list(ids), output_fields=["id"])]
+
+
+class EngineFusion(Generic[T]):
+    """The engine's ``hybrid_search`` where a ``HybridRetriever`` would fuse: one round trip, fused scores, no per-side
+    ranks (``MilvusStore.hybrid`` with ``engine_fusion=True``)."""
+
+    def __init__(self, store: MilvusStore, load: Callable[[list[str]], Sequence[T]], vector: Sequence[float] | None,
+                 candidates: int, rrf_k: int) -> None:
+        self.store, self.load, self.vector, self.candidates, self.rrf_k = store, load, vector, candidates, rrf_k
+
+    def retrieve(self, query: str, k: int = 20, where: Mapping[str, Any] | None = None) -> list[Hit[T]]:
+        found = self.store._engine_hybrid(query, k, where, self.load, self.vector, self.candidates, self.rrf_k)
+        return [Hit(h.item, chunk_key(str(h.key)), h.score, None, None) for h in found]
+
+    async def aretrieve(self, query: str, k: int = 20, where: Mapping[str, Any] | None = None) -> list[Hit[T]]:
+        return await asyncio.to_thread(self.retrieve, query, k, where)
 
 
 class _Side(Generic[T]):

@@ -131,3 +131,114 @@ def test_a_langchain_job_and_query_service_in_two_processes_share_a_milvus_serve
         finally:
             service.stdin.close()
             assert service.wait(timeout=120) == 0
+
+
+# -- LlamaIndex ----------------------------------------------------------------------------------------------------
+
+
+def li_pipeline(store: Any, embedder: Any, docstore: Any) -> Any:
+    from llama_index.core.ingestion import DocstoreStrategy, IngestionPipeline
+    from llama_index.core.node_parser import SentenceSplitter
+
+    from llama_index_ctx import ContextualNodeTransform, MiniLMEmbedding
+
+    return IngestionPipeline(
+        transformations=[SentenceSplitter(chunk_size=24, chunk_overlap=0),
+                         ContextualNodeTransform.from_generator(HeuristicContextualizer()), MiniLMEmbedding(embedder)],
+        vector_store=store, docstore=docstore, docstore_strategy=DocstoreStrategy.UPSERTS_AND_DELETE)
+
+
+def li_documents(*texts_and_sources: tuple[str, str]) -> list[Any]:
+    from llama_index.core import Document as LIDocument
+
+    return [LIDocument(text=text, id_=source, metadata={"tenant": "a"}) for text, source in texts_and_sources]
+
+
+def test_llama_index_pipeline_and_hybrid_query_on_milvus(tmp_path: Path, embedder: Any) -> None:
+    pytest.importorskip("llama_index.core")
+    from llama_index.core import VectorStoreIndex
+    from llama_index.core.storage.docstore import SimpleDocumentStore
+    from llama_index.core.vector_stores.types import MetadataFilters
+
+    from llama_index_ctx import ContextualHybridRetriever, MiniLMEmbedding
+    from llama_index_ctx.milvus import ContextualMilvusVectorStore
+
+    store = ContextualMilvusVectorStore(str(tmp_path / "li.db"), embed_model=MiniLMEmbedding(embedder))
+    docstore = SimpleDocumentStore()
+    li_pipeline(store, embedder, docstore).run(documents=li_documents((ACME, "acme"), (GLOBEX, "globex")))
+    index = VectorStoreIndex.from_vector_store(store, embed_model=MiniLMEmbedding(embedder))
+    # LlamaIndex's own retriever, hybrid mode: both engine sides, each node with its ranks
+    first = index.as_retriever(vector_store_query_mode="hybrid", similarity_top_k=3).retrieve("acme Tucson")[0]
+    assert "Tucson" in first.node.get_content() and first.node.ref_doc_id == "acme"
+    assert first.node.metadata["bm25_rank"] == 1 and first.node.metadata["vector_rank"] is not None
+    assert first.node.metadata["context"]  # the node comes back whole, its context with it
+    # ours over the same index: filters reach both engine sides
+    ours = ContextualHybridRetriever(index, similarity_top_k=3)
+    assert "Tucson" in ours.retrieve("acme Tucson")[0].node.get_content()
+    other = MetadataFilters.from_dicts([{"key": "tenant", "value": "b"}])
+    assert ContextualHybridRetriever(index, similarity_top_k=3, filters=other).retrieve("Globex revenue") == []
+    # an edit through the pipeline's docstore replaces the document's nodes on both sides; a delete removes them
+    li_pipeline(store, embedder, docstore).run(documents=li_documents((EDITED, "acme"), (GLOBEX, "globex")))
+    for mode in ("bm25", "dense"):
+        texts = [h.item.chunk.text for h in store.client.search_stored("foundry", k=10, mode=mode)]
+        assert any("Zanzibar" in t for t in texts) and not any("Tucson" in t for t in texts), (mode, texts)
+    index.delete_ref_doc("acme")
+    for mode in ("bm25", "dense"):
+        assert not any("Zanzibar" in h.item.chunk.text for h in store.client.search_stored("foundry", k=10,
+                                                                                             mode=mode))
+
+
+LI_SERVICE = """
+import json, sys
+from llama_index.core import VectorStoreIndex
+from ctx_retrieval import MiniLMEmbedder
+from llama_index_ctx import ContextualHybridRetriever, MiniLMEmbedding
+from llama_index_ctx.milvus import ContextualMilvusVectorStore
+embed = MiniLMEmbedding(MiniLMEmbedder(cache=sys.argv[2]))
+store = ContextualMilvusVectorStore(sys.argv[1], embed_model=embed)
+retriever = ContextualHybridRetriever(VectorStoreIndex.from_vector_store(store, embed_model=embed), similarity_top_k=3)
+print(json.dumps("ready"), flush=True)
+for line in sys.stdin:
+    found = retriever.retrieve(line.strip())
+    print(json.dumps([[n.node.get_content(), n.node.metadata["vector_rank"], n.node.metadata["bm25_rank"]]
+                      for n in found]), flush=True)
+"""
+
+
+def test_a_llama_index_job_and_query_service_in_two_processes_share_a_milvus_server(
+        tmp_path: Path, embedder: Any, shared_cache_dir: Path) -> None:
+    pytest.importorskip("llama_index.core")
+    from llama_index.core.storage.docstore import SimpleDocumentStore
+
+    from llama_index_ctx import MiniLMEmbedding
+    from llama_index_ctx.milvus import ContextualMilvusVectorStore
+
+    with milvus_lite_server(tmp_path / "milvus") as uri:
+        job = ContextualMilvusVectorStore(uri, embed_model=MiniLMEmbedding(embedder))  # the job's own client
+        docstore = SimpleDocumentStore()
+
+        def write(*documents: tuple[str, str]) -> None:
+            li_pipeline(job, embedder, docstore).run(documents=li_documents(*documents))
+
+        write((GLOBEX, "globex"))
+        service = subprocess.Popen([sys.executable, "-c", LI_SERVICE, uri,
+                                    str(shared_cache_dir / "embeddings.sqlite")],
+                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        assert service.stdin is not None and service.stdout is not None
+        try:
+            assert json.loads(service.stdout.readline()) == "ready"
+
+            def ask(query: str) -> list[list[Any]]:
+                service.stdin.write(query + "\n")  # type: ignore[union-attr]
+                service.stdin.flush()  # type: ignore[union-attr]
+                return json.loads(service.stdout.readline())  # type: ignore[union-attr,no-any-return]
+
+            assert all("Zanzibar" not in text for text, _, _ in ask("Zanzibar foundry"))
+            write((GLOBEX, "globex"), (EDITED, "acme"))
+            found = [(vector, bm25) for text, vector, bm25 in ask("Zanzibar foundry") if "Zanzibar" in text]
+            assert found and found[0][0] is not None and found[0][1] == 1, found
+            write((GLOBEX, "globex"))  # UPSERTS_AND_DELETE: the document left the input, so it leaves both sides
+            assert all("Zanzibar" not in text for text, _, _ in ask("Zanzibar foundry"))
+        finally:
+            service.stdin.close()
+            assert service.wait(timeout=120) == 0

@@ -148,8 +148,8 @@ EXPECTED_ALL = {
     "ctx_retrieval.protocols": ["BatchProvider", "Contextualizer", "Embedder", "EstimatingContextualizer",
                                 "ServerDescribingProvider", "TokenCountingEmbedder", "TokenCountingProvider"],
     "llama_index_ctx": [
-        "BM25IndexRetriever", "ClaudeRerankPostprocessor", "ContextualHybridRetriever", "ContextualNodeTransform",
-        "ContextualVectorStore", "E5Embedding", "EmbedderTokenSplitter",
+        "BM25IndexRetriever", "ClaudeRerankPostprocessor", "ContextualHybridRetriever", "ContextualMilvusVectorStore",
+        "ContextualNodeTransform", "ContextualVectorStore", "E5Embedding", "EmbedderTokenSplitter",
         "LateChunkingTransform", "LlamaIndexLLMProvider", "MiniLMEmbedding", "arefresh_stale", "chroma_vector_store",
         "eval_reranker", "refresh_stale"],
     "langchain_ctx": [
