@@ -455,9 +455,13 @@ def add_analysis_args(parser: argparse.ArgumentParser, *, default: str | None = 
 
 
 def add_eval_output_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--vector-store", choices=["numpy", "chroma"], default="numpy",
-                        help="exact in-memory search (default: the same figures on every run) or embedded Chroma "
-                             "(approximate HNSW search, which can differ between runs under load)")
+    parser.add_argument("--vector-store", choices=["numpy", "chroma", "milvus"], default="numpy",
+                        help="exact in-memory search (default: the same figures on every run), embedded Chroma "
+                             "(approximate HNSW search, which can differ between runs under load), or Milvus (both "
+                             "sides in the engine: its dense field and its BM25 over our analysis; --milvus-uri)")
+    parser.add_argument("--milvus-uri", help="with --vector-store milvus: a Milvus Lite file or a server's URL "
+                                             "(default: <work-dir>/milvus.db); the evaluation's collections are "
+                                             "named ctx_eval_*")
     parser.add_argument("--embed-layout", choices=["whole", "windows"], default="whole",
                         help="windows: also rank chunks whose context + text overflow the embedder by their best "
                              "window (context + one window of the chunk), as extra rows")

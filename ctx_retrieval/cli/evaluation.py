@@ -135,6 +135,11 @@ def _run_eval(args: argparse.Namespace, corpus: Any, contextualizer: ContextWrit
         from ctx_retrieval.retrieval.chroma import persistent_client
 
         client = persistent_client(Path(args.work_dir) / "chroma")
+    milvus = None
+    if args.vector_store == "milvus":
+        milvus = args.milvus_uri or str(Path(args.work_dir) / "milvus.db")
+        if "://" not in milvus:
+            Path(milvus).parent.mkdir(parents=True, exist_ok=True)
     reranker = None
     if getattr(args, "rerank", "none") == "claude":
         from ctx_retrieval.providers.anthropic import AnthropicProvider
@@ -147,7 +152,7 @@ def _run_eval(args: argparse.Namespace, corpus: Any, contextualizer: ContextWrit
         baseline = ("heuristic baseline", {r.chunk_id: r.context for r in heuristic.contextualize_many(corpus.items)})
     result = run_ablation(corpus, contexts, contextualizer_label=contextualizer.label,
                           embedder=offline_embedder(name=resolve_embedder(args, [d.text for d, _ in corpus.items])),
-                          vector_store=args.vector_store, chroma_client=client,
+                          vector_store=args.vector_store, chroma_client=client, milvus_uri=milvus,
                           reranker=reranker.rerank_ids if reranker else None, progress=say, baseline=baseline,
                           tokenizer=args.bm25_tokenizer, late_chunking=args.late_chunking,
                           embed_layout=args.embed_layout,
@@ -211,6 +216,10 @@ def _write_outputs(result: Any, args: argparse.Namespace, stem: str) -> None:
     say(f"wrote {json_path}, {chart_path} and the report {html_path}: open file://{html_path.resolve()}")
 
 
+VECTOR_STORES = {"numpy": "exact in-memory vectors + BM25", "chroma": "embedded Chroma vectors + BM25",
+                 "milvus": "Milvus (vectors and its BM25 in one collection)"}
+
+
 def _cmd_eval(args: argparse.Namespace) -> int:
     corpus = _load_eval_corpus(args)
     result = _run_eval(args, corpus, make_contextualizer(args))
@@ -227,7 +236,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     corpus = load_cookbook()
     print(f"ctx-retrieval demo: Anthropic's contextual-retrieval cookbook corpus, {len(corpus.items)} source files, "
           f"{len(corpus.chunks)} chunks, {len(corpus.queries)} dev queries; "
-          f"{'exact in-memory' if args.vector_store == 'numpy' else 'embedded Chroma'} vectors + BM25, fused by RRF")
+          f"{VECTOR_STORES[args.vector_store]}, fused by RRF")
     contextualizer = make_contextualizer(args)
     result = _run_eval(args, corpus, contextualizer)
     contexts = result.contexts

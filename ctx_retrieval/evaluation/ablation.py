@@ -43,6 +43,18 @@ def _bm25(ids: list[str], texts: list[str], tokenizer: str) -> Side[str]:
     return BM25Side(store, _entry_id)
 
 
+class _QueryVectors:
+    """An engine's dense side given each query's vector, embedded beforehand with the others (as the other stores
+    are)."""
+
+    def __init__(self, side: Any, vector_of: Callable[[str], Any]) -> None:
+        self.side, self.vector_of = side, vector_of
+
+    def search(self, query: str, k: int, where: Any = None) -> Any:
+        self.side.vector = self.vector_of(query)
+        return self.side.search(query, k, where)
+
+
 def _rankings(vector: Side[str] | list[Side[str]] | None, bm25: Side[str] | None, queries: list[str],
               candidates: int) -> list[list[str]]:
     """Each query's ranking (chunk ids, up to ``candidates``) through the core hybrid query."""
@@ -103,6 +115,7 @@ def run_ablation(
     late_chunking: bool = False,
     embed_layout: str = "whole",
     second_embedder: tuple[str, Embedder] | None = None,
+    milvus_uri: str | None = None,
     embedders: dict[str, Any] | None = None,
     rerankers: dict[str, Callable[[list[str], list[list[str]], dict[str, str]], list[list[str]]]] | None = None,
 ) -> EvalResult:
@@ -117,7 +130,9 @@ def run_ablation(
     LangChain ``Embeddings``, LlamaIndex ``BaseEmbedding`` or ``Embedder``, ``models.as_embedder``) adds "plain /
     contextual hybrid (label)" with that model's dense side instead; ``rerankers`` (label -> a reranker: queries,
     candidate rankings and texts in, rankings out, as ``langchain_ctx.eval_reranker`` / ``llama_index_ctx.
-    eval_reranker`` make of a compressor or postprocessor) adds "contextual hybrid + rerank (label)"."""
+    eval_reranker`` make of a compressor or postprocessor) adds "contextual hybrid + rerank (label)".
+    ``vector_store="milvus"``: each variant in a Milvus collection at ``milvus_uri`` (a Milvus Lite file or a
+    server), both sides the engine's (its dense field, its BM25 over our analysis); the added rows' BM25 too."""
     say = progress or (lambda message: logger.info("%s", message))
     started = time.perf_counter()
     chunks = corpus.chunks
@@ -140,7 +155,25 @@ def run_ablation(
 
     query_vector = dict(zip(queries, query_vectors, strict=True))
 
+    def both(texts: list[str], vectors: Any, variant: str) -> tuple[Side[str], Side[str]]:
+        """The dense and BM25 sides of one variant."""
+        if vector_store != "milvus":
+            return dense(texts, vectors, variant), _bm25(ids, texts, tokenizer)
+        from ctx_retrieval.retrieval.milvus import MilvusStore
+        from ctx_retrieval.retrieval.pairing import Record
+
+        if not milvus_uri:
+            raise InvalidInputError("vector_store='milvus' needs milvus_uri= (a Milvus Lite file or a server's URL)")
+        digest = hashlib.sha256("\x00".join(texts).encode("utf-8", "surrogatepass")).hexdigest()[:16]
+        store = MilvusStore(milvus_uri, embedder=embedder, collection=f"ctx_eval_{variant}_{digest}",
+                            tokenizer=tokenizer, replace=True)
+        store.add_records([Record(i, t, text_of[i]) for i, t in zip(ids, texts, strict=True)], vectors)
+        vector_of = query_vector.__getitem__
+        return _QueryVectors(store.dense_side(load=list), vector_of), store.bm25_side(load=list)
+
     def dense(texts: list[str], vectors: Any, variant: str) -> Side[str]:
+        if vector_store == "milvus":
+            return both(texts, vectors, variant)[0]
         if vector_store == "numpy":
             return NumpyDenseSide(ids, vectors, query_vector.__getitem__)
         from ctx_retrieval.retrieval.chroma import MiniLMChromaEmbeddingFunction
@@ -154,7 +187,7 @@ def run_ablation(
     rankings: dict[str, list[list[str]]] = {}
     bm25_sides: dict[str, Side[str]] = {}
     for variant, texts, vectors in (("plain", plain, plain_vectors), ("contextual", contextual, contextual_vectors)):
-        vector_side, bm25_sides[variant] = dense(texts, vectors, variant), _bm25(ids, texts, tokenizer)
+        vector_side, bm25_sides[variant] = both(texts, vectors, variant)
         rankings[f"{variant} dense"] = _rankings(vector_side, None, queries, candidates)
         rankings[f"{variant} BM25"] = _rankings(None, bm25_sides[variant], queries, candidates)
         rankings[f"{variant} hybrid"] = _rankings(vector_side, bm25_sides[variant], queries, candidates)
@@ -164,8 +197,8 @@ def run_ablation(
         label, baseline_contexts = baseline
         texts = [indexed_text(c.text, baseline_contexts.get(c.id)) for c in chunks]
         name = f"contextual hybrid ({label})"
-        rankings[name] = _rankings(dense(texts, embedder.embed(texts), "baseline"), _bm25(ids, texts, tokenizer),
-                                   queries, candidates)
+        baseline_vector, baseline_bm25 = both(texts, embedder.embed(texts), "baseline")
+        rankings[name] = _rankings(baseline_vector, baseline_bm25, queries, candidates)
         rows.append(_score(name, rankings[name], corpus, text_of))
     if second_embedder is not None:
         label, other = second_embedder
@@ -243,7 +276,8 @@ def run_ablation(
         rankings["contextual hybrid + rerank"] = reranked
     rankings.update(extra_reranked)
     rows = _with_intervals(rows, rankings, corpus, text_of)
-    meta = {"vector_store": vector_store, "exact_search": vector_store == "numpy", "bm25_tokenizer": tokenizer,
+    meta = {"vector_store": vector_store, "exact_search": vector_store in ("numpy", "milvus"),  # Milvus: FLAT
+            "bm25_tokenizer": tokenizer,
             "late_chunking": late_chunking, "embed_layout": embed_layout,
             "candidates": candidates, "rrf_k": 60,
             "embedder": getattr(embedder, "model_id", type(embedder).__name__),

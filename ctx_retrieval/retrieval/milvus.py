@@ -22,6 +22,7 @@ import asyncio
 import base64
 import hashlib
 import json
+import logging
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
@@ -103,6 +104,20 @@ def milvus_filter(where: Mapping[str, Any] | None) -> str:
     return " and ".join(f"({p})" for p in parts)
 
 
+class _QuietLite(logging.Filter):
+    """Milvus Lite's in-process server answers a call pymilvus makes on every write (``AllocTimestamp``) with "not
+    implemented" and gRPC logs that as an error with a traceback, although the write succeeds: dropped here."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.exc_info and isinstance(record.exc_info[1], NotImplementedError))
+
+
+def _quiet_lite() -> None:
+    server = logging.getLogger("grpc._server")
+    if not any(isinstance(f, _QuietLite) for f in server.filters):
+        server.addFilter(_QuietLite())
+
+
 def recorded(uri: str, collection: str = "ctx_retrieval_chunks", *, token: str | None = None) -> dict[str, Any]:
     """What a collection was built with (``embedder``, ``tokenizer``), read without opening a store (no embedder
     needed); ``{}`` when it records nothing."""
@@ -148,6 +163,8 @@ class MilvusStore:
                  engine_fusion: bool = False, token: str | None = None, replace: bool = False,
                  analyzer_params: Mapping[str, Any] | None = None) -> None:
         self._milvus = require("pymilvus", "milvus")
+        if "://" not in uri:
+            _quiet_lite()
         self.client = self._milvus.MilvusClient(uri, **({"token": token} if token else {}))
         self.uri, self.collection, self.embedder = uri, collection, embedder
         self.tokenizer_name = tokenizer
@@ -288,12 +305,15 @@ class MilvusStore:
         """The stored chunks under these ids (those that exist), in the order asked."""
         return self._stored([str(i) for i in ids])
 
-    def dense_side(self, vector: Sequence[float] | None = None) -> _Side[IndexedChunk]:
-        """The dense field as a hybrid side (``vector``: the query's, when the caller embedded it)."""
-        return _Side(self, "dense", self._chunks, vector)
+    def dense_side(self, vector: Sequence[float] | None = None,
+                   load: Callable[[list[str]], Sequence[Any]] | None = None) -> _Side[Any]:
+        """The dense field as a hybrid side (``vector``: the query's, when the caller embedded it); its hits are
+        chunks, or what ``load`` makes of their ids."""
+        return _Side(self, "dense", load or self._chunks, vector)
 
-    def bm25_side(self) -> _Side[IndexedChunk]:
-        return _Side(self, "bm25", self._chunks)
+    def bm25_side(self, load: Callable[[list[str]], Sequence[Any]] | None = None) -> _Side[Any]:
+        """The engine's BM25 over our analysis as a hybrid side (hits as for ``dense_side``)."""
+        return _Side(self, "bm25", load or self._chunks)
 
     def search(self, query: str, *, k: int = 20, mode: str = "hybrid",
                where: Mapping[str, Any] | None = None) -> list[SearchHit]:
