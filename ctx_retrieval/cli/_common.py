@@ -316,8 +316,8 @@ def write_jsonl(target: str, rows: Iterable[Mapping[str, Any]]) -> None:
 
 
 EMBEDDERS = ("minilm", "e5")
-EMBEDDER_HELP = ("auto (the default): minilm (all-MiniLM-L6-v2, English, the faster) unless a fifth or more of the "
-                 "documents is in another language, then e5 (multilingual-e5-small, [multilingual]); or name one")
+EMBEDDER_HELP = ("auto (the default): minilm (all-MiniLM-L6-v2, the faster) for English source code, e5 "
+                 "(multilingual-e5-small, [multilingual]) for prose in any language, English included; or name one")
 
 
 def resolve_embedder(args: argparse.Namespace, texts: Sequence[str] | None = None) -> str:

@@ -24,6 +24,17 @@ CHUNKS = {
 QUERIES = [("华信科技的员工总数是多少", "zh-2"), ("东岳重工 营收", "zh-3"), ("売上高は増加しましたか", "ja-1"),
            ("Wie viele Mitarbeiter hat die Nordwerk AG?", "de-1")]
 
+CODE = """import time
+
+
+def drain(queue, workers=4):
+    \"\"\"Drain the retry queue with the payment workers.\"\"\"
+    started = time.monotonic()
+    for item in queue.pop_all():
+        workers.submit(item)
+    return time.monotonic() - started
+"""
+
 
 def _documents_file(folder: Path) -> Path:
     """The chunks as a documents JSONL (one document each), as the CLI reads it."""
@@ -106,12 +117,12 @@ def test_with_no_embedder_named_the_cli_chooses_e5_for_a_corpus_not_in_english_a
     said = capsys.readouterr().err
     assert store_embedder(store) == "e5"
     assert "embedder: e5" in said and "is not English" in said and "46-61%" in said
-    english = tmp_path / "en.jsonl"
-    english.write_text(json.dumps({"id": "en-1", "text": CHUNKS["en-1"] * 3}), encoding="utf-8")
-    assert main(["index", str(english), "--store", str(tmp_path / "en"), "--contextualizer", "heuristic",
+    code = tmp_path / "code.jsonl"
+    code.write_text(json.dumps({"id": "retry.py", "text": CODE}), encoding="utf-8")
+    assert main(["index", str(code), "--store", str(tmp_path / "code"), "--contextualizer", "heuristic",
                  "--quiet"]) == 0
-    assert "embedder: minilm" in capsys.readouterr().err
-    assert store_embedder(tmp_path / "en") == "minilm"
+    assert "embedder: minilm" in capsys.readouterr().err  # English code: the faster model
+    assert store_embedder(tmp_path / "code") == "minilm"
     # a name given wins over the corpus
     assert main(["index", str(docs), "--store", str(tmp_path / "named"), "--contextualizer", "heuristic",
                  "--embedder", "minilm", "--quiet"]) == 0
@@ -119,15 +130,18 @@ def test_with_no_embedder_named_the_cli_chooses_e5_for_a_corpus_not_in_english_a
 
 
 def test_choosing_reads_the_share_of_text_not_in_english() -> None:
-    from ctx_retrieval.retrieval.choosing import choose_embedder, not_english_share
+    from ctx_retrieval.retrieval.choosing import CODE_SHARE, choose_embedder, code_share, not_english_share
 
     english = "The retry queue is drained by the payment workers every night, and the report is sent at six."
     chinese = CHUNKS["zh-1"] * 4
     assert not_english_share([english]) == 0.0
     assert not_english_share([english, chinese]) == pytest.approx(len(chinese) / (len(english) + len(chinese)))
-    assert choose_embedder([english] * 9).name == "minilm"
     assert choose_embedder([english, chinese]).name == "e5"
-    assert choose_embedder([english * 20, chinese]).name == "minilm"  # a little Chinese in an English corpus
+    assert choose_embedder([CODE * 20, chinese]).name == "minilm"  # a little Chinese in English code
+    # English: prose reads better with e5 (COVID-QA), code is as good and faster with MiniLM (the cookbook)
+    assert choose_embedder([english] * 9).name == "e5" and "COVID-QA" in choose_embedder([english]).reason
+    assert code_share([CODE]) >= CODE_SHARE > code_share([english])
+    assert choose_embedder([CODE] * 9).name == "minilm" and "code" in choose_embedder([CODE]).reason
 
 
 def test_minilm_over_a_corpus_not_in_english_warns_once_with_the_measured_cost(

@@ -248,7 +248,7 @@ def test_index_with_the_windows_layout_stores_windows_and_answers_with_chunks(
                    "# Other\n\nA short note about the search index.\n", encoding="utf-8")
     store = tmp_path / "store"
     assert main(["index", str(doc), "--store", str(store), "--contextualizer", "heuristic", "--chunk-chars", "5000",
-                 "--embed-layout", "windows"]) == 0
+                 "--embed-layout", "windows", "--embedder", "minilm"]) == 0  # the store is opened with MiniLM
     capsys.readouterr()
     opened = open_store(store, embedder=MiniLMEmbedder())
     assert opened.embed_layout == "windows" and opened.collection.count() > len(opened)
