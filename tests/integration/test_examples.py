@@ -23,6 +23,11 @@ SHOWS = {
                              r"models now \['claude-haiku-5-5'\]"],
     "langchain_quickstart": [r"\d+ chunks contextualized"],
     "llama_index_quickstart": [r"\d+ nodes contextualized"],
+    # both frameworks write into Milvus (Lite) through their own ingestion APIs and read both engine sides back
+    "milvus_quickstart": [r"\d+ chunks contextualized", r"'num_added': [1-9]\d*",
+                          r"[1-9]\d* nodes written by the LlamaIndex pipeline",
+                          r"LangChain, Q: .*\n  1\. \[vector #\d+, bm25 #\d+\]",
+                          r"LlamaIndex, Q: .*\n  1\. \[vector #\d+, bm25 #\d+\]"],
     # The fleet wrote every context once; both frameworks' steps then found all of them in the shared cache.
     "distributed_ingestion": [r"the fleet wrote (\d+) contexts \((\d+) of \2 chunks have one\)",
                               r"LlamaIndex pipeline: \d+ nodes, requests 0, from the cache [1-9]\d*",
