@@ -206,3 +206,28 @@ def milvus_lite_server(folder: Path) -> Iterator[str]:
     finally:
         server.terminate()
         server.wait(timeout=60)
+
+
+class LineService:
+    """A query service in its own process (``python -c script *args``), asked one query per line, answering one
+    JSON line each; ``first`` is its first line (ready, or the error it stopped on)."""
+
+    def __init__(self, script: str, *args: str) -> None:
+        self.process = subprocess.Popen([sys.executable, "-c", script, *args], stdin=subprocess.PIPE,
+                                        stdout=subprocess.PIPE, text=True)
+        self.first = self._line()
+
+    def _line(self) -> Any:
+        assert self.process.stdout is not None
+        return json.loads(self.process.stdout.readline() or "null")
+
+    def ask(self, query: str) -> Any:
+        assert self.process.stdin is not None
+        self.process.stdin.write(query + "\n")
+        self.process.stdin.flush()
+        return self._line()
+
+    def close(self) -> int:
+        if self.process.stdin is not None:
+            self.process.stdin.close()
+        return self.process.wait(timeout=120)

@@ -105,34 +105,21 @@ for line in sys.stdin:
 
 def test_an_ingestion_job_and_a_query_service_in_two_processes_share_a_milvus_server(
         tmp_path: Path, embedder: Any, shared_cache_dir: Path) -> None:
-    import json
-    import subprocess
-    import sys
-
-    from tests.helpers import milvus_lite_server
+    from tests.helpers import LineService, milvus_lite_server
 
     with milvus_lite_server(tmp_path / "milvus") as uri:
         job = MilvusStore(uri, embedder=embedder)  # the ingestion job: its own client
         job.add(CHUNKS, metadata=META)
-        service = subprocess.Popen([sys.executable, "-c", SERVICE, uri, str(shared_cache_dir / "embeddings.sqlite")],
-                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        assert service.stdin is not None and service.stdout is not None
+        service = LineService(SERVICE, uri, str(shared_cache_dir / "embeddings.sqlite"))
         try:
-            assert json.loads(service.stdout.readline()) == "ready"
-
-            def ask(query: str) -> list[list[Any]]:
-                service.stdin.write(query + "\n")  # type: ignore[union-attr]
-                service.stdin.flush()  # type: ignore[union-attr]
-                return json.loads(service.stdout.readline())  # type: ignore[union-attr,no-any-return]
-
+            assert service.first == "ready"
             job.add([IndexedChunk("acme:9", "acme", "The Zanzibar foundry opened.", "ACME Corp, Q2 2023.")])
-            first = ask("Zanzibar foundry")[0]
+            first = service.ask("Zanzibar foundry")[0]
             assert first[0] == "acme:9" and first[1] is not None and first[2] is not None  # found by both sides
             job.delete(["acme:9"])
-            assert "acme:9" not in [hit[0] for hit in ask("Zanzibar foundry")]  # and by neither once deleted
+            assert "acme:9" not in [hit[0] for hit in service.ask("Zanzibar foundry")]  # and by neither once deleted
         finally:
-            service.stdin.close()
-            service.wait(timeout=60)
+            service.close()
 
 
 def test_the_cli_indexes_into_and_queries_a_milvus_collection(tmp_path: Path,

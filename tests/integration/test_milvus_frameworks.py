@@ -4,9 +4,6 @@ keeps both true at once; an ingestion job and a query service in two processes s
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +21,7 @@ from ctx_retrieval import HeuristicContextualizer, InvalidInputError
 from ctx_retrieval.errors import ConfigurationError
 from langchain_ctx import ContextualDocumentTransformer, ContextualHybridRetriever, MiniLMEmbeddings
 from langchain_ctx.milvus import ContextualMilvus
-from tests.helpers import milvus_lite_server
+from tests.helpers import LineService, milvus_lite_server
 
 ACME = ("ACME Corp quarterly report, Q2 2023.\n\nRevenue grew by 3% over the previous quarter.\n\n"
         "The foundry moved to Tucson during the period under review.")
@@ -99,40 +96,6 @@ for line in sys.stdin:
 """
 
 
-def test_a_langchain_job_and_query_service_in_two_processes_share_a_milvus_server(
-        tmp_path: Path, embedder: Any, shared_cache_dir: Path) -> None:
-    with milvus_lite_server(tmp_path / "milvus") as uri:
-        job = ContextualMilvus(MiniLMEmbeddings(embedder), uri=uri)  # the ingestion job: its own client
-        records = InMemoryRecordManager("milvus")
-        records.create_schema()
-
-        def write(*documents: tuple[str, str]) -> None:
-            index(lc_chunks(*documents), records, job, cleanup="full", source_id_key="source", key_encoder="sha256")
-
-        write((GLOBEX, "globex"))
-        service = subprocess.Popen([sys.executable, "-c", LC_SERVICE, uri,
-                                    str(shared_cache_dir / "embeddings.sqlite")],
-                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        assert service.stdin is not None and service.stdout is not None
-        try:
-            assert json.loads(service.stdout.readline()) == "ready"
-
-            def ask(query: str) -> list[list[Any]]:
-                service.stdin.write(query + "\n")  # type: ignore[union-attr]
-                service.stdin.flush()  # type: ignore[union-attr]
-                return json.loads(service.stdout.readline())  # type: ignore[union-attr,no-any-return]
-
-            assert all("Zanzibar" not in text for text, _, _ in ask("Zanzibar foundry"))
-            write((GLOBEX, "globex"), (EDITED, "acme"))  # the job adds a document while the service runs
-            found = [(vector, bm25) for text, vector, bm25 in ask("Zanzibar foundry") if "Zanzibar" in text]
-            assert found and found[0][0] is not None and found[0][1] == 1, found  # both sides, at the next query
-            write((GLOBEX, "globex"))  # ... and deletes it
-            assert all("Zanzibar" not in text for text, _, _ in ask("Zanzibar foundry"))
-        finally:
-            service.stdin.close()
-            assert service.wait(timeout=120) == 0
-
-
 # -- LlamaIndex ----------------------------------------------------------------------------------------------------
 
 
@@ -205,40 +168,50 @@ for line in sys.stdin:
 """
 
 
-def test_a_llama_index_job_and_query_service_in_two_processes_share_a_milvus_server(
-        tmp_path: Path, embedder: Any, shared_cache_dir: Path) -> None:
+def langchain_job(uri: str, embedder: Any) -> Any:
+    """The ingestion job: LangChain's ``index()`` with a record manager into the collection (its own client)."""
+    job = ContextualMilvus(MiniLMEmbeddings(embedder), uri=uri)
+    records = InMemoryRecordManager("milvus")
+    records.create_schema()
+
+    def write(*documents: tuple[str, str]) -> None:
+        index(lc_chunks(*documents), records, job, cleanup="full", source_id_key="source", key_encoder="sha256")
+
+    return write
+
+
+def llama_index_job(uri: str, embedder: Any) -> Any:
+    """The ingestion job: an ``IngestionPipeline`` with a docstore (UPSERTS_AND_DELETE) into the collection."""
     pytest.importorskip("llama_index.core")
     from llama_index.core.storage.docstore import SimpleDocumentStore
 
     from llama_index_ctx import MiniLMEmbedding
     from llama_index_ctx.milvus import ContextualMilvusVectorStore
 
+    job = ContextualMilvusVectorStore(uri, embed_model=MiniLMEmbedding(embedder))
+    docstore = SimpleDocumentStore()
+
+    def write(*documents: tuple[str, str]) -> None:
+        li_pipeline(job, embedder, docstore).run(documents=li_documents(*documents))
+
+    return write
+
+
+@pytest.mark.parametrize("framework", ["langchain", "llama_index"])
+def test_a_job_and_a_query_service_in_two_processes_share_a_milvus_server(
+        framework: str, tmp_path: Path, embedder: Any, shared_cache_dir: Path) -> None:
+    job, script = {"langchain": (langchain_job, LC_SERVICE), "llama_index": (llama_index_job, LI_SERVICE)}[framework]
     with milvus_lite_server(tmp_path / "milvus") as uri:
-        job = ContextualMilvusVectorStore(uri, embed_model=MiniLMEmbedding(embedder))  # the job's own client
-        docstore = SimpleDocumentStore()
-
-        def write(*documents: tuple[str, str]) -> None:
-            li_pipeline(job, embedder, docstore).run(documents=li_documents(*documents))
-
+        write = job(uri, embedder)
         write((GLOBEX, "globex"))
-        service = subprocess.Popen([sys.executable, "-c", LI_SERVICE, uri,
-                                    str(shared_cache_dir / "embeddings.sqlite")],
-                                   stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
-        assert service.stdin is not None and service.stdout is not None
+        service = LineService(script, uri, str(shared_cache_dir / "embeddings.sqlite"))
         try:
-            assert json.loads(service.stdout.readline()) == "ready"
-
-            def ask(query: str) -> list[list[Any]]:
-                service.stdin.write(query + "\n")  # type: ignore[union-attr]
-                service.stdin.flush()  # type: ignore[union-attr]
-                return json.loads(service.stdout.readline())  # type: ignore[union-attr,no-any-return]
-
-            assert all("Zanzibar" not in text for text, _, _ in ask("Zanzibar foundry"))
-            write((GLOBEX, "globex"), (EDITED, "acme"))
-            found = [(vector, bm25) for text, vector, bm25 in ask("Zanzibar foundry") if "Zanzibar" in text]
-            assert found and found[0][0] is not None and found[0][1] == 1, found
-            write((GLOBEX, "globex"))  # UPSERTS_AND_DELETE: the document left the input, so it leaves both sides
-            assert all("Zanzibar" not in text for text, _, _ in ask("Zanzibar foundry"))
+            assert service.first == "ready"
+            assert all("Zanzibar" not in text for text, _, _ in service.ask("Zanzibar foundry"))
+            write((GLOBEX, "globex"), (EDITED, "acme"))  # the job adds a document while the service runs
+            found = [(vector, bm25) for text, vector, bm25 in service.ask("Zanzibar foundry") if "Zanzibar" in text]
+            assert found and found[0][0] is not None and found[0][1] == 1, found  # both sides, at the next query
+            write((GLOBEX, "globex"))  # ... and deletes it (full cleanup, UPSERTS_AND_DELETE: it left the input)
+            assert all("Zanzibar" not in text for text, _, _ in service.ask("Zanzibar foundry"))
         finally:
-            service.stdin.close()
-            assert service.wait(timeout=120) == 0
+            assert service.close() == 0

@@ -5,9 +5,6 @@ local Chroma folder, which a second process cannot follow, is refused with the f
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -32,7 +29,7 @@ from langchain_ctx import ContextualDocumentTransformer, MiniLMEmbeddings
 from langchain_ctx import ContextualVectorStore as LCStore
 from llama_index_ctx import ContextualNodeTransform, MiniLMEmbedding
 from llama_index_ctx import ContextualVectorStore as LIStore
-from tests.helpers import ACME, GLOBEX, ChromaServer
+from tests.helpers import ACME, GLOBEX, ChromaServer, LineService
 
 ROOT = Path(__file__).resolve().parents[2]
 EDITED = ACME.replace("Tucson", "Zanzibar")
@@ -82,30 +79,12 @@ SERVICE = textwrap.dedent("""
 """)
 
 
-class Service:
-    """A query service in its own process, asked one query per line."""
+class Service(LineService):
+    """A query service in its own process, over the store ``flow`` makes of the collection at ``where``."""
 
     def __init__(self, framework: str, where: str, flow: str, cache: Path) -> None:
-        script = SERVICE.format(root=str(ROOT), framework=framework, where=where, flow=flow,
-                                cache=str(cache / "embeddings.sqlite"))
-        self.process = subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                        text=True)
-        self.first = self._line()
-
-    def _line(self) -> Any:
-        assert self.process.stdout is not None
-        return json.loads(self.process.stdout.readline() or "null")
-
-    def ask(self, query: str) -> Any:
-        assert self.process.stdin is not None
-        self.process.stdin.write(query + "\n")
-        self.process.stdin.flush()
-        return self._line()
-
-    def close(self) -> int:
-        if self.process.stdin is not None:
-            self.process.stdin.close()
-        return self.process.wait(timeout=120)
+        super().__init__(SERVICE.format(root=str(ROOT), framework=framework, where=where, flow=flow,
+                                        cache=str(cache / "embeddings.sqlite")))
 
 
 def lc_chunks(*texts_and_sources: tuple[str, str]) -> list[LCDocument]:
