@@ -28,9 +28,8 @@ from ctx_retrieval.reconstruct import Piece, source_document
 from ctx_retrieval.types import Chunk, ContextResult, SourceDocument, make_chunk_id
 from ctx_retrieval.usage import RunReport
 
-__all__ = ["FrameworkEmbedder", "acontextualize", "contextualizer_for", "counting_embedder", "embedder_of",
-           "estimate_of", "file_name", "grouped", "identity", "provenance", "report_of", "served_report", "stable_id",
-           "warn_truncated"]
+__all__ = ["acontextualize", "contextualizer_for", "counting_embedder", "embedder_of", "estimate_of", "file_name",
+           "grouped", "identity", "provenance", "report_of", "served_report", "stable_id", "warn_truncated"]
 
 logger = logging.getLogger(__name__)
 
@@ -65,36 +64,6 @@ def embedder_of(model: Any) -> Any:
     """The core embedder a framework embedding model of ours wraps (``MiniLMEmbeddings``, ``E5Embedding``... all
     expose it as ``embedder``), else the model itself."""
     return getattr(model, "embedder", model)
-
-
-class FrameworkEmbedder:
-    """A framework's embedding model as the core's ``Embedder`` (for a store the core writes itself, such as
-    ``MilvusStore``): ``embed_texts`` and ``embed_query`` are the framework's calls, ``model_id`` names the model
-    (recorded with the index, so queries cannot come from another one)."""
-
-    def __init__(self, model_id: str, embed_texts: Callable[[list[str]], Any], embed_query: Callable[[str], Any]
-                 ) -> None:
-        self.model_id = model_id
-        self._embed_texts, self._embed_query = embed_texts, embed_query
-
-    def __repr__(self) -> str:
-        return f"FrameworkEmbedder({self.model_id!r})"
-
-    def embed(self, texts: Sequence[str]) -> Any:
-        import numpy as np
-
-        return np.asarray(self._embed_texts(list(texts)), dtype=np.float32)
-
-    def embed_query(self, text: str) -> Any:
-        import numpy as np
-
-        return np.asarray(self._embed_query(text), dtype=np.float32)
-
-    @staticmethod
-    def model_id_of(model: Any) -> str:
-        """A framework model's name: its class and its ``model``/``model_name`` setting (never its key)."""
-        name = next((str(v) for a in ("model", "model_name") if isinstance(v := getattr(model, a, None), str)), "")
-        return f"{type(model).__name__}:{name}" if name else type(model).__name__
 
 
 def counting_embedder(model: Any) -> TokenCountingEmbedder | None:

@@ -21,7 +21,7 @@ from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 from langchain_core.vectorstores import VectorStore
 
-from ctx_retrieval.adapting import FrameworkEmbedder, embedder_of
+from ctx_retrieval.adapting import embedder_of
 from ctx_retrieval.errors import InvalidInputError
 from ctx_retrieval.protocols import Embedder
 from ctx_retrieval.retrieval.milvus import MilvusStore, Stored
@@ -82,9 +82,10 @@ class ContextualMilvus(VectorStore):
                  tokenizer: str = "identifiers", analyzer_params: Mapping[str, Any] | None = None,
                  engine_fusion: bool = False, token: str | None = None) -> None:
         self._embedding = embedding
-        core: Any = embedder_of(embedding)  # ours (MiniLMEmbeddings...) wrap a core embedder; others are wrapped
-        embedder: Embedder = core if core is not embedding and isinstance(core, Embedder) else FrameworkEmbedder(
-            FrameworkEmbedder.model_id_of(embedding), embedding.embed_documents, embedding.embed_query)
+        from ctx_retrieval.evaluation.models import as_embedder
+
+        # ours (MiniLMEmbeddings...) wrap a core embedder, used as it is; any other model is wrapped
+        embedder: Embedder = as_embedder(embedder_of(embedding))
         self.store = MilvusStore(uri, embedder=embedder, collection=collection_name, tokenizer=tokenizer,
                                  analyzer_params=analyzer_params, engine_fusion=engine_fusion, token=token)
 

@@ -29,7 +29,7 @@ from llama_index.core.vector_stores.types import (
 )
 from pydantic import PrivateAttr
 
-from ctx_retrieval.adapting import FrameworkEmbedder, embedder_of
+from ctx_retrieval.adapting import embedder_of
 from ctx_retrieval.errors import InvalidInputError
 from ctx_retrieval.protocols import Embedder
 from ctx_retrieval.retrieval.hybrid import Hit
@@ -102,10 +102,10 @@ class ContextualMilvusVectorStore(BasePydanticVectorStore):
                  tokenizer: str = "identifiers", analyzer_params: Mapping[str, Any] | None = None,
                  engine_fusion: bool = False, token: str | None = None) -> None:
         super().__init__(stores_text=True, is_embedding_query=True)
-        core: Any = embedder_of(embed_model)  # ours (MiniLMEmbedding...) wrap a core embedder; others are wrapped
-        embedder: Embedder = core if core is not embed_model and isinstance(core, Embedder) else FrameworkEmbedder(
-            FrameworkEmbedder.model_id_of(embed_model), embed_model.get_text_embedding_batch,
-            embed_model.get_query_embedding)
+        from ctx_retrieval.evaluation.models import as_embedder
+
+        # ours (MiniLMEmbedding...) wrap a core embedder, used as it is; any other model is wrapped
+        embedder: Embedder = as_embedder(embedder_of(embed_model))
         self._store = MilvusStore(uri, embedder=embedder, collection=collection_name, tokenizer=tokenizer,
                                   analyzer_params=analyzer_params, engine_fusion=engine_fusion, token=token)
 
