@@ -61,8 +61,6 @@ class StoredHit(Generic[T]):
     score: float
     vector_rank: int | None
     bm25_rank: int | None
-    key: str = ""
-    """The chunk id."""
 
 _TEXT_MAX = 65_535
 _ID_MAX = 1_024
@@ -334,14 +332,15 @@ class MilvusStore:
                 candidates: int | None = None, rrf_k: int | None = None) -> list[StoredHit[T]]:
         if mode not in ("hybrid", "dense", "bm25"):
             raise InvalidInputError(f"mode must be hybrid, dense or bm25, not {mode!r}")
-        candidates = candidates or self.candidates
-        rrf_k = self.rrf_k if rrf_k is None else rrf_k
-        if mode == "hybrid" and self.engine_fusion:
-            return self._engine_hybrid(query, k, where, load, vector, candidates, rrf_k)
-        retriever = HybridRetriever(_Side(self, "dense", load, vector) if mode != "bm25" else None,
-                                    _Side(self, "bm25", load) if mode != "dense" else None,
-                                    candidates=candidates, rrf_k=rrf_k)
-        return [StoredHit(h.item, h.score, h.vector_rank, h.bm25_rank) for h in retriever.retrieve(query, k, where)]
+        fusion: HybridRetriever[T] | EngineFusion[T]
+        if mode == "hybrid":
+            fusion = self.hybrid(load, vector=vector, candidates=candidates, rrf_k=rrf_k)
+        else:  # one side alone
+            side = _Side(self, mode, load, vector)
+            fusion = HybridRetriever(side if mode == "dense" else None, side if mode == "bm25" else None,
+                                     candidates=candidates or self.candidates,
+                                     rrf_k=self.rrf_k if rrf_k is None else rrf_k)
+        return [StoredHit(h.item, h.score, h.vector_rank, h.bm25_rank) for h in fusion.retrieve(query, k, where)]
 
     def hybrid(self, load: Callable[[list[str]], Sequence[T]], *, vector: Sequence[float] | None = None,
                candidates: int | None = None, weights: Sequence[float] | Mapping[str, float] = (1.0, 1.0),
@@ -381,7 +380,7 @@ class MilvusStore:
 
     def _engine_hybrid(self, query: str, k: int, where: Mapping[str, Any] | None,
                        load: Callable[[list[str]], Sequence[T]], vector: Sequence[float] | None, candidates: int,
-                       rrf_k: int) -> list[StoredHit[T]]:
+                       rrf_k: int) -> list[Hit[T]]:
         expression = milvus_filter(where)
         requests = []
         for side in ("dense", "bm25"):
@@ -398,7 +397,7 @@ class MilvusStore:
             kept = set(self._ids_present(ids))
             pairs = [(i, sc) for i, sc in zip(ids, scores, strict=True) if i in kept]
             ids, scores = [i for i, _ in pairs], [sc for _, sc in pairs]
-        return [StoredHit(item, score, None, None, str(i)) for item, score, i in zip(items, scores, ids, strict=True)]
+        return [Hit(item, chunk_key(i), score, None, None) for item, score, i in zip(items, scores, ids, strict=True)]
 
     def _ids_present(self, ids: Sequence[str]) -> list[str]:
         return [str(r["id"]) for r in self.client.get(self.collection, ids=list(ids), output_fields=["id"])]
@@ -413,8 +412,7 @@ class EngineFusion(Generic[T]):
         self.store, self.load, self.vector, self.candidates, self.rrf_k = store, load, vector, candidates, rrf_k
 
     def retrieve(self, query: str, k: int = 20, where: Mapping[str, Any] | None = None) -> list[Hit[T]]:
-        found = self.store._engine_hybrid(query, k, where, self.load, self.vector, self.candidates, self.rrf_k)
-        return [Hit(h.item, chunk_key(str(h.key)), h.score, None, None) for h in found]
+        return self.store._engine_hybrid(query, k, where, self.load, self.vector, self.candidates, self.rrf_k)
 
     async def aretrieve(self, query: str, k: int = 20, where: Mapping[str, Any] | None = None) -> list[Hit[T]]:
         return await asyncio.to_thread(self.retrieve, query, k, where)
