@@ -137,8 +137,7 @@ class ContextualMilvus(VectorStore):
 
     def similarity_search(self, query: str, k: int = 4, **kwargs: Any) -> list[Document]:
         """The dense side alone (``filter=`` a where dict); ``ContextualHybridRetriever`` searches both."""
-        return [_document(h.item) for h in self.store.search_stored(query, k=k, mode="dense",
-                                                                     where=where_of(kwargs.get("filter")))]
+        return [document for document, _ in self.similarity_search_with_score(query, k, **kwargs)]
 
     def similarity_search_with_score(self, query: str, k: int = 4, **kwargs: Any) -> list[tuple[Document, float]]:
         return [(_document(h.item), h.score) for h in self.store.search_stored(query, k=k, mode="dense",
