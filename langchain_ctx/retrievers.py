@@ -80,7 +80,8 @@ class ContextualHybridRetriever(BaseRetriever):
             docs = await retriever.ainvoke("...")
 
     ``metadata["fused_score"]`` is the RRF score divided by its maximum: 1.0 for a chunk ranked first on both
-    sides, 0.5 for one first on one side and absent from the other (equal weights), 0.38 at rank 100 on both.
+    sides, 0.5 for one first on one side and absent from the other (equal weights), 0.37 at
+    rank 20 on both (``rrf_k=10``).
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True, extra="forbid")

@@ -93,7 +93,8 @@ class ContextualHybridRetriever(BaseRetriever):
             results[0].node.metadata["vector_rank"], results[0].node.metadata["bm25_rank"]
 
     ``NodeWithScore.score`` is the RRF score divided by its maximum: 1.0 for a node ranked first on both sides,
-    0.5 for a node first on one side and absent from the other (equal weights), 0.38 at rank 100 on both sides.
+    0.5 for a node first on one side and absent from the other (equal weights), 0.37
+    at rank 20 on both sides (``rrf_k=10``).
     """
 
     def __init__(self, index: VectorStoreIndex, *, similarity_top_k: int = 20, candidates: int = DEFAULT_CANDIDATES,

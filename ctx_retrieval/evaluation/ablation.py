@@ -4,8 +4,8 @@ Pass@k is computed exactly as the cookbook does: for each query, the fraction of
 (stripped) is among the texts of the top k results, averaged over queries; failure@20 = 1 - Pass@20. Every row is
 a query of the core's ``HybridRetriever`` (the one the store and both adapters run): dense retrieval with the
 offline MiniLM embedder through an exact numpy index by default (or a Chroma collection), BM25 the ``BM25Store``,
-hybrid their reciprocal rank fusion (k=60) over ``candidates`` results from each side. Contexts come from any
-contextualizer (through its persistent cache).
+hybrid their reciprocal rank fusion (``DEFAULT_RRF_K``) over ``candidates`` results from each side. Contexts come
+from any contextualizer (through its persistent cache).
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from ctx_retrieval.evaluation.report import EvalResult, VariantScore
 from ctx_retrieval.protocols import Embedder
 from ctx_retrieval.retrieval.bm25_store import BM25Entry, BM25Store, StoredEntry
 from ctx_retrieval.retrieval.dense import ChromaDenseIndex, ChromaSide, NumpyDenseSide
+from ctx_retrieval.retrieval.fusion import DEFAULT_RRF_K
 from ctx_retrieval.retrieval.hybrid import DEFAULT_CANDIDATES, BM25Side, HybridRetriever, Side, WindowedSide
 from ctx_retrieval.text import indexed_text
 
@@ -279,7 +280,7 @@ def run_ablation(
     meta = {"vector_store": vector_store, "exact_search": vector_store in ("numpy", "milvus"),  # Milvus: FLAT
             "bm25_tokenizer": tokenizer,
             "late_chunking": late_chunking, "embed_layout": embed_layout,
-            "candidates": candidates, "rrf_k": 60,
+            "candidates": candidates, "rrf_k": DEFAULT_RRF_K,
             "embedder": getattr(embedder, "model_id", type(embedder).__name__),
             "second_embedder": getattr(second_embedder[1], "model_id", second_embedder[0]) if second_embedder else None,
             "chunks_with_context": with_context, "contextual_texts_truncated_for_embedding": truncated,

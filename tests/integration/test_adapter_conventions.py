@@ -28,6 +28,7 @@ from pydantic import ValidationError
 
 from ctx_retrieval import ConfigurationError, HeuristicContextualizer, MiniLMEmbedder, indexed_text
 from ctx_retrieval.errors import InvalidInputError
+from ctx_retrieval.retrieval.fusion import DEFAULT_RRF_K
 from langchain_ctx import (
     ContextualDocumentTransformer,
     ContextualVectorStore,
@@ -220,7 +221,7 @@ def test_llama_index_scores_ranks_and_callback_manager(embedder: MiniLMEmbedder)
     assert len(results) == 5 and results == sorted(results, key=lambda r: -(r.score or 0))
     for r in results:
         ranks = [r.node.metadata["vector_rank"], r.node.metadata["bm25_rank"]]
-        assert r.score == pytest.approx(sum(1 / (60 + k) for k in ranks if k) / (2 / 61))
+        assert r.score == pytest.approx(sum(1 / (DEFAULT_RRF_K + k) for k in ranks if k) / (2 / (DEFAULT_RRF_K + 1)))
         assert "fused_score" not in r.node.get_content(metadata_mode=MetadataMode.EMBED)
         assert "fused_score" not in r.node.get_content(metadata_mode=MetadataMode.LLM)
     stored = {n.node_id: n for n in retriever.stored_nodes()}

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from ctx_retrieval import BM25Index, DuplicateChunkIdError, InvalidInputError, reciprocal_rank_fusion, tokenize
+from ctx_retrieval.retrieval.fusion import DEFAULT_RRF_K
 
 TEXTS = {
     "a": "The DiffExecutor runs two executors on the same input.",
@@ -140,7 +141,7 @@ def test_rrf_formula_weights_and_dedupe() -> None:
     assert scores["a"] == pytest.approx(1 / 61) and scores["d"] == pytest.approx(1 / 62)
     assert [i for i, _ in fused][:2] == ["b", "a"]
     weighted = dict(reciprocal_rank_fusion([["a"], ["b"]], weights=[2.0, 1.0]))
-    assert weighted["a"] == pytest.approx(2 / 61)
+    assert weighted["a"] == pytest.approx(2 / (DEFAULT_RRF_K + 1))
     assert [i for i, _ in reciprocal_rank_fusion([["x", "y"], ["y", "x"]])] == ["x", "y"]  # ties: first seen
     assert len(reciprocal_rank_fusion([["a", "b", "c"]], limit=2)) == 2
     with pytest.raises(ValueError):

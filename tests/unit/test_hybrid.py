@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from ctx_retrieval.errors import ConfigurationError
-from ctx_retrieval.retrieval.fusion import fuse
+from ctx_retrieval.retrieval.fusion import DEFAULT_RRF_K, fuse
 from ctx_retrieval.retrieval.hybrid import HybridRetriever, Ranked
 
 
@@ -27,7 +27,7 @@ class ListSide:
 def test_three_sides_fuse_as_one_reciprocal_rank_fusion_with_each_sides_rank() -> None:
     minilm, e5, bm25 = ListSide("minilm", [1, 2, 3, 4]), ListSide("e5", [3, 5, 1]), ListSide("bm25", [5, 6, 1])
     hits = HybridRetriever([minilm, e5], bm25, candidates=10).retrieve("q", k=10)
-    expected = fuse([[1, 2, 3, 4], [3, 5, 1], [5, 6, 1]], rrf_k=60)
+    expected = fuse([[1, 2, 3, 4], [3, 5, 1], [5, 6, 1]], rrf_k=DEFAULT_RRF_K)
     assert [h.key for h in hits] == [f.id for f in expected]
     assert [h.score for h in hits] == pytest.approx([f.score for f in expected])
     first = hits[0]
