@@ -289,16 +289,19 @@ class AnthropicProvider(SDKProvider["anthropic_sdk.AsyncAnthropic"]):
         max_tokens = fields.pop("max_tokens")
         messages: Any = [{"role": "user", "content": self.build_message_content(request)}]
 
+        sent: list[datetime.datetime] = []
+
         async def send(deadline: float) -> tuple[bytes, Any]:
             # Streamed, so the body is read with a cap; the headers carry the anthropic-ratelimit-* values the
-            # generator paces the run by.
+            # generator paces the run by, as they stood when the server admitted the request: about now.
+            sent.append(_utc_now())
             async with client.messages.with_streaming_response.create(
                     model=self._model, max_tokens=max_tokens, messages=messages, extra_body=fields or None,
                     timeout=deadline) as raw:
                 return await read_capped(raw.iter_bytes()), raw.headers
 
         body, headers = await self.bounded(send)
-        return self._response(parse_json_answer(body), server_limits(headers))
+        return self._response(parse_json_answer(body), server_limits(headers, at=sent[-1]))
 
     @property
     def can_count_tokens(self) -> bool:
@@ -386,7 +389,11 @@ def _effort(fields: dict[str, Any]) -> Any:
 _MAX_PLAUSIBLE_RESET_S = 600.0  # a reset further away than this means a skewed clock: ignore it
 
 
-def _server_limit(headers: Any, name: str) -> ServerLimit | None:
+def _utc_now() -> datetime.datetime:
+    return datetime.datetime.now(datetime.timezone.utc)
+
+
+def _server_limit(headers: Any, name: str, at: datetime.datetime) -> ServerLimit | None:
     try:
         limit = float(headers.get(f"anthropic-ratelimit-{name}-limit") or "")
         remaining = float(headers.get(f"anthropic-ratelimit-{name}-remaining") or "")
@@ -398,21 +405,26 @@ def _server_limit(headers: Any, name: str) -> ServerLimit | None:
     reset = headers.get(f"anthropic-ratelimit-{name}-reset")
     if reset:
         try:
-            at = datetime.datetime.fromisoformat(reset.replace("Z", "+00:00"))
+            reset_at: datetime.datetime | None = datetime.datetime.fromisoformat(reset.replace("Z", "+00:00"))
         except ValueError:
-            at = None
-        if at is not None and at.tzinfo is not None:
-            seconds = (at - datetime.datetime.now(datetime.timezone.utc)).total_seconds()
+            reset_at = None
+        if reset_at is not None and reset_at.tzinfo is not None:
+            seconds = (reset_at - at).total_seconds()
             full_in = seconds if 0 < seconds <= _MAX_PLAUSIBLE_RESET_S else None
     return ServerLimit(limit=limit, remaining=min(remaining, limit), full_in_s=full_in)
 
 
-def server_limits(headers: Any) -> ServerLimits | None:
+def server_limits(headers: Any, *, at: datetime.datetime | None = None) -> ServerLimits | None:
     """The ``anthropic-ratelimit-{requests,input-tokens,output-tokens}-{limit,remaining,reset}`` headers of an
     answer (https://platform.claude.com/docs/en/api/rate-limits), or None when it has none (malformed values
-    are ignored, never guessed)."""
+    are ignored, never guessed). ``at``: when the request was sent (UTC), the moment the values describe; each
+    reset becomes the seconds from then until the bucket is full. Measured from when the answer is read instead,
+    a bucket that refills faster than the answer takes (a few requests' deficit) looked full already, so its
+    refill rate was never learned and the run paced itself by the per-minute figure (a tenth of the real rate
+    on a server that refills every 6 s)."""
     if headers is None:
         return None
-    requests, tokens = _server_limit(headers, "requests"), _server_limit(headers, "input-tokens")
-    output = _server_limit(headers, "output-tokens")
+    at = at or _utc_now()
+    requests, tokens = _server_limit(headers, "requests", at), _server_limit(headers, "input-tokens", at)
+    output = _server_limit(headers, "output-tokens", at)
     return ServerLimits(requests, tokens, output) if requests or tokens or output else None

@@ -536,6 +536,30 @@ def test_rate_limit_headers_pace_the_run_without_429s(make_generator: Any) -> No
     assert len(without_headers) > 5 * max(1, len(limited))
 
 
+def test_an_answers_rate_limit_reset_counts_from_when_the_request_was_sent() -> None:
+    # The twin takes a request's rate-limit state when it admits it and answers 0.3 s later. Its request bucket
+    # (1,500 per 6 s: 250/s) is full again 4 ms after one request, so against the answer's arrival that reset lies
+    # in the past and the refill rate is lost; against the send time it is the 4 ms the server meant.
+    from ctx_retrieval import AnthropicProvider
+    from ctx_retrieval.providers.base import ContextRequest
+
+    request = ContextRequest(document_id="d", chunk_id="c", document_prefix="<document>text</document>",
+                             document_rest="", chunk_block="<chunk>x</chunk>", max_tokens=50)
+
+    async def ask(url: str) -> Any:
+        provider = AnthropicProvider(api_key=TEST_KEY, base_url=url)
+        try:
+            return await provider.agenerate(request)
+        finally:
+            await provider.aclose()
+
+    with FakeAnthropicServer(latency_s=0.3, rate_limit_rpm=1500, rate_window_s=6.0) as server:
+        response = asyncio.run(ask(server.base_url))
+    limit = response.limits.requests if response.limits is not None else None
+    assert limit is not None and (limit.limit, limit.remaining) == (1500, 1499)
+    assert limit.full_in_s is not None and limit.full_in_s >= 0.003
+
+
 def _paced_and_bounced(make_generator: Any, *, empty_bucket: str | None = None,
                        **limits: Any) -> tuple[Any, int, int]:
     """The same run with and without the rate-limit headers: (the paced run, its 429s, the header-less 429s)."""

@@ -125,6 +125,50 @@ def test_rate_limit_headers_are_parsed_and_bad_values_ignored() -> None:
     assert server_limits({"content-type": "application/json"}) is None and server_limits(None) is None
 
 
+def test_a_reset_is_measured_from_when_the_request_was_sent_not_when_its_answer_is_read() -> None:
+    import datetime
+
+    sent = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(seconds=2)  # a 2 s answer
+    full = (sent + datetime.timedelta(seconds=0.2)).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    headers = {"anthropic-ratelimit-requests-limit": "1500", "anthropic-ratelimit-requests-remaining": "1450",
+               "anthropic-ratelimit-requests-reset": full}
+    limits = server_limits(headers, at=sent)
+    assert limits is not None and limits.requests is not None
+    assert limits.requests.full_in_s == pytest.approx(0.2, abs=0.001)
+    # read against the time the answer arrived, the bucket would look full already and its refill rate unknown
+    late = server_limits(headers)
+    assert late is not None and late.requests is not None and late.requests.full_in_s is None
+
+
+def test_the_limiter_learns_a_refill_ten_times_faster_than_the_per_minute_limit() -> None:
+    """A server whose 1,500 requests "per minute" refill in 6 s (250/s), answering after 2 s: the headers of one
+    answer, read against the request's send time, teach the limiter that rate, so 2,000 more requests take about
+    2 s of its clock; read against the answer's arrival they teach nothing and the run crawls at 25/s."""
+    import datetime
+
+    sent = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(seconds=2)
+    full = (sent + datetime.timedelta(seconds=0.2)).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+    headers = {"anthropic-ratelimit-requests-limit": "1500", "anthropic-ratelimit-requests-remaining": "1450",
+               "anthropic-ratelimit-requests-reset": full}  # 50 used when admitted, full 0.2 s after sending
+
+    async def scenario(limits: ServerLimits | None) -> float:
+        clock = SteppedClock()
+        limiter = Limiter(None, clock=clock)
+        await limiter.acquire(1)
+        sent_at = limiter.sent(1)
+        clock.now += 2.0  # the answer's latency
+        assert limits is not None
+        limiter.observe(limits, sent_at)
+        started = clock.now
+        for _ in range(2000):
+            await limiter.acquire(0)
+        return clock.now - started
+
+    learned = asyncio.run(scenario(server_limits(headers, at=sent)))
+    assert 2.0 <= learned <= 3.0  # (2,000 - what is left + the headroom) / 250 per s
+    assert asyncio.run(scenario(server_limits(headers))) >= 20.0  # the per-minute figure: 25/s
+
+
 def test_backoff_grows_with_jitter_and_a_cap() -> None:
     policy = RetryPolicy(initial_delay_s=1.0, max_delay_s=8.0)
     rng = random.Random(0)
