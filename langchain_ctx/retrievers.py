@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from langchain_core.callbacks import AsyncCallbackManagerForRetrieverRun, CallbackManagerForRetrieverRun
 from langchain_core.documents import BaseDocumentCompressor, Document
@@ -24,20 +24,12 @@ from ctx_retrieval.keys import CHUNK_ID_KEY
 from ctx_retrieval.progress import progress_bar
 from ctx_retrieval.retrieval.bm25 import resolve_tokenizer
 from ctx_retrieval.retrieval.fusion import DEFAULT_RRF_K, side_weights
-from ctx_retrieval.retrieval.hybrid import DEFAULT_CANDIDATES, HybridRetriever, Side, WindowedSide, check_depths
+from ctx_retrieval.retrieval.hybrid import DEFAULT_CANDIDATES, HybridRetriever, Side, check_depths, vector_sides
 from ctx_retrieval.retrieval.hybrid import all_weights as check_weights
 
+from .milvus import ContextualMilvus, where_of
 from .sides import RetrieverSide, TracedSide, VectorSide, documents
-from .store import (
-    BM25IndexRetriever,
-    Codec,
-    ContextualVectorStore,
-    bm25_side,
-    chroma_store,
-)
-
-if TYPE_CHECKING:
-    from .milvus import ContextualMilvus
+from .store import BM25IndexRetriever, Codec, ContextualVectorStore, bm25_side, new_store
 
 __all__ = ["BM25IndexRetriever", "ContextualHybridRetriever", "ContextualVectorStore"]
 
@@ -122,7 +114,7 @@ class ContextualHybridRetriever(BaseRetriever):
 
     def __init__(self, **kwargs: Any) -> None:
         store = kwargs.get("vectorstore")
-        if store is not None and not isinstance(store, ContextualVectorStore | _engine_store()):  # wrapped here
+        if store is not None and not isinstance(store, ContextualVectorStore | ContextualMilvus):  # wrapped here
             kwargs["vectorstore"] = ContextualVectorStore(
                 store, kwargs.get("bm25_path"), embed_layout=kwargs.get("embed_layout", "whole"),
                 tokenizer=kwargs.get("bm25_tokenizer", "identifiers"), follow=True)
@@ -130,7 +122,7 @@ class ContextualHybridRetriever(BaseRetriever):
 
     def model_post_init(self, context: Any, /) -> None:
         check_depths(self.k, self.candidates, self.rrf_k)
-        if isinstance(self.vectorstore, _engine_store()):  # both sides in one engine: nothing to pair or wrap
+        if isinstance(self.vectorstore, ContextualMilvus):  # both sides in one engine: nothing to pair or wrap
             if self.bm25 is not None or self.embed_layout != "whole":
                 raise ConfigurationError("a ContextualMilvus collection holds its own BM25 side, each chunk whole: "
                                          "drop bm25= and embed_layout=", setting="vectorstore")
@@ -154,15 +146,11 @@ class ContextualHybridRetriever(BaseRetriever):
         BM25 then lives in ``<persist_directory>/ctx_bm25/<collection>``). Chunks are upserted under their chunk id;
         ``show_progress`` draws a bar over the batches. ``also_embeddings``: more embedders, each with its own store
         of the same kind (Chroma collections ``<collection_name>_also<n>``), fused with the first and BM25."""
-        def store(embeddings: Any, name: str) -> Any:
-            if client is None and persist_directory is None:
-                from langchain_core.vectorstores import InMemoryVectorStore
-
-                return InMemoryVectorStore(embeddings)
-            return chroma_store(embeddings, client=client, persist_directory=persist_directory, collection_name=name)
-
-        also = [store(e, f"{collection_name}_also{n}") for n, e in enumerate(also_embeddings, start=1)]
-        inner = ContextualVectorStore(store(embedding, collection_name), kwargs.get("bm25_path"),
+        where = {"client": client, "persist_directory": persist_directory}
+        also = [new_store(e, collection_name=f"{collection_name}_also{n}", **where)
+                for n, e in enumerate(also_embeddings, start=1)]
+        inner = ContextualVectorStore(new_store(embedding, collection_name=collection_name, **where),
+                                      kwargs.get("bm25_path"),
                                       embed_layout=kwargs.get("embed_layout", "whole"),
                                       tokenizer=kwargs.get("bm25_tokenizer", "identifiers"), also=also)
         retriever = cls(vectorstore=inner, **kwargs)
@@ -209,18 +197,13 @@ class ContextualHybridRetriever(BaseRetriever):
     def _hybrid(self, run_manager: Any, filter: Filter | None) -> tuple[HybridRetriever[Document], Any]:  # noqa: A002
         chosen = filter if filter is not None else self.search_kwargs.get("filter")
         config = {"callbacks": run_manager.get_child()}
-        if isinstance(self.vectorstore, _engine_store()):
-            from .milvus import where_of
-
+        if isinstance(self.vectorstore, ContextualMilvus):
             return self.vectorstore.hybrid(candidates=self.candidates, weights=self.weights, rrf_k=self.rrf_k,
                                            callbacks=config["callbacks"]), where_of(chosen)
         store: ContextualVectorStore = self.vectorstore
-        first: Side[Document] = VectorSide(store.inner, self.search_kwargs, config)
-        vector: Side[Document] | list[Side[Document]] = first
-        if self.embed_layout == "windows":
-            vector = WindowedSide(first, self._wholes)
-        elif store.also:
-            vector = [first, *(VectorSide(s, self.search_kwargs, config) for s in store.also)]
+        vector = vector_sides(VectorSide(store.inner, self.search_kwargs, config),
+                              [VectorSide(s, self.search_kwargs, config) for s in store.also],
+                              self._wholes if self.embed_layout == "windows" else None)
         screen = None
         if isinstance(self.bm25, BM25IndexRetriever):
             bm25: Side[Document] = TracedSide(bm25_side(self.bm25.store), config["callbacks"])
@@ -259,14 +242,6 @@ class ContextualHybridRetriever(BaseRetriever):
         if self.compressor is not None and found:
             found = list(await self.compressor.acompress_documents(found, query, callbacks=run_manager.get_child()))
         return found[: k or self.k]
-
-
-def _engine_store() -> type[ContextualMilvus]:
-    """``ContextualMilvus``, imported when first asked for (``langchain_ctx.milvus`` needs ``[milvus]`` only to be
-    used, not to be imported)."""
-    from .milvus import ContextualMilvus
-
-    return ContextualMilvus
 
 
 def _chunk_id(document: Document) -> str:

@@ -388,7 +388,13 @@ class BM25IndexRetriever(BaseRetriever):
         return ranking.items(range(len(ranking.keys)))
 
 
-def chroma_store(embedding: Any, *, client: Any, persist_directory: str | Path | None, collection_name: str) -> Any:
+def new_store(embedding: Any, *, client: Any, persist_directory: str | Path | None, collection_name: str) -> Any:
+    """A store for ``from_documents``: LangChain's ``InMemoryVectorStore`` unless a Chroma ``client`` or a
+    ``persist_directory`` is given, then that Chroma collection (cosine)."""
+    if client is None and persist_directory is None:
+        from langchain_core.vectorstores import InMemoryVectorStore
+
+        return InMemoryVectorStore(embedding)
     langchain_chroma = require("langchain_chroma", "langchain-chroma")
     from ctx_retrieval.retrieval.chroma import client_for
 

@@ -24,9 +24,10 @@ from llama_index.core.vector_stores.types import MetadataFilters
 
 from ctx_retrieval.errors import ConfigurationError
 from ctx_retrieval.retrieval.fusion import DEFAULT_RRF_K
-from ctx_retrieval.retrieval.hybrid import DEFAULT_CANDIDATES, Hit, HybridRetriever, Side, WindowedSide, check_depths
+from ctx_retrieval.retrieval.hybrid import DEFAULT_CANDIDATES, Hit, HybridRetriever, Side, check_depths, vector_sides
 from ctx_retrieval.retrieval.hybrid import all_weights as check_weights
 
+from .milvus import ContextualMilvusVectorStore, where_for
 from .sides import IndexSide, RetrieverSide, TracedSide, annotated, unembedded
 from .store import (
     BM25IndexRetriever,
@@ -34,24 +35,15 @@ from .store import (
     ContextualVectorStore,
     bm25_side,
     chroma_vector_store,
+    indexable,
     parent_id,
     token_counter,
-    warn_truncation,
-    window_children,
     with_stable_id,
     wrap_index,
 )
 
 __all__ = ["ContextualHybridRetriever", "ContextualVectorStore", "chroma_vector_store"]
 
-
-def _engine_store(index: VectorStoreIndex) -> Any:
-    """The index's ``ContextualMilvusVectorStore``, or ``None`` (imported when first asked for: ``[milvus]`` is
-    needed to use it, not to import it)."""
-    from .milvus import ContextualMilvusVectorStore
-
-    store = index.vector_store
-    return store if isinstance(store, ContextualMilvusVectorStore) else None
 
 _CODEC = Codec()
 
@@ -117,7 +109,8 @@ class ContextualHybridRetriever(BaseRetriever):
         self.node_postprocessors = list(node_postprocessors)
         self.candidates, self.weights, self.rrf_k = candidates, check_weights(weights, 1 + len(self.also)), rrf_k
         self._fixed_bm25 = bm25 is not None
-        self.engine = _engine_store(index)
+        engine = index.vector_store
+        self.engine = engine if isinstance(engine, ContextualMilvusVectorStore) else None
         if self.engine is not None:  # both sides in one engine: nothing to pair or wrap
             if bm25 is not None or also or embed_layout != "whole":
                 raise ConfigurationError("a ContextualMilvusVectorStore holds its own BM25 side, each node whole: drop "
@@ -163,9 +156,7 @@ class ContextualHybridRetriever(BaseRetriever):
                                                  tokenizer=kwargs.pop("bm25_tokenizer", "identifiers"),
                                                  embed_layout=kwargs.get("embed_layout", "whole"),
                                                  count_tokens=token_counter(embed_model))
-        stable = [with_stable_id(n) for n in nodes]
-        indexed = window_children(vector_store, stable)
-        warn_truncation(embed_model, stable if vector_store.pairing.layout == "windows" else indexed)
+        indexed = indexable(vector_store, nodes, embed_model)
         storage = StorageContext.from_defaults(vector_store=vector_store)
         index = VectorStoreIndex(indexed, storage_context=storage, embed_model=embed_model, show_progress=show_progress,
                                  insert_batch_size=max(2048, len(indexed)))  # a node's windows in one write
@@ -190,8 +181,7 @@ class ContextualHybridRetriever(BaseRetriever):
         if self.engine is not None:
             self.index.insert_nodes([with_stable_id(n) for n in nodes])
             return
-        indexed = window_children(self.store, [with_stable_id(n) for n in nodes])
-        warn_truncation(getattr(self.index, "_embed_model", None), indexed)
+        indexed = indexable(self.store, nodes, getattr(self.index, "_embed_model", None))
         self.index.insert_nodes(indexed)
         for other in self.also:
             other.insert_nodes(unembedded(indexed))
@@ -211,19 +201,15 @@ class ContextualHybridRetriever(BaseRetriever):
         """The fusion for this query, how many fused hits to read, and the filters as it takes them."""
         depth = self.candidates if self.node_postprocessors else self.similarity_top_k
         if self.engine is not None:
-            from .milvus import where_for
-
             embedded = query_bundle.embedding or self.index._embed_model.get_query_embedding(query_bundle.query_str)
             return self.engine.hybrid(embedded, candidates=self.candidates, weights=self.weights, rrf_k=self.rrf_k,
                                       trace=lambda side: TracedSide(side, self.callback_manager)
                                       ), depth, where_for(self.filters)
-        first: Side[BaseNode] = IndexSide(self.index, query_bundle, self.callback_manager)
-        vector: Side[BaseNode] | list[Side[BaseNode]] = first
-        if self.embed_layout == "windows":
-            vector = WindowedSide(first, self._wholes)
-        elif self.also:  # each index embeds the query with its own model (a retriever writes its vector on the bundle)
-            vector = [first, *(IndexSide(other, dataclasses.replace(query_bundle, embedding=None),
-                                          self.callback_manager) for other in self.also)]
+        # each index embeds the query with its own model (a retriever writes its vector on the bundle)
+        vector = vector_sides(IndexSide(self.index, query_bundle, self.callback_manager),
+                              [IndexSide(other, dataclasses.replace(query_bundle, embedding=None),
+                                         self.callback_manager) for other in self.also],
+                              self._wholes if self.embed_layout == "windows" else None)
         screen = None
         if isinstance(self.bm25, BM25IndexRetriever):
             bm25: Side[BaseNode] = TracedSide(bm25_side(self.bm25.store), self.callback_manager)

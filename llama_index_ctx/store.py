@@ -477,6 +477,14 @@ def window_children(store: ContextualVectorStore, nodes: Sequence[BaseNode]) -> 
     return children
 
 
+def indexable(store: ContextualVectorStore, nodes: Sequence[BaseNode], embed_model: Any) -> list[BaseNode]:
+    """``nodes`` as an index writes them into ``store``: under stable ids, as the rows the pairing lays out (window
+    children in the windows layout), with one warning if the embedder would truncate a row."""
+    rows = window_children(store, [with_stable_id(n) for n in nodes])
+    warn_truncation(embed_model, rows)
+    return rows
+
+
 def warn_truncation(embed_model: Any, nodes: Sequence[BaseNode]) -> None:
     """One warning per indexing call, naming documents by file name, when the offline embedder truncates."""
     warn_truncated(embed_model, [n.get_content(metadata_mode=MetadataMode.EMBED) for n in nodes],

@@ -38,6 +38,7 @@ __all__ = [
     "all_weights",
     "check_depths",
     "chunk_key",
+    "vector_sides",
 ]
 
 T = TypeVar("T")
@@ -403,6 +404,15 @@ class WindowedSide(Generic[T, W]):
         inner = await _asearch(self.inner, query, k * self.per_chunk, where)
         assert inner is not None
         return _WholeRanking(inner, k, self.wholes)
+
+
+def vector_sides(first: Side[T], others: Sequence[Side[T]] = (),
+                 wholes: Callable[[Sequence[Any]], Sequence[T]] | None = None) -> Side[T] | list[Side[T]]:
+    """A retriever's vector side for ``HybridRetriever``: ``first`` alone, ``first`` searched by windows and
+    answering with whole items (``wholes``: the windows layout), or ``first`` beside more embedders' sides."""
+    if wholes is not None:
+        return WindowedSide(first, wholes)
+    return [first, *others] if others else first
 
 
 def _as_they_are(items: Sequence[W]) -> Sequence[W]:
