@@ -172,8 +172,9 @@ class ContextualHybridRetriever(BaseRetriever):
         ids = [_chunk_id(d) for d in documents]
         if len(set(ids)) != len(ids):
             raise InvalidInputError("the documents repeat a chunk id; each chunk is stored once under its id")
-        warn_truncated(self.vectorstore.embeddings, [d.page_content for d in documents],
-                       [file_name(d.metadata, str(d.id or "?")) for d in documents])
+        if self.embed_layout == "whole":  # in the windows layout every row fits the embedder
+            warn_truncated(self.vectorstore.embeddings, [d.page_content for d in documents],
+                           [file_name(d.metadata, str(d.id or "?")) for d in documents])
         if warn and self._fixed_bm25 and documents:
             import warnings
 

@@ -335,13 +335,15 @@ def _long_tenant_nodes() -> list[Any]:
     return list(ContextualNodeTransform.from_generator(HeuristicContextualizer())(nodes))
 
 
-def test_llama_index_windows_layout_indexes_children_and_answers_with_whole_nodes(embedder: MiniLMEmbedder) -> None:
+def test_llama_index_windows_layout_indexes_children_and_answers_with_whole_nodes(
+        embedder: MiniLMEmbedder, caplog: pytest.LogCaptureFixture) -> None:
     nodes = _long_tenant_nodes()
     embed_model = MiniLMEmbedding(embedder)
     retriever = LIRetriever.from_defaults(nodes=nodes, embed_model=embed_model, similarity_top_k=5,
                                           embed_layout="windows")
     children = list(retriever.index.docstore.docs.values())  # SimpleVectorStore keeps its nodes in the docstore
     assert len(children) > len(nodes) and all("#w" in c.node_id for c in children)
+    assert "truncated for embedding" not in caplog.text  # every window fits: nothing to warn of
     wholes = retriever.stored_nodes()  # BM25 holds the whole nodes
     assert sorted(n.node_id for n in wholes) == sorted(stable_id(n).node_id for n in nodes)
     # as after a restart, BM25 lost: filled at open from the children the index's docstore holds
@@ -371,7 +373,8 @@ def stored_rows(store: Any) -> list[LCDocument]:
             for i, row in store.store.items()]
 
 
-def test_langchain_windows_layout_is_the_multi_vector_pattern(embedder: MiniLMEmbedder) -> None:
+def test_langchain_windows_layout_is_the_multi_vector_pattern(embedder: MiniLMEmbedder,
+                                                             caplog: pytest.LogCaptureFixture) -> None:
     filler = " ".join(f"detail{n}" for n in range(160))
     documents = [LCDocument(page_content=f"# Runbook {t}\n\n{filler} The {topic} workers drain the retry queue at "
                                          f"night. {filler}", metadata={"tenant": t, "source": f"{t}.md"})
@@ -382,6 +385,7 @@ def test_langchain_windows_layout_is_the_multi_vector_pattern(embedder: MiniLMEm
     retriever = LCRetriever.from_documents(chunks, MiniLMEmbeddings(embedder), k=5, embed_layout="windows")
     rows = stored_rows(retriever.vectorstore.inner)
     assert len(rows) > len(chunks) and all("#w" in str(r.id) for r in rows)
+    assert "truncated for embedding" not in caplog.text  # every window fits: nothing to warn of
     assert all(r.metadata["chunk_id"] in {c.metadata["chunk_id"] for c in chunks} for r in rows)
     wholes = {d.id: d for d in retriever.stored_documents()}
     assert {c.metadata["chunk_id"] for c in chunks} == set(wholes)
