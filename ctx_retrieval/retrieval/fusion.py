@@ -19,7 +19,7 @@ __all__ = ["DEFAULT_RRF_K", "SIDES", "FusedHit", "chunk_key", "fuse", "reciproca
 
 DEFAULT_RRF_K = 10
 """The RRF constant: 10, not the literature's 60 (Cormack et al. 2009; LangChain's ``EnsembleRetriever`` and
-LlamaIndex's fusion retriever use 60). Measured on four corpora (``benchmarks/fusion_sweep.py``), a smaller constant
+LlamaIndex's fusion retriever use 60). Measured on three corpora (``benchmarks/fusion_sweep.py``), a smaller constant
 lets a chunk one side ranks near the top survive when the other side ranks it far down (dense search over
 Vietnamese typed without marks, MiniLM past its 256 tokens): contextual hybrid misses fewer in the top 20 on every
 corpus that moves and on none more."""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import datetime
 import random
 import time
 
@@ -107,8 +108,6 @@ def test_reported_limits_subtract_what_was_sent_or_let_through_since() -> None:
 
 
 def test_rate_limit_headers_are_parsed_and_bad_values_ignored() -> None:
-    import datetime
-
     soon = (datetime.datetime.now(datetime.timezone.utc) + datetime.timedelta(seconds=2)).isoformat(
         timespec="milliseconds").replace("+00:00", "Z")
     limits = server_limits({
@@ -125,13 +124,17 @@ def test_rate_limit_headers_are_parsed_and_bad_values_ignored() -> None:
     assert server_limits({"content-type": "application/json"}) is None and server_limits(None) is None
 
 
-def test_a_reset_is_measured_from_when_the_request_was_sent_not_when_its_answer_is_read() -> None:
-    import datetime
-
-    sent = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(seconds=2)  # a 2 s answer
+def _fast_refill_answer() -> tuple[datetime.datetime, dict[str, str]]:
+    """A request sent 2 s ago (the answer's latency) and its answer's headers from a server whose 1,500 requests
+    "per minute" refill in 6 s (250/s): 50 used when it was admitted, full again 0.2 s after it was sent."""
+    sent = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(seconds=2)
     full = (sent + datetime.timedelta(seconds=0.2)).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-    headers = {"anthropic-ratelimit-requests-limit": "1500", "anthropic-ratelimit-requests-remaining": "1450",
-               "anthropic-ratelimit-requests-reset": full}
+    return sent, {"anthropic-ratelimit-requests-limit": "1500", "anthropic-ratelimit-requests-remaining": "1450",
+                  "anthropic-ratelimit-requests-reset": full}
+
+
+def test_a_reset_is_measured_from_when_the_request_was_sent_not_when_its_answer_is_read() -> None:
+    sent, headers = _fast_refill_answer()
     limits = server_limits(headers, at=sent)
     assert limits is not None and limits.requests is not None
     assert limits.requests.full_in_s == pytest.approx(0.2, abs=0.001)
@@ -144,12 +147,7 @@ def test_the_limiter_learns_a_refill_ten_times_faster_than_the_per_minute_limit(
     """A server whose 1,500 requests "per minute" refill in 6 s (250/s), answering after 2 s: the headers of one
     answer, read against the request's send time, teach the limiter that rate, so 2,000 more requests take about
     2 s of its clock; read against the answer's arrival they teach nothing and the run crawls at 25/s."""
-    import datetime
-
-    sent = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(seconds=2)
-    full = (sent + datetime.timedelta(seconds=0.2)).isoformat(timespec="milliseconds").replace("+00:00", "Z")
-    headers = {"anthropic-ratelimit-requests-limit": "1500", "anthropic-ratelimit-requests-remaining": "1450",
-               "anthropic-ratelimit-requests-reset": full}  # 50 used when admitted, full 0.2 s after sending
+    sent, headers = _fast_refill_answer()
 
     async def scenario(limits: ServerLimits | None) -> float:
         clock = SteppedClock()
