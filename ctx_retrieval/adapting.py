@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ctx_retrieval.contextualize.results import CostEstimate
+from ctx_retrieval.contextualize.results import ContextRun, CostEstimate
 from ctx_retrieval.errors import ConfigurationError
 from ctx_retrieval.keys import (
     CONTEXT_MODEL_KEY,
@@ -23,7 +23,13 @@ from ctx_retrieval.keys import (
     CONTEXT_WRITTEN_FROM_KEY,
 )
 from ctx_retrieval.naming import SOURCE_KEYS
-from ctx_retrieval.protocols import Contextualizer, EstimatingContextualizer, TokenCountingEmbedder
+from ctx_retrieval.protocols import (
+    Contextualizer,
+    EstimatingContextualizer,
+    ProviderContextualizer,
+    TokenCountingEmbedder,
+    WrapsEmbedder,
+)
 from ctx_retrieval.reconstruct import Piece, source_document
 from ctx_retrieval.types import Chunk, ContextResult, SourceDocument, make_chunk_id
 from ctx_retrieval.usage import RunReport
@@ -54,16 +60,15 @@ def contextualizer_for(given: Any, *, wrap: Callable[[Any], Any] | None = None, 
             raise TypeError(f"{what}= takes a ctx_retrieval provider (AnthropicProvider(...)), a contextualizer "
                             f"(ContextGenerator(...)) or the framework's chat model, not {type(given).__name__}")
         chosen = ContextGenerator(provider)
-    provider = getattr(chosen, "provider", None)
-    if isinstance(provider, Provider):
-        provider.check_ready()
+    if isinstance(chosen, ProviderContextualizer):
+        chosen.provider.check_ready()
     return chosen
 
 
 def embedder_of(model: Any) -> Any:
     """The core embedder a framework embedding model of ours wraps (``MiniLMEmbeddings``, ``E5Embedding``... all
     expose it as ``embedder``), else the model itself."""
-    return getattr(model, "embedder", model)
+    return model.embedder if isinstance(model, WrapsEmbedder) else model
 
 
 def counting_embedder(model: Any) -> TokenCountingEmbedder | None:
@@ -122,10 +127,12 @@ def provenance(result: ContextResult) -> dict[str, Any]:
 
 def served_report(contextualizer: Any, served_by: str = "the framework's cache served its chunks") -> RunReport:
     """The report of a step that wrote no context: the framework's cache served it, or it has not run yet."""
-    provider = getattr(contextualizer, "provider", None)
-    prompt = getattr(contextualizer, "prompt", None)
-    return RunReport(provider=str(getattr(provider, "name", type(contextualizer).__name__)),
-                     model=str(getattr(provider, "model", "-")), prompt_version=str(getattr(prompt, "version", "-")),
+    if isinstance(contextualizer, ProviderContextualizer):
+        provider, model = contextualizer.provider.name, contextualizer.provider.model
+        version = contextualizer.prompt.version
+    else:  # a contextualizer of yours: its class is all we know
+        provider, model, version = type(contextualizer).__name__, "-", "-"
+    return RunReport(provider=provider, model=model, prompt_version=version,
                      warnings=[f"this step generated no contexts in its last run: {served_by} (0 requests, $0), "
                                "or it has not run yet"])
 
@@ -174,5 +181,6 @@ async def acontextualize(contextualizer: Any, items: list[tuple[SourceDocument, 
 
 def report_of(results: Sequence[ContextResult] | Any, contextualizer: Any) -> RunReport | None:
     """The report a contextualizer's call returned (a ``ContextRun``), else its last one."""
-    report = getattr(results, "report", None)
-    return report if isinstance(report, RunReport) else getattr(contextualizer, "last_report", None)
+    if isinstance(results, ContextRun):
+        return results.report
+    return contextualizer.last_report if isinstance(contextualizer, Contextualizer) else None

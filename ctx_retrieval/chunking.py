@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ctx_retrieval.errors import ConfigurationError
+from ctx_retrieval.protocols import TokenCountingEmbedder
 
 __all__ = ["CONTEXT_TOKENS", "DEFAULT_CHUNK_TOKENS", "TokenCount", "check_chunk_tokens",
            "chunk_token_limit", "split_by_tokens", "token_chunker"]
@@ -113,30 +114,34 @@ def _merge(pieces: list[str], limit: int, count: Callable[[str], int]) -> list[s
     return chunks
 
 
+def _counting(embedder: object) -> TokenCountingEmbedder:
+    if not isinstance(embedder, TokenCountingEmbedder):
+        raise ConfigurationError(f"{type(embedder).__name__} does not count its tokens (it is no "
+                                 "TokenCountingEmbedder, as MiniLMEmbedder and E5Embedder are): size chunks in "
+                                 "characters", setting="embedder")
+    return embedder
+
+
 def chunk_token_limit(embedder: Any, context_tokens: int = CONTEXT_TOKENS) -> int:
     """The most tokens a chunk may have so that ``context_tokens`` more still fit ``embedder.max_tokens``."""
-    max_tokens = getattr(embedder, "max_tokens", None)
-    if not isinstance(max_tokens, int) or not callable(getattr(embedder, "count_tokens", None)):
-        raise ConfigurationError(f"{type(embedder).__name__} does not count its tokens (needs max_tokens and "
-                                 "count_tokens, as MiniLMEmbedder and E5Embedder have): size chunks in characters",
-                                 setting="embedder")
-    return max_tokens - context_tokens
+    return _counting(embedder).max_tokens - context_tokens
 
 
-def check_chunk_tokens(embedder: Any, chunk_tokens: int, context_tokens: int = CONTEXT_TOKENS) -> Any:
+def check_chunk_tokens(embedder: Any, chunk_tokens: int, context_tokens: int = CONTEXT_TOKENS) -> TokenCountingEmbedder:
     """``embedder`` (MiniLM when ``None``), or ``ConfigurationError`` unless a ``chunk_tokens`` chunk and a
     ``context_tokens`` context fit it."""
     if embedder is None:
         from ctx_retrieval.retrieval.embeddings import MiniLMEmbedder
 
         embedder = MiniLMEmbedder()
-    limit = chunk_token_limit(embedder, context_tokens)
+    counting = _counting(embedder)
+    limit = counting.max_tokens - context_tokens
     if not 1 <= chunk_tokens <= limit:
         raise ConfigurationError(
-            f"chunk_tokens={chunk_tokens} does not fit {getattr(embedder, 'model_id', embedder)!r}: its input is "
-            f"{embedder.max_tokens} tokens and {context_tokens} are kept for the context, so a chunk may have 1 to "
+            f"chunk_tokens={chunk_tokens} does not fit {counting.model_id!r}: its input is "
+            f"{counting.max_tokens} tokens and {context_tokens} are kept for the context, so a chunk may have 1 to "
             f"{limit}; pass a smaller chunk_tokens (or context_tokens)", setting="chunk_tokens")
-    return embedder
+    return counting
 
 
 def token_chunker(embedder: Any, chunk_tokens: int = DEFAULT_CHUNK_TOKENS, *,

@@ -8,7 +8,11 @@ the length; ``document_name`` prefers the file name the loaders and both framewo
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ctx_retrieval.types import SourceDocument
 
 __all__ = ["SOURCE_KEYS", "document_name", "printable"]
 
@@ -27,12 +31,12 @@ def printable(value: object, limit: int = _MAX_CHARS) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def document_name(document: Any) -> str:
+def document_name(document: SourceDocument) -> str:
     """A document's file name when its metadata records one (with its id when they differ), else its id."""
-    doc_id = printable(getattr(document, "id", document))
-    metadata = getattr(document, "metadata", None) or {}
+    doc_id = printable(document.id)
+    metadata = document.metadata if isinstance(document.metadata, Mapping) else {}
     for key in SOURCE_KEYS:
-        source = metadata.get(key) if hasattr(metadata, "get") else None
+        source = metadata.get(key)
         if isinstance(source, str) and source.strip():
             name = printable(source)
             return name if name == doc_id or name.endswith("/" + doc_id) else f"{name} (id {doc_id})"

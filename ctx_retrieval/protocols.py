@@ -1,16 +1,23 @@
-"""What the package's parts can do, as Protocols, checked with ``isinstance`` where a part is given. Some of the
-engine still probes optional traits with ``getattr`` (issue 36 tracks moving them here); new code declares a
-Protocol instead.
+"""What the package's parts can do, as Protocols, checked with ``isinstance`` where a part is given (a context run
+reads its provider's once, into ``contextualize.settings.ProviderTraits``); nothing probes a trait with
+``getattr``: a new trait is declared here.
 
 - ``Contextualizer``: writes contexts for (document, chunks) pairs (``ContextGenerator``,
   ``HeuristicContextualizer``, ``RecordedContextualizer``, or yours); what the framework adapters take.
 - ``EstimatingContextualizer``: a ``Contextualizer`` that prices a run before making it (``estimate(items)``).
+- ``ProviderContextualizer``: one that writes with a provider and a prompt (``ContextGenerator``): reports and key
+  checks name them.
 - ``TokenCountingProvider``: a provider whose API counts tokens exactly (Anthropic's ``count_tokens``).
 - ``BatchProvider``: a provider with a batch API at a discount (Anthropic's Message Batches).
 - ``ServerDescribingProvider``: a provider that asks its server about itself before a run (an OpenAI-compatible
   server's context size, slots and model list); settings that depend on the answer wait for it.
+- ``EndpointProvider``: a provider that talks to a server at a URL (outage messages name it).
+- ``CacheReportingProvider``: a provider that says whether its answers report prompt-cache use (a server that
+  never does is not warned about caching that did nothing).
 - ``Embedder``: turns texts into unit vectors (``MiniLMEmbedder``, or yours); ``TokenCountingEmbedder`` also counts
-  its own tokens (what chunk sizes and the windows layout are measured in) and says when texts overflow its input.
+  its own tokens (what chunk sizes and the windows layout are measured in) and says when texts overflow its input;
+  ``QueryEmbedder`` embeds many queries at once (E5's query prefix); ``WrapsEmbedder``: a framework embedding model
+  of ours around a core embedder.
 """
 
 from __future__ import annotations
@@ -19,12 +26,15 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 if TYPE_CHECKING:
+    from ctx_retrieval.contextualize.prompts import PromptTemplate
     from ctx_retrieval.contextualize.results import CostEstimate
+    from ctx_retrieval.providers.base import Provider
     from ctx_retrieval.types import Chunk, ContextRequest, ContextResult, ProviderResponse, SourceDocument
     from ctx_retrieval.usage import RunReport
 
-__all__ = ["BatchProvider", "Contextualizer", "Embedder", "EstimatingContextualizer", "ServerDescribingProvider",
-           "TokenCountingEmbedder", "TokenCountingProvider"]
+__all__ = ["BatchProvider", "CacheReportingProvider", "Contextualizer", "Embedder", "EndpointProvider",
+           "EstimatingContextualizer", "ProviderContextualizer", "QueryEmbedder", "ServerDescribingProvider",
+           "TokenCountingEmbedder", "TokenCountingProvider", "WrapsEmbedder"]
 
 
 @runtime_checkable
@@ -52,6 +62,14 @@ class EstimatingContextualizer(Protocol):
     context request."""
 
     def estimate(self, items: Iterable[tuple[SourceDocument, Sequence[Chunk]]]) -> CostEstimate: ...
+
+
+@runtime_checkable
+class ProviderContextualizer(Protocol):
+    """A contextualizer that writes with a provider and a prompt (``ContextGenerator``)."""
+
+    provider: Provider
+    prompt: PromptTemplate
 
 
 @runtime_checkable
@@ -100,6 +118,35 @@ class ServerDescribingProvider(Protocol):
         """Ask the server once; notes for the run's report."""
         ...
 
+    @property
+    def slots(self) -> int | None:
+        """Requests the server serves at once (None: it did not say)."""
+        ...
+
+    @property
+    def context_tokens(self) -> int | None:
+        """The server's context size per request (None: it did not say)."""
+        ...
+
+    @property
+    def prefix_cache(self) -> str:
+        """How the server caches prompt prefixes: ``per_slot``, ``shared`` or ``unknown``."""
+        ...
+
+
+@runtime_checkable
+class EndpointProvider(Protocol):
+    """A provider that talks to a server at a URL (None: the provider's default endpoint)."""
+
+    base_url: str | None
+
+
+@runtime_checkable
+class CacheReportingProvider(Protocol):
+    """A provider that says whether its answers report prompt-cache use."""
+
+    reports_cache_usage: bool
+
 
 @runtime_checkable
 class Embedder(Protocol):
@@ -117,8 +164,25 @@ class TokenCountingEmbedder(Embedder, Protocol):
     """An embedder that counts its own tokens and warns, once per call, when texts overflow its input
     (``MiniLMEmbedder``, ``E5Embedder``): the windows layout and the chunkers measure in its tokens."""
 
+    max_tokens: int  # the most tokens one text may have before the model truncates it
+
     def count_tokens(self, text: str) -> int: ...
 
     def warn_if_truncated(self, texts: Sequence[str], what: str = ...) -> int: ...
 
     def warn_if_corpus_truncated(self, texts: Sequence[str], names: Sequence[str], what: str = ...) -> int: ...
+
+
+@runtime_checkable
+class QueryEmbedder(Embedder, Protocol):
+    """An embedder that embeds many queries in one call, as queries (E5 prefixes ``query: ``)."""
+
+    def embed_queries(self, texts: Sequence[str]) -> Any: ...
+
+
+@runtime_checkable
+class WrapsEmbedder(Protocol):
+    """A framework embedding model of ours around a core embedder (``MiniLMEmbeddings``, ``E5Embedding``...)."""
+
+    @property
+    def embedder(self) -> Embedder: ...

@@ -56,7 +56,7 @@ class EmbedderTokenSplitter(MetadataAwareTextSplitter):
                  **kwargs: Any) -> None:
         embedder = check_chunk_tokens(embedder_of(embed_model), chunk_tokens, context_tokens)
         super().__init__(chunk_tokens=chunk_tokens, context_tokens=context_tokens,  # type: ignore[call-arg]
-                         embed_model_id=getattr(embedder, "model_id", type(embedder).__name__),
+                         embed_model_id=embedder.model_id,
                          indexed_metadata_keys=None if indexed_metadata_keys is None else tuple(indexed_metadata_keys),
                          **kwargs)
         self._count = TokenCount(embedder)

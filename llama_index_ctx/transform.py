@@ -25,7 +25,7 @@ from ctx_retrieval.contextualize.versions import refreshing, stale_documents
 from ctx_retrieval.contextualize.versions import stale_marker as cache_stale_marker
 from ctx_retrieval.errors import ConfigurationError
 from ctx_retrieval.keys import CONTEXT_KEY, CONTEXT_SEPARATOR, CONTEXT_WRITTEN_FROM_KEY, PROVENANCE_KEYS
-from ctx_retrieval.protocols import ServerDescribingProvider
+from ctx_retrieval.protocols import ProviderContextualizer, ServerDescribingProvider
 from ctx_retrieval.reconstruct import Piece
 from ctx_retrieval.types import Chunk, SourceDocument
 from ctx_retrieval.usage import RunReport
@@ -131,7 +131,8 @@ class ContextualNodeTransform(TransformComponent):
     def _learn_server(self) -> None:
         """Ask a server-describing provider about its server before the key is taken: two local servers with
         different context sizes window differently, so they must not share an ingestion-cache key."""
-        provider = getattr(self._contextualizer, "provider", None)
+        chosen = self._contextualizer
+        provider = chosen.provider if isinstance(chosen, ProviderContextualizer) else None
         if not isinstance(provider, ServerDescribingProvider) or provider.prepared:
             return
         automatic = self.contextualizer_id == identity(self._contextualizer)

@@ -17,6 +17,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from ctx_retrieval.cli import cache, contextualize, evaluation, index, query
+from ctx_retrieval.cli._common import Args
 from ctx_retrieval.errors import CtxRetrievalError
 
 __all__ = ["main"]
@@ -40,7 +41,7 @@ def main(argv: Sequence[str] | None = None, *, twin: Callable[..., Any] | None =
     """The command line. ``twin`` makes the Anthropic API twin (its class, or a factory), for ``--contextualizer
     fake``: passed by ``python -m ctx_retrieval.testing`` (the package's code never imports its test helpers)."""
     parser = _build_parser(twin=twin is not None)
-    args = parser.parse_args(argv)
+    args = parser.parse_args(argv, namespace=Args())
     args.twin = twin
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING,
                         format="%(levelname)s %(name)s: %(message)s")

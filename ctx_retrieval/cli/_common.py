@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from ctx_retrieval.chunking import DEFAULT_CHUNK_TOKENS
 from ctx_retrieval.contextualize.cache import ContextCache, default_cache_path
@@ -44,6 +44,55 @@ CHUNK_CHARS_HELP = "size chunks in characters instead (the 0.x default was 450)"
 FAKE_KEY = "sk-ant-fake-cli-key-0000000"
 
 
+class Args(argparse.Namespace):
+    """The parsed command line, typed: every option a shared step reads, with the value it has where a command does
+    not declare it (so no step asks whether an option exists). A default here is the parser's own: argparse keeps
+    a value the namespace already has for the main parser's options, and copies each command's in."""
+
+    command: str
+    verbose: bool = False
+    func: Callable[[Args], int]
+    twin: Callable[..., Any] | None = None  # the API twin's factory, for --contextualizer fake
+    contextualizer: str
+    model: str
+    work_dir: str
+    inputs: Sequence[str] = ()
+    sample_document: bool = False
+    quiet: bool = False
+    # the context run
+    cache: str | None = None
+    max_concurrency: int | None = None
+    budget: float | None = None
+    on_error: Literal["raise", "skip"] = "raise"
+    context_language: str = "auto"
+    refresh_stale: bool = False
+    batch: bool = False
+    reuse_changed_tokens: int | None = 0
+    reuse_other_models: bool = False
+    rewrite_neighbours: int | None = 0
+    contexts_file: str | None = None
+    # where the LLM is
+    base_url: str | None = None
+    timeout: float | None = None
+    endpoint_id: str | None = None
+    region: str | None = None
+    project: str | None = None
+    bedrock_invoke: bool = False
+    context_tokens: int | None = None
+    slots: int | None = None
+    no_model_check: bool = False
+    # evaluation
+    chunks: str | None = None
+    queries: str | None = None
+    documents: str | None = None
+    generate_queries: int | None = None
+    query_set: Any = None  # the QuerySet eval generated (its note and cost go into the evaluation's outputs)
+    seed: int = 0
+    json: str | None = None
+    chart: str | None = None
+    rerank: str = "none"
+
+
 def say(message: str) -> None:
     print(message, file=sys.stderr, flush=True)
 
@@ -62,7 +111,7 @@ class ContextWriter:
     report: Any = None  # the last run's RunReport, where the contextualizer makes one (its cost, for eval's verdict)
 
 
-def resolved_choice(args: argparse.Namespace) -> str:
+def resolved_choice(args: Args) -> str:
     """``--contextualizer``, with ``auto`` resolved: Claude when a key is set; else, for the demo on the bundled
     corpus, the contexts recorded from a local LLM (the technique's real effect without a key); else the
     heuristic."""
@@ -72,12 +121,12 @@ def resolved_choice(args: argparse.Namespace) -> str:
         return str(args.contextualizer)
     if os.environ.get("ANTHROPIC_API_KEY"):
         return "anthropic"
-    if getattr(args, "command", None) == "demo" and not getattr(args, "sample_document", False):
+    if args.command == "demo" and not args.sample_document:
         return "recorded"
     return "heuristic"
 
 
-def make_contextualizer(args: argparse.Namespace) -> ContextWriter:
+def make_contextualizer(args: Args) -> ContextWriter:
     choice = resolved_choice(args)
     if args.contextualizer == "auto" and choice == "heuristic":
         say("no ANTHROPIC_API_KEY: using the heuristic contextualizer (title and nearest heading, no LLM); "
@@ -100,7 +149,7 @@ def make_contextualizer(args: argparse.Namespace) -> ContextWriter:
     if choice == "recorded":
         from ctx_retrieval.evaluation import RecordedContextualizer
 
-        recorded = RecordedContextualizer(getattr(args, "contexts_file", None))
+        recorded = RecordedContextualizer(args.contexts_file)
 
         def read(items: list[tuple[SourceDocument, list[Chunk]]]) -> dict[str, str | None]:
             contexts = recorded.contexts()
@@ -117,15 +166,15 @@ def make_contextualizer(args: argparse.Namespace) -> ContextWriter:
     from ctx_retrieval.contextualize.generator import ContextGenerator
 
     provider, server, label = llm_for(args, choice)
-    cache = getattr(args, "cache", None)
+    cache = args.cache
     generator = ContextGenerator(provider, cache=Path(cache) if cache else (choice != "fake"),
-                                 max_concurrency=getattr(args, "max_concurrency", None),
-                                 budget_usd=getattr(args, "budget", None),
-                                 progress=not getattr(args, "quiet", False),
-                                 on_error=getattr(args, "on_error", "raise"),
-                                 prompt=CONTEXT_LANGUAGES[getattr(args, "context_language", "auto")],
+                                 max_concurrency=args.max_concurrency,
+                                 budget_usd=args.budget,
+                                 progress=not args.quiet,
+                                 on_error=args.on_error,
+                                 prompt=CONTEXT_LANGUAGES[args.context_language],
                                  reuse=reuse_policy(args))
-    refresh, batch = getattr(args, "refresh_stale", False), getattr(args, "batch", False)
+    refresh, batch = args.refresh_stale, args.batch
 
     def run(items: list[tuple[SourceDocument, list[Chunk]]]) -> dict[str, str | None]:
         if not refresh:
@@ -154,13 +203,13 @@ def make_contextualizer(args: argparse.Namespace) -> ContextWriter:
     return made
 
 
-def llm_for(args: argparse.Namespace, choice: str) -> tuple[Any, Any, str]:
+def llm_for(args: Args, choice: str) -> tuple[Any, Any, str]:
     """The provider for an LLM choice (``anthropic``, ``openai``, or ``fake``: the API twin, started here), the
     twin server to stop after (or None), and the label the command prints."""
     from ctx_retrieval.providers.anthropic import AnthropicProvider
 
     if choice == "fake":
-        if getattr(args, "twin", None) is None:
+        if args.twin is None:
             raise ConfigurationError(
                 "--contextualizer fake needs the Anthropic API twin, which the command line does not import: run "
                 "'python -m ctx_retrieval.testing <command> ... --contextualizer fake' (./scripts/demo.sh does)",
@@ -168,7 +217,7 @@ def llm_for(args: argparse.Namespace, choice: str) -> tuple[Any, Any, str]:
         server = args.twin().start()
         provider = AnthropicProvider(args.model, api_key=FAKE_KEY, base_url=server.base_url,
                                      endpoint_id="ctx-retrieval-twin")  # its port changes; its answers do not
-        if not getattr(args, "cache", None):
+        if not args.cache:
             say("the fake API's canned answers are not kept in the context cache (every run asks it again); pass "
                  "--cache PATH to keep them")
         return provider, server, "the local FAKE Anthropic API (canned answers, real request flow)"
@@ -204,25 +253,25 @@ def interruptible(generator: Any, made: ContextWriter) -> Iterator[None]:
     yield
 
 
-def llm_provider(args: argparse.Namespace, choice: str) -> Any:
+def llm_provider(args: Args, choice: str) -> Any:
     """The provider for ``--contextualizer anthropic`` or ``openai`` (``--base-url``, ``--model``)."""
-    base_url = getattr(args, "base_url", None)
-    timeout_s = getattr(args, "timeout", None) or 60.0
+    base_url = args.base_url
+    timeout_s = args.timeout or 60.0
     if choice == "anthropic":
         from ctx_retrieval.providers.anthropic import AnthropicProvider
 
         return AnthropicProvider(args.model, base_url=base_url, timeout_s=timeout_s,
-                                 endpoint_id=getattr(args, "endpoint_id", None))
+                                 endpoint_id=args.endpoint_id)
     if choice in ("bedrock", "vertex"):
         from ctx_retrieval.models import platform_model
         from ctx_retrieval.providers.platforms import BedrockProvider, VertexProvider
 
-        region = getattr(args, "region", None)
+        region = args.region
         if choice == "bedrock":
             model = args.model if platform_model(args.model).platform == "bedrock" else f"anthropic.{args.model}"
             return BedrockProvider(model, aws_region=region, base_url=base_url, timeout_s=timeout_s,
-                                   endpoint="invoke" if getattr(args, "bedrock_invoke", False) else "messages")
-        return VertexProvider(args.model, project_id=getattr(args, "project", None), region=region,
+                                   endpoint="invoke" if args.bedrock_invoke else "messages")
+        return VertexProvider(args.model, project_id=args.project, region=region,
                               base_url=base_url, timeout_s=timeout_s)
     if args.model == DEFAULT_MODEL or not base_url:
         raise InvalidInputError("--contextualizer openai needs --base-url and --model: the server's address and the "
@@ -230,22 +279,22 @@ def llm_provider(args: argparse.Namespace, choice: str) -> Any:
     from ctx_retrieval.providers.openai_compat import OpenAICompatibleProvider
 
     return OpenAICompatibleProvider(args.model, base_url=base_url, timeout_s=timeout_s,
-                                    context_tokens=getattr(args, "context_tokens", None),
-                                    slots=getattr(args, "slots", None),
-                                    check_model=not getattr(args, "no_model_check", False),
-                                    endpoint_id=getattr(args, "endpoint_id", None))
+                                    context_tokens=args.context_tokens,
+                                    slots=args.slots,
+                                    check_model=not args.no_model_check,
+                                    endpoint_id=args.endpoint_id)
 
 
-def reuse_policy(args: argparse.Namespace) -> Any:
+def reuse_policy(args: Args) -> Any:
     """``--reuse-changed-tokens``, ``--reuse-other-models`` and ``--rewrite-neighbours`` as a ``ReusePolicy`` (None:
     exact, the default)."""
-    tokens, other = getattr(args, "reuse_changed_tokens", 0) or 0, getattr(args, "reuse_other_models", False)
+    tokens, other = args.reuse_changed_tokens or 0, args.reuse_other_models
     if not tokens and not other:
         return None
     from ctx_retrieval.contextualize.versions import ReusePolicy
 
     return ReusePolicy(max_changed_tokens=tokens, other_models=other,
-                       rewrite_neighbours=getattr(args, "rewrite_neighbours", 0) or 0)
+                       rewrite_neighbours=args.rewrite_neighbours or 0)
 
 
 def result_row(result: Any) -> dict[str, Any]:
@@ -277,7 +326,7 @@ def check_out(out: str) -> None:
         raise InvalidInputError(f"--out {out}: the folder {Path(out).parent} does not exist; create it first")
 
 
-def dry_run_estimate(args: argparse.Namespace, items: list[tuple[SourceDocument, list[Chunk]]]) -> int:
+def dry_run_estimate(args: Args, items: list[tuple[SourceDocument, list[Chunk]]]) -> int:
     """An estimate for the chosen contextualizer and cache, writing no file."""
     choice = resolved_choice(args)
     if choice not in (*LLM_CHOICES, "fake"):  # no LLM: the heuristic, recorded contexts, none
@@ -320,7 +369,7 @@ EMBEDDER_HELP = ("auto (the default): minilm (all-MiniLM-L6-v2, the faster) for 
                  "(multilingual-e5-small, [multilingual]) for prose in any language, English included; or name one")
 
 
-def resolve_embedder(args: argparse.Namespace, texts: Sequence[str] | None = None) -> str:
+def resolve_embedder(args: Args, texts: Sequence[str] | None = None) -> str:
     """``--embedder`` as named, or for ``auto`` the one the documents need (``ctx_retrieval.retrieval.choosing``):
     read from ``texts`` or from the command's inputs (whole files), said on stderr with why, and kept in ``args``."""
     if args.embedder != "auto":
@@ -348,7 +397,7 @@ def offline_embedder(progress: bool = True, name: str = "minilm", *, cache: bool
     return MiniLMEmbedder(cache=cache, progress=progress)
 
 
-def splitter_for(args: argparse.Namespace, embedder: Any = None) -> int | Callable[[str], list[str]]:
+def splitter_for(args: Args, embedder: Any = None) -> int | Callable[[str], list[str]]:
     """``--chunk-chars`` as it is, else a splitter in the tokens of ``embedder`` (the one the command embeds
     with; by default ``--embedder``'s, for counting only: its tokenizer is loaded, not its model)."""
     if args.chunk_chars is not None:

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import argparse
 import os
 from pathlib import Path
 from typing import Any
 
 from ctx_retrieval.cli._common import (
+    Args,
     add_input_limit,
 )
 from ctx_retrieval.contextualize.cache import default_cache_path
@@ -15,7 +15,7 @@ from ctx_retrieval.errors import InvalidInputError
 from ctx_retrieval.loaders import load_documents
 
 
-def _cmd_cache(args: argparse.Namespace) -> int:
+def _cmd_cache(args: Args) -> int:
     """``cache stats`` / ``cache prune``: what the context cache holds, and dropping what is no longer needed."""
     from ctx_retrieval.contextualize.cache_postgres import CACHE_URL_ENV, is_postgres_url
     from ctx_retrieval.contextualize.stores import open_context_cache

@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import argparse
 from typing import Any
 
 from ctx_retrieval.cli._common import (
+    Args,
     add_chunking_args,
     add_contextualizer_args,
     add_input_limit,
@@ -20,7 +20,7 @@ from ctx_retrieval.cli._common import (
 from ctx_retrieval.loaders import load_documents
 
 
-def _cmd_contextualize(args: argparse.Namespace) -> int:
+def _cmd_contextualize(args: Args) -> int:
     items = load_documents(args.inputs, splitter_for(args), max_bytes=int(args.max_input_mb * 2**20))
     if args.dry_run:
         return dry_run_estimate(args, items)

@@ -3,7 +3,6 @@ demo around it, and evaluation queries written by the LLM."""
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import json
 import textwrap
@@ -18,6 +17,7 @@ from ctx_retrieval.cli._common import (
     DEFAULT_MODEL,
     DEMO_QUERIES,
     FAKE_KEY,
+    Args,
     ContextWriter,
     add_chunking_args,
     add_contextualizer_args,
@@ -39,25 +39,25 @@ from ctx_retrieval.loaders import SAMPLE_DOCUMENT, load_documents, load_sample
 from ctx_retrieval.types import Chunk, SourceDocument
 
 
-def _load_eval_corpus(args: argparse.Namespace) -> Any:
+def _load_eval_corpus(args: Args) -> Any:
     from ctx_retrieval.evaluation import load_cookbook, load_corpus
 
-    if getattr(args, "inputs", None):
+    if args.inputs:
         return _corpus_from_inputs(args)
-    if getattr(args, "generate_queries", None):
+    if args.generate_queries:
         raise InvalidInputError("--generate-queries writes questions for your documents: name them (ctx-retrieval "
                                 "eval docs/ --generate-queries 100)")
-    if getattr(args, "documents", None):
+    if args.documents:
         if not args.queries:
             raise InvalidInputError("--documents needs --queries (JSONL: query, gold_chunk_ids)")
         return load_corpus(args.documents, args.queries)
-    corpus = load_cookbook(getattr(args, "chunks", None), getattr(args, "queries", None))
+    corpus = load_cookbook(args.chunks, args.queries)
     if not corpus.queries:
         raise InvalidInputError(f"{args.queries} holds no queries: an evaluation over 0 queries measures nothing")
     return corpus
 
 
-def _corpus_from_inputs(args: argparse.Namespace) -> Any:
+def _corpus_from_inputs(args: Args) -> Any:
     """``eval INPUTS``: the documents chunked as ``contextualize`` and ``index`` chunk them, with queries from
     ``--queries`` or written now by the LLM (``--generate-queries N``, kept in WORK_DIR/eval/queries.jsonl)."""
     from ctx_retrieval.evaluation import EvalCorpus
@@ -80,7 +80,7 @@ def _corpus_from_inputs(args: argparse.Namespace) -> Any:
 
 
 @contextlib.contextmanager
-def _question_writer(args: argparse.Namespace) -> Iterator[tuple[Any, Any, str]]:
+def _question_writer(args: Args) -> Iterator[tuple[Any, Any, str]]:
     """The provider that writes questions (``llm_for``), its twin stopped after, whatever happens meanwhile."""
     provider, server, label = llm_for(args, resolved_choice(args))
     try:
@@ -90,26 +90,26 @@ def _question_writer(args: argparse.Namespace) -> Iterator[tuple[Any, Any, str]]
             server.stop()
 
 
-def _write_questions(args: argparse.Namespace, items: list[tuple[SourceDocument, list[Chunk]]], count: int,
+def _write_questions(args: Args, items: list[tuple[SourceDocument, list[Chunk]]], count: int,
                      out: Path) -> Any:
     """Questions for ``count`` sampled chunks by the chosen LLM, written to ``out`` (the same engine, cache and
     budget as contexts); the query set."""
     from ctx_retrieval.evaluation.queries import generate_queries
 
-    cache = getattr(args, "cache", None)
+    cache = args.cache
     with _question_writer(args) as (provider, server, label):
         say(f"question writer: {label}")
-        query_set = generate_queries(items, count, provider=provider, seed=getattr(args, "seed", 0),
+        query_set = generate_queries(items, count, provider=provider, seed=args.seed,
                                      cache=Path(cache) if cache else server is None,
-                                     budget_usd=getattr(args, "budget", None),
-                                     progress=not getattr(args, "quiet", False))
+                                     budget_usd=args.budget,
+                                     progress=not args.quiet)
     query_set.write(out)
     say(f"{query_set.format()}; wrote {out}")
     say(query_set.note)
     return query_set
 
 
-def _cmd_queries(args: argparse.Namespace) -> int:
+def _cmd_queries(args: Args) -> int:
     items = load_documents(args.inputs, splitter_for(args), max_bytes=int(args.max_input_mb * 2**20))
     if args.dry_run:
         from ctx_retrieval.evaluation.queries import estimate_queries
@@ -122,7 +122,7 @@ def _cmd_queries(args: argparse.Namespace) -> int:
     return 0
 
 
-def _run_eval(args: argparse.Namespace, corpus: Any, contextualizer: ContextWriter) -> Any:
+def _run_eval(args: Args, corpus: Any, contextualizer: ContextWriter) -> Any:
     from ctx_retrieval.evaluation.ablation import run_ablation
 
     print(f"contextualizer: {contextualizer.label}", flush=True)
@@ -141,7 +141,7 @@ def _run_eval(args: argparse.Namespace, corpus: Any, contextualizer: ContextWrit
         if "://" not in milvus:
             Path(milvus).parent.mkdir(parents=True, exist_ok=True)
     reranker = None
-    if getattr(args, "rerank", "none") == "claude":
+    if args.rerank == "claude":
         from ctx_retrieval.providers.anthropic import AnthropicProvider
         from ctx_retrieval.retrieval.rerank import ClaudeReranker
 
@@ -173,7 +173,7 @@ def _run_eval(args: argparse.Namespace, corpus: Any, contextualizer: ContextWrit
             "model": contextualizer.label, "cost_usd": 0.0, "estimated_model": DEFAULT_MODEL,
             "estimated_cost_per_million_document_tokens": (estimate.cost_usd or 0.0) / max(1, estimate.document_tokens)
             * 1_000_000}
-    query_set = getattr(args, "query_set", None)
+    query_set = args.query_set
     from ctx_retrieval.evaluation.metrics import copied_share
 
     text_of = {c.id: c.text for c in corpus.chunks}  # how much the questions quote their gold chunks
@@ -189,22 +189,22 @@ def _run_eval(args: argparse.Namespace, corpus: Any, contextualizer: ContextWrit
     return result
 
 
-def _generated_queries_file(args: argparse.Namespace) -> bool:
+def _generated_queries_file(args: Args) -> bool:
     """Whether ``--queries`` names a file the ``queries`` command wrote (its rows say ``generated_by``)."""
-    path = getattr(args, "queries", None)
-    if not path or not getattr(args, "inputs", None):
+    path = args.queries
+    if not path or not args.inputs:
         return False
     from ctx_retrieval.loaders import read_jsonl
 
     return any(isinstance(row, dict) and "generated_by" in row for row in read_jsonl(path))
 
 
-def _write_outputs(result: Any, args: argparse.Namespace, stem: str) -> None:
+def _write_outputs(result: Any, args: Args, stem: str) -> None:
     work = Path(args.work_dir)
-    json_path = Path(args.json) if getattr(args, "json", None) else work / "eval" / f"{stem}.json"
+    json_path = Path(args.json) if args.json else work / "eval" / f"{stem}.json"
     json_path.parent.mkdir(parents=True, exist_ok=True)
     json_path.write_text(json.dumps(result.to_dict(), indent=2), encoding="utf-8")
-    chart_path = Path(args.chart) if getattr(args, "chart", None) else work / "eval" / f"{stem}.png"
+    chart_path = Path(args.chart) if args.chart else work / "eval" / f"{stem}.png"
     try:
         result.chart(chart_path)
     except ImportError as exc:
@@ -220,7 +220,7 @@ VECTOR_STORES = {"numpy": "exact in-memory vectors + BM25", "chroma": "embedded 
                  "milvus": "Milvus (vectors and its BM25 in one collection)"}
 
 
-def _cmd_eval(args: argparse.Namespace) -> int:
+def _cmd_eval(args: Args) -> int:
     corpus = _load_eval_corpus(args)
     result = _run_eval(args, corpus, make_contextualizer(args))
     print(result.to_markdown())
@@ -228,7 +228,7 @@ def _cmd_eval(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_demo(args: argparse.Namespace) -> int:
+def _cmd_demo(args: Args) -> int:
     if args.sample_document:
         return _demo_sample(args)
     from ctx_retrieval.evaluation import load_cookbook
@@ -272,7 +272,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
-def _demo_sample(args: argparse.Namespace) -> int:
+def _demo_sample(args: Args) -> int:
     document, chunks = load_sample()
     print(f"ctx-retrieval demo: {len(chunks)} chunks of the bundled sample document '{SAMPLE_DOCUMENT}'")
     contextualizer = make_contextualizer(args)

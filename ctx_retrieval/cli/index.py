@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import argparse
 from typing import Any
 
 from ctx_retrieval.cli._common import (
+    Args,
     add_analysis_args,
     add_chunking_args,
     add_contextualizer_args,
@@ -22,7 +22,7 @@ from ctx_retrieval.loaders import load_documents
 from ctx_retrieval.naming import printable
 
 
-def _cmd_index(args: argparse.Namespace) -> int:
+def _cmd_index(args: Args) -> int:
     from ctx_retrieval.retrieval.store import IndexedChunk, build_store
 
     embedder = offline_embedder(progress=not args.quiet, name=resolve_embedder(args))  # sizes the chunks, embeds them

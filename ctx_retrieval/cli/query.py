@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import argparse
 import textwrap
 from typing import Any
 
 from ctx_retrieval.cli._common import (
+    Args,
     add_analysis_args,
     milvus_uri,
     offline_embedder,
@@ -14,7 +14,7 @@ from ctx_retrieval.cli._common import (
 )
 
 
-def _cmd_query(args: argparse.Namespace) -> int:
+def _cmd_query(args: Args) -> int:
     from ctx_retrieval.retrieval.store import open_store, store_embedder
 
     uri = milvus_uri(args.store)

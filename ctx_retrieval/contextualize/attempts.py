@@ -1,8 +1,8 @@
 """One context request's life: the budget check, the rate limit, a slot (grown when latency holds the run back), the
 lease's freshness, the call and its classification; and what a failed attempt leads to. The engine decides which
 chunks and documents go when; this module decides when a context request is tried again, on the pacing every
-caller of a provider shares (``ctx_retrieval.pacing``: the limiter, run-wide pauses after 429s and 529s, backoff),
-which the reranker's requests go through too (``pacing.paced_call``).
+caller of a provider shares (``ctx_retrieval.pacing``: the limiter, run-wide pauses after 429s and 529s, backoff;
+the reranker's requests go through its ``paced_call``).
 
 Retries: 429s and outages pause the whole run through the limiter (waiting uses no attempt); other retryable
 errors back off per chunk, holding no slot; ``fail_run`` decisions stop the run with the provider's typed error.
@@ -14,7 +14,8 @@ import dataclasses
 import logging
 from dataclasses import dataclass
 
-from ctx_retrieval.contextualize.planning import Plan, RunSettings
+from ctx_retrieval.contextualize.planning import Plan
+from ctx_retrieval.contextualize.settings import RunSettings
 from ctx_retrieval.contextualize.state import RunState, grow_if_bound
 from ctx_retrieval.contextualize.tracing import TracedAnswer, TracedRequest
 from ctx_retrieval.errors import ProviderUnavailableError
@@ -69,16 +70,16 @@ class Tries:
 
 
 def traced_request(s: RunSettings, plan: Plan, request: ContextRequest, *, batch: bool = False) -> TracedRequest:
-    return TracedRequest(document_id=plan.document.id, chunk_id=request.chunk_id, provider=s.provider.name,
-                         model=s.provider.model, prompt_version=plan.prompt.version, chunk_block=request.chunk_block,
+    return TracedRequest(document_id=plan.document.id, chunk_id=request.chunk_id, provider=s.traits.name,
+                         model=s.traits.model, prompt_version=plan.prompt.version, chunk_block=request.chunk_block,
                          document_chars=len(request.document_prefix) + len(request.document_rest),
                          max_tokens=request.max_tokens, batch=batch)
 
 
 def traced_answer(s: RunSettings, response: ProviderResponse, *, batch: bool = False) -> TracedAnswer:
-    info = s.provider.model_info
-    cost = request_cost_usd(response.usage, info, cache_ttl=s.provider.cache_ttl, batch=batch) if info else None
-    return TracedAnswer(response.text, response.usage, response.stop_reason, s.provider.model, cost)
+    info = s.traits.info
+    cost = request_cost_usd(response.usage, info, cache_ttl=s.traits.cache_ttl, batch=batch) if info else None
+    return TracedAnswer(response.text, response.usage, response.stop_reason, s.traits.model, cost)
 
 
 class Attempts:
@@ -167,11 +168,10 @@ class Attempts:
                 report.retries += 1
                 return None  # the run is paused, one probe at a time: waiting uses no attempt
             if state.fatal is None:
-                where = getattr(s.provider, "base_url", None) or s.provider.name
                 unavailable = ProviderUnavailableError(
-                    f"the server at {where} has refused connections for {down:.0f} s (RetryPolicy.max_outage_s="
-                    f"{s.retry.max_outage_s:.0f}): start it and run again (the same command, or "
-                    "retry_failed(error.report)); finished contexts are cached", provider=s.provider.name)
+                    f"the server at {s.traits.where} has refused connections for {down:.0f} s "
+                    f"(RetryPolicy.max_outage_s={s.retry.max_outage_s:.0f}): start it and run again (the same "
+                    "command, or retry_failed(error.report)); finished contexts are cached", provider=s.traits.name)
                 logger.warning("%s", unavailable)
                 state.stop_with(unavailable, error)
             state.stop = True
@@ -213,11 +213,10 @@ def pause_for(settings: RunSettings, state: RunState, decision: ErrorDecision) -
         if state.outage_since is None:
             state.outage_since = now
         delay = settings.retry.backoff(state.outage_streak, state.rng)
-        where = getattr(settings.provider, "base_url", None) or settings.provider.name
         logger.log(logging.WARNING if state.outage_streak == 1 else logging.INFO,
                    "the server at %s refuses connections (down %.0f s): the run waits %.1f s and tries one request; "
-                   "it gives up after %.0f s (RetryPolicy.max_outage_s)", where, now - state.outage_since, delay,
-                   settings.retry.max_outage_s)
+                   "it gives up after %.0f s (RetryPolicy.max_outage_s)", settings.traits.where,
+                   now - state.outage_since, delay, settings.retry.max_outage_s)
         state.limiter.pause(delay)
         return True, dataclasses.replace(decision, retry_after_s=delay)
     if decision.kind == "overloaded":
@@ -228,18 +227,18 @@ def pause_for(settings: RunSettings, state: RunState, decision: ErrorDecision) -
 
 
 def estimated_cost(settings: RunSettings, plan: Plan, variable_tokens: int) -> float:
-    info = settings.provider.model_info
+    info = settings.traits.info
     if info is None:
         return 0.0
     prefix = TokenUsage(cache_read_input_tokens=plan.prefix_tokens) if plan.cache_warm else TokenUsage(
         cache_creation_input_tokens=plan.prefix_tokens)
     usage = prefix + TokenUsage(input_tokens=variable_tokens, output_tokens=settings.request_max_tokens)
-    return request_cost_usd(usage, info, cache_ttl=settings.provider.cache_ttl)
+    return request_cost_usd(usage, info, cache_ttl=settings.traits.cache_ttl)
 
 
 def spent(settings: RunSettings, report: RunReport) -> float:
-    info = settings.provider.model_info
-    return cost_usd(report.usage, info, cache_ttl=settings.provider.cache_ttl,
+    info = settings.traits.info
+    return cost_usd(report.usage, info, cache_ttl=settings.traits.cache_ttl,
                     long_prompt_usage=report.long_prompt_usage) if info else 0.0
 
 

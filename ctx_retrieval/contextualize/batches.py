@@ -14,8 +14,9 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ctx_retrieval.contextualize.attempts import traced_answer, traced_request
-from ctx_retrieval.contextualize.engine import Engine, count_usage, note_cache_use, read_answer
-from ctx_retrieval.contextualize.planning import Plan, RunSettings
+from ctx_retrieval.contextualize.engine import Engine, read_answer
+from ctx_retrieval.contextualize.planning import Plan
+from ctx_retrieval.contextualize.settings import RunSettings
 from ctx_retrieval.errors import ConfigurationError
 from ctx_retrieval.naming import printable
 from ctx_retrieval.protocols import BatchProvider
@@ -52,12 +53,10 @@ class BatchOptions:
         if not 1 <= self.max_batch_bytes <= 256_000_000:
             raise ConfigurationError("max_batch_bytes must be 1..256,000,000 (the API's limit is 256 MB)",
                                      setting="max_batch_bytes")
-        provider = settings.provider
-        if not isinstance(provider, BatchProvider) or not getattr(provider, "supports_batches", True):
-            where = getattr(provider, "platform", "")
-            raise ConfigurationError(f"{type(provider).__name__} has no batch API"
-                                     + (f" ({where} offers no Message Batches through the SDK)" if where else "")
-                                     + "; use contextualize_many", setting="provider")
+        provider = settings.traits.batches
+        if provider is None:
+            raise ConfigurationError(f"{type(settings.provider).__name__} has no batch API (no Message Batches: it is "
+                                     "not a BatchProvider); use contextualize_many", setting="provider")
         if settings.cache is None:
             raise ConfigurationError("batch mode needs the context cache (cache=True or a path): it records the "
                                      "submitted batches so a restart collects them instead of paying again",
@@ -71,8 +70,8 @@ class BatchOptions:
 async def run_batched(engine: Engine, work: list[tuple[Plan, list[int]]], options: BatchOptions) -> None:
     """Each cacheable document's first chunk writes its cache (a warm-up batch by default, else ordinary
     requests); once those are answered the rest go as Message Batches and read it."""
-    cache, provider = engine.settings.cache, engine.settings.provider
-    assert cache is not None and isinstance(provider, BatchProvider)  # BatchOptions.check said so before planning
+    cache, provider = engine.settings.cache, engine.settings.traits.batches
+    assert cache is not None and provider is not None  # BatchOptions.check said so before planning
     wanted = {str(plan.keys[i]): (plan, i) for plan, pending in work for i in pending}
     in_flight = cache.batches_in_flight()  # earlier runs' batches: paid for, collected, never resubmitted
     waiting = {key for keys in in_flight.values() for key in keys}
@@ -124,7 +123,7 @@ async def _batch_phase(engine: Engine, provider: BatchProvider, items: list[tupl
             for key, response, why in await provider.abatch_results(batch_id):
                 item = wanted.get(key)
                 if response is not None:
-                    count_usage(report, response.usage, s, batch=True)
+                    engine.count_usage(response.usage, batch=True)
                     answer = read_answer(response, s.max_context_tokens, s.count_tokens)
                     if answer.problem is None:  # a refused, cut-off or empty answer is never cached
                         await engine.cache.store(key, response, *(item or (None, 0)))
@@ -135,7 +134,7 @@ async def _batch_phase(engine: Engine, provider: BatchProvider, items: list[tupl
                         traced = engine.state.tracers.start(traced_request(s, plan, engine.planner.request(plan, i),
                                                                            batch=True))
                         engine.state.tracers.end(traced, traced_answer(s, response, batch=True))
-                    note_cache_use(engine, plan, response.usage)
+                    engine.note_cache_use(plan, response.usage)
                     if answer.problem is None:
                         report.generated += 1
                         engine.set(plan, i, answer.context, "generated", response.usage)

@@ -17,11 +17,12 @@ import time
 from dataclasses import dataclass
 
 from ctx_retrieval.contextualize.attempts import Answered, Attempts, Lost, Tries
-from ctx_retrieval.contextualize.planning import Partition, Plan, Planner, RunSettings, partition
+from ctx_retrieval.contextualize.planning import Partition, Plan, Planner, partition
 from ctx_retrieval.contextualize.prompts import clean_context
 from ctx_retrieval.contextualize.results import ContextRun
 from ctx_retrieval.contextualize.reuse import find_previous, refresh_order, reuse_savings, versioned_store
 from ctx_retrieval.contextualize.runcache import RunCache
+from ctx_retrieval.contextualize.settings import RunSettings
 from ctx_retrieval.contextualize.state import RunState
 from ctx_retrieval.contextualize.versions import Previous
 from ctx_retrieval.errors import (
@@ -32,11 +33,10 @@ from ctx_retrieval.errors import (
 )
 from ctx_retrieval.models import cost_usd
 from ctx_retrieval.naming import document_name, printable
-from ctx_retrieval.protocols import ServerDescribingProvider
-from ctx_retrieval.providers.base import Provider, ProviderResponse
+from ctx_retrieval.providers.base import ProviderResponse
 from ctx_retrieval.tokens import TokenCounter
 from ctx_retrieval.types import ContextResult, ResultStatus, TokenUsage
-from ctx_retrieval.usage import FailedChunk, RunReport, StaleChunk
+from ctx_retrieval.usage import FailedChunk, StaleChunk
 
 logger = logging.getLogger(__name__)
 
@@ -79,15 +79,16 @@ def read_answer(response: ProviderResponse, max_context_tokens: int, count_token
     return Answer(context)
 
 
-async def prepare_provider(provider: Provider) -> list[str]:
+async def prepare_provider(settings: RunSettings) -> list[str]:
     """Let the provider ask its server about itself (slots, context size, the model name) before planning; the
     notes it returns go into the report."""
-    if not isinstance(provider, ServerDescribingProvider):
+    described = settings.traits.described
+    if described is None:
         return []
     try:
-        notes: list[str] = await provider.aprepare()
+        notes: list[str] = await described.aprepare()
     except BaseException:
-        await provider.aclose()
+        await settings.provider.aclose()
         raise
     return notes
 
@@ -117,7 +118,7 @@ class Engine:
             self.state.report.refreshed += 1  # a refresh wrote the context a stale one stood in for
         self.state.results[plan.offset + i] = ContextResult(
             document_id=plan.document.id, chunk_id=plan.chunks[i].id, position=plan.chunks[i].position,
-            context=context, status=status, provider=s.provider.name, model=s.provider.model,
+            context=context, status=status, provider=s.traits.name, model=s.traits.model,
             prompt_version=plan.prompt.version, usage=usage, windowed=plan.windowed, error=error, error_kind=error_kind)
         if status != "not_attempted":  # the bar counts chunks done: a stopped run's bar ends where it stopped
             self.state.progress.update(1)
@@ -314,9 +315,9 @@ class Engine:
                 return result is not None and result.context is not None
             if isinstance(outcome, Answered):
                 response = outcome.response
-                count_usage(state.report, response.usage, s)
+                self.count_usage(response.usage)
                 if response.cache_reported:
-                    note_cache_use(self, plan, response.usage)
+                    self.note_cache_use(plan, response.usage)
                 else:
                     state.report.cache_reads_reported = False
                 if response.stop_reason == "max_tokens" and request.max_tokens == s.request_max_tokens:
@@ -338,164 +339,161 @@ class Engine:
             self.fail(plan, i, *failed, TokenUsage())
             return False
 
+    # -- before and after the requests -----------------------------------------------------------------
 
-async def sort_chunks(engine: Engine, plans: list[Plan], *, refresh: bool) -> Partition:
-    """The run's chunks sorted before any request: cached, reused (``versions``), empty, or to request (a refresh:
-    most urgent first); the ones needing no request get their results, and the document versions are recorded."""
-    planner, state = engine.planner, engine.state
-    hits = await engine.cache.call("the run", lambda: planner.lookup(plans))
-    state.previous = await engine.cache.call("the run", lambda: find_previous(engine.settings, plans, hits,
-                                                                              refreshing=refresh))
-    parts = partition(plans, hits, None if refresh else state.previous)
-    if refresh:
-        parts.work = refresh_order(parts.work, state.previous)
-    state.report.reuse_saved_usd = reuse_savings(planner, parts)
-    engine.settle(parts)
-    await record_versions(engine, plans)
-    return parts
+    async def sort(self, plans: list[Plan], *, refresh: bool) -> Partition:
+        """The run's chunks sorted before any request: cached, reused (``versions``), empty, or to request (a
+        refresh: most urgent first); the ones needing no request get their results, and the document versions are
+        recorded."""
+        planner, state = self.planner, self.state
+        hits = await self.cache.call("the run", lambda: planner.lookup(plans))
+        state.previous = await self.cache.call("the run", lambda: find_previous(self.settings, plans, hits,
+                                                                                refreshing=refresh))
+        parts = partition(plans, hits, None if refresh else state.previous)
+        if refresh:
+            parts.work = refresh_order(parts.work, state.previous)
+        state.report.reuse_saved_usd = reuse_savings(planner, parts)
+        self.settle(parts)
+        await self.record_versions(plans)
+        return parts
 
+    async def wrap_up(self, parts: Partition, *, refresh: bool) -> None:
+        """After the requests: repeats take their first copy's answer, a refresh's unwritten chunks keep their stale
+        contexts, the versions' stale counts are brought up to date, what the cache did not take is stored."""
+        state = self.state
+        self.answer_followers(parts)
+        if refresh and state.previous:
+            kept = self.keep_previous()
+            if kept:
+                message = (f"{kept} stale contexts were not rewritten (failed, or the run stopped first): they keep "
+                           "their earlier contexts; refresh again to finish")
+                logger.warning("%s", message)
+                state.report.warnings.append(message)
+            await self.record_versions(state.plans)
+        await self.cache.finish()
 
-async def wrap_up(engine: Engine, parts: Partition, *, refresh: bool) -> None:
-    """After the requests: repeats take their first copy's answer, a refresh's unwritten chunks keep their stale
-    contexts, the versions' stale counts are brought up to date, what the cache did not take is stored."""
-    state = engine.state
-    engine.answer_followers(parts)
-    if refresh and state.previous:
-        kept = engine.keep_previous()
-        if kept:
-            message = (f"{kept} stale contexts were not rewritten (failed, or the run stopped first): they keep "
-                       "their earlier contexts; refresh again to finish")
+    async def record_versions(self, plans: list[Plan]) -> None:
+        """Record each document version the run saw, with how many of its chunks serve a stale context now, in the
+        context cache (a cache without versions, or a read-only one, records nothing)."""
+        store = versioned_store(self.settings)
+        if store is None or store.read_only:
+            return
+        results = self.state.results
+        previous = self.state.previous
+
+        def stale(plan: Plan) -> int:  # served a reused context, or (a refresh under way) still to be rewritten
+            return sum(1 for n in range(plan.offset, plan.offset + len(plan.chunks))
+                       if ((r := results[n]) is not None and r.status == "reused") or (r is None and n in previous))
+
+        versions = [plan.version(stale(plan)) for plan in plans if plan.chunks]
+        await self.cache.call("the run", lambda: store.put_versions(versions))
+
+    def note_cache_use(self, plan: Plan, usage: TokenUsage) -> None:
+        """Mark the document's cache warm once a request wrote or read it; warn (once per model) when caching did
+        nothing for a document whose provider caches explicitly (below the model's minimum cacheable length)."""
+        traits = self.settings.traits
+        if usage.cache_creation_input_tokens or usage.cache_read_input_tokens:
+            plan.cache_warm = True
+        if plan.cache_checked or not traits.caches_prompts or not traits.reports_cache_usage:
+            return
+        if traits.prefix_cache != "explicit":
+            return  # automatic prefix caching (local servers, OpenAI): there is no minimum length to warn about
+        plan.cache_checked = True
+        if plan.cache_warm:
+            return
+        report = self.state.report
+        report.uncacheable_documents.append(plan.document.id)
+        if traits.model not in self.warned:
+            self.warned.add(traits.model)
+            minimum = self.planner.min_cacheable()
+            stated = f"{minimum:,} tokens" if minimum is not None else "not documented"
+            part = (f"its window's fixed part (the first {self.settings.window.num_start_chunks} chunks, "
+                    f"~{plan.prefix_tokens:,} tokens) is" if plan.windowed else "it is")
+            message = (
+                f"prompt caching did nothing for document {document_name(plan.document)}: {part} below "
+                f"{traits.model}'s minimum cacheable length ({stated}), so each of its chunks pays "
+                f"{'its whole window' if plan.windowed else 'the whole document'} (report.uncacheable_documents "
+                "lists all such documents)")
             logger.warning("%s", message)
-            state.report.warnings.append(message)
-        await record_versions(engine, state.plans)
-    await engine.cache.finish()
+            report.warnings.append(message)
 
+    def count_usage(self, usage: TokenUsage, *, batch: bool = False) -> None:
+        """Add one answer's usage to the report, noting whether its prompt fell into the dearer price tier."""
+        report, info = self.state.report, self.settings.traits.info
+        long_prompt = info is not None and info.in_long_prompt_tier(usage.prompt_tokens)
+        if batch:
+            report.batch_usage += usage
+            if long_prompt:
+                report.long_prompt_batch_usage += usage
+        else:
+            report.usage += usage
+            if long_prompt:
+                report.long_prompt_usage += usage
+        report.long_prompt_requests += long_prompt
 
-async def record_versions(engine: Engine, plans: list[Plan]) -> None:
-    """Record each document version the run saw, with how many of its chunks serve a stale context now, in the
-    context cache (a cache without versions, or a read-only one, records nothing)."""
-    store = versioned_store(engine.settings)
-    if store is None or getattr(store, "read_only", False):
-        return
-    results = engine.state.results
-    previous = engine.state.previous
-
-    def stale(plan: Plan) -> int:  # served a reused context, or (a refresh under way) still to be rewritten
-        return sum(1 for n in range(plan.offset, plan.offset + len(plan.chunks))
-                   if ((r := results[n]) is not None and r.status == "reused") or (r is None and n in previous))
-
-    versions = [plan.version(stale(plan)) for plan in plans if plan.chunks]
-    await engine.cache.call("the run", lambda: store.put_versions(versions))
-
-
-def note_cache_use(engine: Engine, plan: Plan, usage: TokenUsage) -> None:
-    """Mark the document's cache warm once a request wrote or read it; warn (once per model) when caching did
-    nothing for a document whose provider caches explicitly (below the model's minimum cacheable length)."""
-    provider = engine.settings.provider
-    if usage.cache_creation_input_tokens or usage.cache_read_input_tokens:
-        plan.cache_warm = True
-    if plan.cache_checked or not provider.supports_prompt_caching or not getattr(
-            provider, "reports_cache_usage", True):
-        return
-    if getattr(provider, "prefix_cache", "explicit") != "explicit":
-        return  # automatic prefix caching (local servers, OpenAI): there is no minimum length to warn about
-    plan.cache_checked = True
-    if plan.cache_warm:
-        return
-    report = engine.state.report
-    report.uncacheable_documents.append(plan.document.id)
-    if provider.model not in engine.warned:
-        engine.warned.add(provider.model)
-        minimum = engine.planner.min_cacheable()
-        stated = f"{minimum:,} tokens" if minimum is not None else "not documented"
-        part = (f"its window's fixed part (the first {engine.settings.window.num_start_chunks} chunks, "
-                f"~{plan.prefix_tokens:,} tokens) is" if plan.windowed else "it is")
-        message = (
-            f"prompt caching did nothing for document {document_name(plan.document)}: {part} below "
-            f"{provider.model}'s minimum cacheable length ({stated}), so each of its chunks pays "
-            f"{'its whole window' if plan.windowed else 'the whole document'} (report.uncacheable_documents lists "
-            "all such documents)")
-        logger.warning("%s", message)
-        report.warnings.append(message)
-
-
-def count_usage(report: RunReport, usage: TokenUsage, settings: RunSettings, *, batch: bool = False) -> None:
-    """Add one answer's usage to the report, noting whether its prompt fell into the dearer price tier."""
-    info = settings.provider.model_info
-    long_prompt = info is not None and info.in_long_prompt_tier(usage.prompt_tokens)
-    if batch:
-        report.batch_usage += usage
-        if long_prompt:
-            report.long_prompt_batch_usage += usage
-    else:
-        report.usage += usage
-        if long_prompt:
-            report.long_prompt_usage += usage
-    report.long_prompt_requests += long_prompt
-
-
-def finish_run(settings: RunSettings, state: RunState, started: float) -> ContextRun:
-    """The run's results in input order and its report; raises the run's error (with the report) if it had one."""
-    report = state.report
-    results: list[ContextResult] = []
-    for plan in state.plans:
-        nonempty = sum(key is not None for key in plan.keys)
-        for i, chunk in enumerate(plan.chunks):
-            result = state.results[plan.offset + i]
-            assert result is not None, "every chunk gets a result"
-            results.append(result)
-            if nonempty and (result.usage.prompt_tokens or result.usage.output_tokens):
-                report.paid_document_tokens += plan.tokens / nonempty
-            if result.status == "cached":
-                report.cached += 1
-            elif result.status == "reused":
-                previous = state.previous[plan.offset + i]
-                report.stale.append(StaleChunk(plan.document, chunk, plan.chunks, result.written_from or "",
-                                               result.model, result.prompt_version, previous.distance,
-                                               not previous.same_settings))
-            elif result.status == "empty":
-                report.empty += 1
-            elif result.status == "failed":
-                report.failures.append(FailedChunk(plan.document, chunk, plan.chunks, result.error_kind or "error",
-                                                   result.error or ""))
-            elif result.status == "not_attempted":
-                report.skipped.append(FailedChunk(plan.document, chunk, plan.chunks, "not_attempted",
-                                                  "the run stopped before this chunk"))
-    info = settings.provider.model_info
-    ttl = settings.provider.cache_ttl
-    report.cost_usd = (cost_usd(report.usage, info, cache_ttl=ttl, long_prompt_usage=report.long_prompt_usage)
-                       + cost_usd(report.batch_usage, info, cache_ttl=ttl, batch=True,
-                                  long_prompt_usage=report.long_prompt_batch_usage)
-                       if info else None)
-    report.wall_time_s = time.perf_counter() - started
-    report.shared_documents = state.leases.waited if state.leases is not None else 0
-    report.lease_rechecks = state.leases.rechecked if state.leases is not None else 0
-    run = ContextRun(results, report)
-    if state.fatal is not None:
-        state.fatal.report, state.fatal.run = report, run
-        raise state.fatal from state.fatal_cause
-    error: ContextGenerationError | None = None
-    if state.budget_hit:
-        budget = settings.budget_usd or 0.0
-        error = BudgetExceededError(
-            f"stopped before exceeding budget_usd=${budget:.4f} (spent ${report.cost_usd or 0:.4f}); "
-            f"{len(report.to_retry)} chunks have no context: raise the budget and run again (the same command, or "
-            "retry_failed(error.report)); finished contexts are cached", report=report, budget_usd=budget,
-            spent_usd=report.cost_usd or 0.0)
-    elif state.interrupted and report.to_retry:
-        error = ContextGenerationError(
-            f"the run was stopped (ContextGenerator.stop(), Ctrl-C) with {report.not_attempted} chunks not attempted "
-            f"and {report.failed} failed; what it finished is cached: run it again, or call "
-            "retry_failed(error.report), to do the rest", report=report)
-    elif report.to_retry and settings.on_error == "raise":
-        first = report.failures[0] if report.failures else report.to_retry[0]
-        error = ContextGenerationError(
-            f"{report.failed} chunks failed and {report.not_attempted} were not attempted (first: chunk "
-            f"{first.chunk.id!r} of document {first.document.id!r}: {first.message}); finished contexts are "
-            "cached: run again (the same command, or retry_failed(error.report)), or finish runs past failures "
-            "(on_error='skip', --on-error skip)",
-            report=report)
-    if error is not None:
-        error.run = run
-        raise error
-    return run
+    def finish(self, started: float) -> ContextRun:
+        """The run's results in input order and its report; raises the run's error (with the report) if it had one."""
+        settings, state = self.settings, self.state
+        report = state.report
+        results: list[ContextResult] = []
+        for plan in state.plans:
+            nonempty = sum(key is not None for key in plan.keys)
+            for i, chunk in enumerate(plan.chunks):
+                result = state.results[plan.offset + i]
+                assert result is not None, "every chunk gets a result"
+                results.append(result)
+                if nonempty and (result.usage.prompt_tokens or result.usage.output_tokens):
+                    report.paid_document_tokens += plan.tokens / nonempty
+                if result.status == "cached":
+                    report.cached += 1
+                elif result.status == "reused":
+                    previous = state.previous[plan.offset + i]
+                    report.stale.append(StaleChunk(plan.document, chunk, plan.chunks, result.written_from or "",
+                                                   result.model, result.prompt_version, previous.distance,
+                                                   not previous.same_settings))
+                elif result.status == "empty":
+                    report.empty += 1
+                elif result.status == "failed":
+                    report.failures.append(FailedChunk(plan.document, chunk, plan.chunks, result.error_kind or "error",
+                                                       result.error or ""))
+                elif result.status == "not_attempted":
+                    report.skipped.append(FailedChunk(plan.document, chunk, plan.chunks, "not_attempted",
+                                                      "the run stopped before this chunk"))
+        info = settings.traits.info
+        ttl = settings.traits.cache_ttl
+        report.cost_usd = (cost_usd(report.usage, info, cache_ttl=ttl, long_prompt_usage=report.long_prompt_usage)
+                           + cost_usd(report.batch_usage, info, cache_ttl=ttl, batch=True,
+                                      long_prompt_usage=report.long_prompt_batch_usage)
+                           if info else None)
+        report.wall_time_s = time.perf_counter() - started
+        report.shared_documents = state.leases.waited if state.leases is not None else 0
+        report.lease_rechecks = state.leases.rechecked if state.leases is not None else 0
+        run = ContextRun(results, report)
+        if state.fatal is not None:
+            state.fatal.report, state.fatal.run = report, run
+            raise state.fatal from state.fatal_cause
+        error: ContextGenerationError | None = None
+        if state.budget_hit:
+            budget = settings.budget_usd or 0.0
+            error = BudgetExceededError(
+                f"stopped before exceeding budget_usd=${budget:.4f} (spent ${report.cost_usd or 0:.4f}); "
+                f"{len(report.to_retry)} chunks have no context: raise the budget and run again (the same command, or "
+                "retry_failed(error.report)); finished contexts are cached", report=report, budget_usd=budget,
+                spent_usd=report.cost_usd or 0.0)
+        elif state.interrupted and report.to_retry:
+            error = ContextGenerationError(
+                f"the run was stopped (ContextGenerator.stop(), Ctrl-C) with {report.not_attempted} chunks not "
+                f"attempted and {report.failed} failed; what it finished is cached: run it again, or call "
+                "retry_failed(error.report), to do the rest", report=report)
+        elif report.to_retry and settings.on_error == "raise":
+            first = report.failures[0] if report.failures else report.to_retry[0]
+            error = ContextGenerationError(
+                f"{report.failed} chunks failed and {report.not_attempted} were not attempted (first: chunk "
+                f"{first.chunk.id!r} of document {first.document.id!r}: {first.message}); finished contexts are "
+                "cached: run again (the same command, or retry_failed(error.report)), or finish runs past failures "
+                "(on_error='skip', --on-error skip)",
+                report=report)
+        if error is not None:
+            error.run = run
+            raise error
+        return run

@@ -19,7 +19,7 @@ from typing import Literal
 from ctx_retrieval._aio import run_sync
 from ctx_retrieval.contextualize.batches import MAX_BATCH_BYTES, BatchOptions, run_batched
 from ctx_retrieval.contextualize.cache_postgres import CacheURL, is_postgres_url
-from ctx_retrieval.contextualize.engine import Engine, finish_run, prepare_provider, sort_chunks, wrap_up
+from ctx_retrieval.contextualize.engine import Engine, prepare_provider
 from ctx_retrieval.contextualize.leases import DEFAULT_LEASE_TTL_S, leases_for
 from ctx_retrieval.contextualize.planning import (
     DocumentItems,
@@ -33,10 +33,11 @@ from ctx_retrieval.contextualize.planning import (
 from ctx_retrieval.contextualize.prompts import DEFAULT_PROMPT, PromptTemplate
 from ctx_retrieval.contextualize.results import ContextRun, CostEstimate
 from ctx_retrieval.contextualize.reuse import estimate as estimate_run
+from ctx_retrieval.contextualize.settings import ProviderTraits, RunSettings
 from ctx_retrieval.contextualize.state import RunState, logs_above
 from ctx_retrieval.contextualize.stores import ContextStore, open_context_cache
 from ctx_retrieval.contextualize.tracing import RequestTracer
-from ctx_retrieval.contextualize.versions import ReusePolicy
+from ctx_retrieval.contextualize.versions import ReusePolicy, VersionedStore
 from ctx_retrieval.contextualize.windowing import WindowConfig
 from ctx_retrieval.errors import ConfigurationError
 from ctx_retrieval.pacing import SYSTEM_CLOCK, Clock, RateLimit, RetryPolicy, SharedBudget
@@ -118,6 +119,7 @@ class ContextGenerator:
             from ctx_retrieval.providers.anthropic import AnthropicProvider
 
             provider = AnthropicProvider()
+        ProviderTraits.of(provider)  # not a Provider: ConfigurationError now, naming what provider= takes
         check_settings(on_error=on_error, max_concurrency=max_concurrency, max_context_tokens=max_context_tokens,
                        max_documents_in_flight=max_documents_in_flight, budget_usd=budget_usd, lease_ttl_s=lease_ttl_s,
                        reuse=reuse, info=provider.model_info)
@@ -137,7 +139,7 @@ class ContextGenerator:
         self._closed = False
         self._warned_uncacheable: set[str] = set()
         self.last_report: RunReport | None = None
-        self._planner = Planner(self)
+        self._exact_counts: dict[tuple[str, str], int] = {}  # (model, text digest) -> the API's count, across runs
         self._active: list[RunState] = []  # runs in progress (stop() ends them)
         self._starting = 0  # runs still planning: a stop() then is kept for them (None: no stop asked)
         self._stop_asked: bool | None = None  # at_once of a stop() that came while a run was starting
@@ -162,7 +164,9 @@ class ContextGenerator:
         endpoint (and ``extra_body``), model, prompt, windowing and the context length. The same inputs as the
         context cache's key; frameworks key their own caches by it (LlamaIndex's ``IngestionCache``)."""
         return "|".join((self.provider.cache_namespace, self.provider.model, self.prompt.identity,
-                         self.window.cache_key_part(self._planner.limit()), f"max_tokens:{self.request_max_tokens}",
+                         self.window.cache_key_part(Planner(self._settings(open_cache=False),
+                                                            self._exact_counts).limit()),
+                         f"max_tokens:{self.request_max_tokens}",
                          *([self.reuse.identity] if self.reuse is not None else [])))
 
     @property
@@ -200,7 +204,7 @@ class ContextGenerator:
                                           max_batch_requests: int = 10_000, max_batch_bytes: int = MAX_BATCH_BYTES,
                                           warm_up: Literal["batch", "ordinary"] = "batch") -> ContextRun:
         return await self._arun(items, batch=BatchOptions(poll_interval_s, max_batch_requests, max_batch_bytes,
-                                                          warm_up).checked(self))
+                                                          warm_up).checked(self._settings()))
 
     def iter_contextualize(self, items: DocumentItems, *, documents_per_wave: int = 64) -> Iterator[ContextRun]:
         """Contextualize a stream of documents in waves of ``documents_per_wave``, yielding each wave's run (its results
@@ -247,7 +251,7 @@ class ContextGenerator:
 
     async def arefresh_stale(self, items: DocumentItems | RunReport, *, batch: bool = False,
                              poll_interval_s: float = 30.0, progress: bool | None = None) -> ContextRun:
-        options = BatchOptions(poll_interval_s, 10_000).checked(self) if batch else None
+        options = BatchOptions(poll_interval_s, 10_000).checked(self._settings()) if batch else None
         return await self._arun(items.documents_to_refresh() if isinstance(items, RunReport) else items, batch=options,
                                 progress=progress, refresh=True)
 
@@ -271,6 +275,28 @@ class ContextGenerator:
         self._cache = None
         self._closed = True
 
+    def versioned_cache(self) -> VersionedStore | None:
+        """The context cache when it records document versions (both built-in caches do), else None."""
+        cache = self.cache
+        return cache if isinstance(cache, VersionedStore) else None
+
+    def _settings(self, *, open_cache: bool = True) -> RunSettings:
+        """The settings a run reads, as they stand now, with the provider's traits found once; ``open_cache=False``
+        leaves the cache closed (None) for what needs no cache (the identity)."""
+        return RunSettings(
+            provider=self.provider, traits=ProviderTraits.of(self.provider), prompt=self.prompt, window=self.window,
+            max_context_tokens=self.max_context_tokens, request_max_tokens=self.request_max_tokens,
+            max_concurrency=self.max_concurrency, max_documents_in_flight=self.max_documents_in_flight,
+            retry=self.retry, rate_limit=self.rate_limit, shared_rate_limit=self.shared_rate_limit,
+            on_error=self.on_error, budget_usd=self.budget_usd, check_chunks_in_document=self.check_chunks_in_document,
+            count_tokens=self.count_tokens, exact_token_counts=self.exact_token_counts, clock=self.clock,
+            reuse=self.reuse, tracers=tuple(self.tracers), cache=self.cache if open_cache else None)
+
+    @property
+    def _planner(self) -> Planner:
+        """A planner on the settings as they stand now (the exact counts it learns stay with this generator)."""
+        return Planner(self._settings(), self._exact_counts)
+
     def _check_open(self) -> None:
         if self._closed:
             raise ConfigurationError("this ContextGenerator was closed (close() or the end of its with block): "
@@ -291,14 +317,15 @@ class ContextGenerator:
         self.provider.check_ready()
         self._starting += 1
         try:
-            notes = await prepare_provider(self.provider)
-            planner = self._planner
+            settings = self._settings()
+            notes = await prepare_provider(settings)
+            planner = Planner(settings, self._exact_counts)
             plans, fatal = await planner.plan_run(list(items))
-            state = RunState.start(plans, self, seed=self._seed, notes=notes, fatal=fatal,
+            state = RunState.start(plans, settings, seed=self._seed, notes=notes, fatal=fatal,
                                    progress=self.progress if progress is None else progress,
-                                   leases=leases_for(self.cache, self.lease_ttl_s, clock=self.clock.monotonic)
+                                   leases=leases_for(settings.cache, self.lease_ttl_s, clock=self.clock.monotonic)
                                    if batch is None else None)
-            engine = Engine(self, planner, state, self._warned_uncacheable)
+            engine = Engine(settings, planner, state, self._warned_uncacheable)
             state.task, state.loop = asyncio.current_task(), asyncio.get_running_loop()
             self._active.append(state)
         finally:
@@ -307,7 +334,7 @@ class ContextGenerator:
             self._stop(state, at_once=False)
             if not self._starting:
                 self._stop_asked = None
-        parts = await sort_chunks(engine, plans, refresh=refresh)
+        parts = await engine.sort(plans, refresh=refresh)
         try:
             with logs_above(state.progress):
                 await (engine.run_documents(parts.work) if batch is None else run_batched(engine, parts.work, batch))
@@ -321,9 +348,9 @@ class ContextGenerator:
             self._active.remove(state)
             state.progress.close()
             await self.provider.aclose()
-        await wrap_up(engine, parts, refresh=refresh)
+        await engine.wrap_up(parts, refresh=refresh)
         try:
-            return finish_run(self, state, started)
+            return engine.finish(started)
         finally:
             self.last_report = state.report
 

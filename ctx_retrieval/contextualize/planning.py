@@ -11,14 +11,14 @@ import logging
 import math
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Protocol
+from typing import Literal
 
 from ctx_retrieval.contextualize.cache import context_cache_key, text_digest
 from ctx_retrieval.contextualize.prompts import PromptTemplate, clean_context
 from ctx_retrieval.contextualize.results import CostEstimate
 from ctx_retrieval.contextualize.scheduling import AUTO_START_CONCURRENCY
-from ctx_retrieval.contextualize.stores import ContextStore, OutputHistory
-from ctx_retrieval.contextualize.tracing import RequestTracer
+from ctx_retrieval.contextualize.settings import RunSettings
+from ctx_retrieval.contextualize.stores import OutputHistory
 from ctx_retrieval.contextualize.validation import locate_chunks
 from ctx_retrieval.contextualize.versions import (
     DocumentVersion,
@@ -28,12 +28,12 @@ from ctx_retrieval.contextualize.versions import (
     chunk_digest,
     chunk_key,
 )
-from ctx_retrieval.contextualize.windowing import DocumentView, WindowConfig, document_view
+from ctx_retrieval.contextualize.windowing import DocumentView, document_view
 from ctx_retrieval.errors import ChunkTooLargeError, ConfigurationError, CtxRetrievalError, InvalidInputError
 from ctx_retrieval.models import ModelInfo, request_cost_usd
-from ctx_retrieval.pacing import Clock, Limiter, RateLimit, RetryPolicy, SharedBudget
+from ctx_retrieval.pacing import Limiter
 from ctx_retrieval.protocols import TokenCountingProvider
-from ctx_retrieval.providers.base import ContextRequest, Provider
+from ctx_retrieval.providers.base import ContextRequest
 from ctx_retrieval.tokens import TokenCounter, estimate_tokens
 from ctx_retrieval.types import Chunk, SourceDocument, TokenUsage
 
@@ -53,37 +53,6 @@ FALLBACK_MIN_CACHEABLE_TOKENS = 1024
 EXACT_NEAR_MINIMUM = (0.4, 2.5)
 EXACT_NEAR_LIMIT = (0.7, 1.3)
 MIN_OUTPUT_HISTORY = 20  # contexts in the cache before an estimate prices output from what they were
-
-
-class RunSettings(Protocol):
-    """The generator's settings a run reads (``ContextGenerator`` is one); read live, so a setting changed
-    between runs applies to the next."""
-
-    provider: Provider
-    prompt: PromptTemplate
-    window: WindowConfig
-    max_context_tokens: int
-    max_concurrency: int | None
-    max_documents_in_flight: int | None
-    retry: RetryPolicy
-    rate_limit: RateLimit | None
-    shared_rate_limit: SharedBudget | None
-    on_error: OnError
-    budget_usd: float | None
-    check_chunks_in_document: bool
-    count_tokens: TokenCounter
-    exact_token_counts: bool | None
-    clock: Clock
-    reuse: ReusePolicy | None
-
-    @property
-    def tracers(self) -> Sequence[RequestTracer]: ...  # read-only: the generator keeps a list
-
-    @property
-    def cache(self) -> ContextStore | None: ...
-
-    @property
-    def request_max_tokens(self) -> int: ...
 
 
 def check_settings(*, on_error: str, max_concurrency: object, max_context_tokens: object,
@@ -125,9 +94,9 @@ def request_max_tokens(max_context_tokens: int) -> int:
 
 def check_prices(settings: RunSettings) -> None:
     """A budget needs prices: ``ConfigurationError`` before any request when the model has none."""
-    if settings.budget_usd is not None and settings.provider.model_info is None:
+    if settings.budget_usd is not None and settings.traits.info is None:
         raise ConfigurationError(
-            f"budget_usd needs prices, and none are known for model {settings.provider.model!r}: pass "
+            f"budget_usd needs prices, and none are known for model {settings.traits.model!r}: pass "
             "model_info=ModelInfo(...) to the provider", setting="budget_usd")
 
 
@@ -232,37 +201,36 @@ def model_token_estimate(info: ModelInfo | None) -> TokenCounter:
 class Planner:
     """Plans runs for one generator and keeps the exact token counts it has learned."""
 
-    def __init__(self, settings: RunSettings) -> None:
+    def __init__(self, settings: RunSettings, exact_counts: dict[tuple[str, str], int]) -> None:
         self.settings = settings
-        self.exact_counts: dict[tuple[str, str], int] = {}  # (model, text digest) -> the API's count
+        self.exact_counts = exact_counts  # (model, text digest) -> the API's count: the generator's, across runs
 
     # -- limits and views ------------------------------------------------------------------------------
 
     def limit(self) -> int:
-        provider = self.settings.provider
-        info = provider.model_info
+        info = self.settings.traits.info
         if info is None:
-            served = getattr(provider, "context_tokens", None)  # a local server's context size, when known
-            return self.settings.window.resolved_limit(served if isinstance(served, int) and served > 0 else 200_000)
+            served = self.settings.traits.context_tokens  # a local server's context size, when known
+            return self.settings.window.resolved_limit(served or 200_000)
         return self.settings.window.resolved_limit(info.context_window, info.long_prompt_threshold)
 
     def min_cacheable(self) -> int | None:
         """The model's minimum cacheable prompt length; None where its documentation states none."""
-        info = self.settings.provider.model_info
+        info = self.settings.traits.info
         return info.min_cacheable_tokens if info is not None else FALLBACK_MIN_CACHEABLE_TOKENS
 
     def cacheable(self, plan: Plan) -> bool:
         """Whether the document gets a warm-up request (its prefix may reach the minimum: the estimate can be
         ~20% off)."""
         minimum = self.min_cacheable()
-        return self.settings.provider.supports_prompt_caching and (
+        return self.settings.traits.caches_prompts and (
             minimum is None or plan.prefix_tokens >= WARM_UP_THRESHOLD * minimum)
 
     def caches(self, plan: Plan) -> bool:
         """Whether the document's cached block is expected to be cached, for pricing: at least the model's
         minimum by the estimate (a windowed document's block is its first chunks only, often less)."""
         minimum = self.min_cacheable()
-        return self.settings.provider.supports_prompt_caching and (minimum is None or plan.prefix_tokens >= minimum)
+        return self.settings.traits.caches_prompts and (minimum is None or plan.prefix_tokens >= minimum)
 
     def view(self, plan: Plan, index: int, limit: int | None = None) -> DocumentView:
         s = self.settings
@@ -330,20 +298,20 @@ class Planner:
                     f"chunks must be a list of Chunk, got one {type(chunks).__name__}: pass [chunk], or "
                     "split_into_chunks(document, texts)", document_id=getattr(document, "id", None))
             chunks = tuple(chunks)
-            self.validate(document, chunks, provider.model_info)
+            self.validate(document, chunks, s.traits.info)
             if document.id in ids:
                 raise InvalidInputError(
                     f"document id {document.id!r} appears twice in one run; give each document a unique id",
                     document_id=document.id)
             ids.add(document.id)
             digest = text_digest(document.text)
-            exact = self.exact_counts.get((provider.model, digest))
+            exact = self.exact_counts.get((s.traits.model, digest))
             tokens = exact if exact is not None else s.count_tokens(document.text)
             plan = Plan(document=document, chunks=chunks, offset=offset, tokens=tokens, digest=digest,
                         windowed=tokens > limit, keys=[], prefix_tokens=0,
                         prompt=s.prompt.for_document(document.text))
             plan.settings_key = text_digest("\x00".join((
-                provider.cache_namespace, provider.model, plan.prompt.fingerprint, window_part, length_part)))
+                provider.cache_namespace, s.traits.model, plan.prompt.fingerprint, window_part, length_part)))
             if versioned:  # only a cache that records versions reads them (reuse, refresh, its stats)
                 plan.parts = tuple((chunk_digest(c.text), s.count_tokens(c.text)) for c in chunks)
             for i, chunk in enumerate(chunks):
@@ -357,7 +325,7 @@ class Planner:
                     view = self.view(plan, i, limit)
                     extra += ":view:" + text_digest(view.prefix + "\x00" + view.rest)
                 plan.keys.append(context_cache_key(
-                    provider=provider.cache_namespace, model=provider.model,
+                    provider=provider.cache_namespace, model=s.traits.model,
                     prompt_fingerprint=plan.prompt.fingerprint, window=window_part, document_digest=digest,
                     chunk_text=chunk.text, extra=extra))
             if chunks and exact is not None and not plan.windowed:
@@ -398,7 +366,7 @@ class Planner:
         """Estimated usage, dollars (None without prices) and long-prompt requests of requesting ``work``: the
         first chunk of a cacheable document writes its cache, the others read it."""
         s = self.settings
-        info = s.provider.model_info
+        info = s.traits.info
         limit = self.limit()
         usage = TokenUsage()
         dollars = 0.0
@@ -411,7 +379,7 @@ class Planner:
                 outputs[version] = self.output_guess(version)
             output_guess = outputs[version]
             # the API's count of the document, where known, corrects the estimate of its chunks by the same ratio
-            exact = self.exact_counts.get((s.provider.model, plan.digest))
+            exact = self.exact_counts.get((s.traits.model, plan.digest))
             scale = exact / max(s.count_tokens(plan.document.text), 1) if exact is not None else 1.0
             for n, i in enumerate(pending):
                 view = self.view(plan, i, limit)
@@ -427,7 +395,7 @@ class Planner:
                                      cache_read_input_tokens=plan.prefix_tokens)
                 usage += one
                 if info is not None:
-                    dollars += request_cost_usd(one, info, cache_ttl=s.provider.cache_ttl)
+                    dollars += request_cost_usd(one, info, cache_ttl=s.traits.cache_ttl)
                     long_prompts += info.in_long_prompt_tier(one.prompt_tokens)
         return usage, (dollars if info is not None else None), long_prompts
 
@@ -436,7 +404,7 @@ class Planner:
         prompt (``OUTPUT_HISTORY`` most recent, at least ``MIN_OUTPUT_HISTORY``), else 3/5 of the length cap."""
         s = self.settings
         if isinstance(s.cache, OutputHistory):
-            seen = s.cache.output_tokens(s.provider.name, s.provider.model, prompt_version)
+            seen = s.cache.output_tokens(s.traits.name, s.traits.model, prompt_version)
             if seen is not None and seen[1] >= MIN_OUTPUT_HISTORY:
                 return round(seen[0])
         return (s.max_context_tokens * 3) // 5
@@ -458,11 +426,10 @@ class Planner:
 
     def token_counter(self) -> TokenCountingProvider | None:
         """The provider, when exact counts are wanted and it can give them now."""
-        provider = self.settings.provider
-        if self.settings.exact_token_counts is False or not isinstance(provider, TokenCountingProvider) or not (
-                provider.can_count_tokens):
+        counter = self.settings.traits.counter
+        if self.settings.exact_token_counts is False or counter is None or not counter.can_count_tokens:
             return None
-        return provider
+        return counter
 
     async def count_texts(self, wanted: dict[tuple[str, str], str], limiter: Limiter) -> bool:
         """Exact counts for ``wanted`` ((model, digest) -> text): from the context cache where an earlier run

@@ -27,7 +27,8 @@ from ctx_retrieval.types import ResultStatus, TokenUsage
 
 if TYPE_CHECKING:
     from ctx_retrieval.contextualize.leases import DocumentLeases
-    from ctx_retrieval.contextualize.planning import Plan, Planner, RunSettings
+    from ctx_retrieval.contextualize.planning import Plan, Planner
+    from ctx_retrieval.contextualize.settings import RunSettings
     from ctx_retrieval.contextualize.state import RunState
     from ctx_retrieval.pacing import Clock
     from ctx_retrieval.providers.base import ProviderResponse
@@ -74,9 +75,9 @@ class RunCache:
         if s.cache is None:
             return
         if plan is None:
-            entry = CachedContext(response.text, s.provider.name, s.provider.model, s.prompt.version, response.usage)
+            entry = CachedContext(response.text, s.traits.name, s.traits.model, s.prompt.version, response.usage)
         else:
-            entry = CachedContext(response.text, s.provider.name, s.provider.model, plan.prompt.version,
+            entry = CachedContext(response.text, s.traits.name, s.traits.model, plan.prompt.version,
                                   response.usage, plan.document.id, plan.chunk_keys[i], plan.digest, plan.settings_key)
         self.unstored[key] = entry
         await self.flush()

@@ -5,6 +5,10 @@ document for servers with a per-slot prefix cache. Pacing itself (limits, pauses
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from ctx_retrieval.contextualize.settings import ProviderTraits
 
 __all__ = ["AUTO_MAX_CONCURRENCY", "AUTO_START_CONCURRENCY", "DOCUMENTS_PER_SLOT", "Shape", "server_shape"]
 
@@ -27,19 +31,18 @@ class Shape:
     grow_to: int | None
 
 
-def server_shape(provider: object, max_concurrency: int | None, max_documents_in_flight: int | None) -> Shape:
-    """How a run against ``provider`` schedules.
+def server_shape(traits: ProviderTraits, max_concurrency: int | None, max_documents_in_flight: int | None) -> Shape:
+    """How a run against a provider with ``traits`` schedules.
 
     A server that keeps one cached prefix per slot (llama.cpp, llama-cpp-python, Ollama) gets one document per
     slot: its chunks one after another, so the slot still holds the document when the next chunk comes; B's
     first request interleaved between A's chunks would make the server read A whole again. Where the server
     says how many slots it has, concurrency follows them (more would only queue into timeouts). Otherwise
     ``max_concurrency`` fixes it, or None lets the run grow it from ``AUTO_START_CONCURRENCY``."""
-    slots = getattr(provider, "slots", None)
-    served = slots if isinstance(slots, int) and not isinstance(slots, bool) and slots > 0 else None
+    served = traits.slots
     concurrency: int = (min(max_concurrency or served, served) if served is not None
                         else max_concurrency or AUTO_START_CONCURRENCY)
     grow_to = AUTO_MAX_CONCURRENCY if max_concurrency is None and served is None else None
-    if getattr(provider, "prefix_cache", None) == "per_slot":
+    if traits.prefix_cache == "per_slot":
         return Shape(concurrency, concurrency, True, None)
     return Shape(concurrency, max_documents_in_flight or DOCUMENTS_PER_SLOT * concurrency, False, grow_to)

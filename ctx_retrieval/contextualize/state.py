@@ -12,8 +12,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ctx_retrieval.contextualize.leases import DocumentLeases
-from ctx_retrieval.contextualize.planning import Plan, RunSettings
+from ctx_retrieval.contextualize.planning import Plan
 from ctx_retrieval.contextualize.scheduling import DOCUMENTS_PER_SLOT, server_shape
+from ctx_retrieval.contextualize.settings import RunSettings
 from ctx_retrieval.contextualize.tracing import RunTracers, current_tracers
 from ctx_retrieval.contextualize.versions import Previous
 from ctx_retrieval.errors import CtxRetrievalError
@@ -64,16 +65,16 @@ class RunState:
               fatal: CtxRetrievalError | None, leases: DocumentLeases | None = None) -> RunState:
         """A run's state: its report, limiter, request and document slots (shaped by the server), progress bar;
         the provider's ``notes`` are logged and reported."""
-        provider = settings.provider
         versions = sorted({p.prompt.version for p in plans if p.chunks}) or [settings.prompt.version]
-        report = RunReport(provider=provider.name, model=provider.model, prompt_version=", ".join(versions),
-                           documents=len(plans), chunks=sum(len(p.chunks) for p in plans),
+        report = RunReport(provider=settings.traits.name, model=settings.traits.model,
+                           prompt_version=", ".join(versions), documents=len(plans),
+                           chunks=sum(len(p.chunks) for p in plans),
                            document_tokens=sum(p.tokens for p in plans if p.chunks),
                            windowed_documents=sum(p.windowed for p in plans))
         for note in notes:
             logger.warning("%s", note)
             report.warnings.append(note)
-        shape = server_shape(settings.provider, settings.max_concurrency, settings.max_documents_in_flight)
+        shape = server_shape(settings.traits, settings.max_concurrency, settings.max_documents_in_flight)
         concurrency, documents, per_slot = shape.concurrency, shape.documents, shape.per_slot
         state = cls(report=report, results=[None] * report.chunks, plans=plans,
                     limiter=Limiter(settings.rate_limit, shared=settings.shared_rate_limit, clock=settings.clock),

@@ -92,6 +92,8 @@ class Previous:
 class VersionedStore(Protocol):
     """What reuse needs of a context cache beyond ``ContextStore`` (both built-in caches have it)."""
 
+    read_only: bool  # a cache opened read-only records no versions
+
     def previous_contexts(self, chunk_keys: Iterable[str]) -> dict[str, list[CachedContext]]: ...
 
     def get_versions(self, versions: Iterable[tuple[str, str]]) -> dict[tuple[str, str], DocumentVersion]: ...
@@ -103,20 +105,32 @@ class VersionedStore(Protocol):
     def stale_documents(self) -> list[str]: ...
 
 
+@runtime_checkable
+class RefreshingContextualizer(Protocol):
+    """A contextualizer that may serve stale contexts and rewrite them (``ContextGenerator``)."""
+
+    reuse: ReusePolicy | None
+
+    def versioned_cache(self) -> VersionedStore | None: ...
+
+    async def arefresh_stale(self, items: Any, *, batch: bool = ..., poll_interval_s: float = ...,
+                             progress: bool | None = ...) -> Any: ...
+
+
 def stale_marker(contextualizer: object) -> str:
     """Text that changes whenever the stale contexts in a contextualizer's cache do (a reuse run served some, a
     refresh rewrote some); "" without a reuse policy. A framework cache keyed by it (LlamaIndex's ``IngestionCache``,
     through ``ContextualNodeTransform``) never hides a refreshed context behind a cached pipeline step."""
-    if getattr(contextualizer, "reuse", None) is None:
+    if not isinstance(contextualizer, RefreshingContextualizer) or contextualizer.reuse is None:
         return ""
-    cache = getattr(contextualizer, "cache", None)
-    return cache.stale_marker() if isinstance(cache, VersionedStore) else ""
+    cache = contextualizer.versioned_cache()
+    return cache.stale_marker() if cache is not None else ""
 
 
-def refreshing(contextualizer: Any) -> Any:
+def refreshing(contextualizer: object) -> RefreshingContextualizer:
     """``contextualizer`` when it can refresh stale contexts (a ``ContextGenerator``), else ``ConfigurationError``
     (the adapters' ``refresh_stale`` check it before a pipeline runs)."""
-    if not hasattr(contextualizer, "arefresh_stale"):
+    if not isinstance(contextualizer, RefreshingContextualizer):
         raise ConfigurationError(f"{type(contextualizer).__name__} writes no stale contexts: refresh_stale needs a "
                                  "ContextGenerator (with a ReusePolicy)", setting="contextualizer")
     return contextualizer
@@ -125,8 +139,8 @@ def refreshing(contextualizer: Any) -> Any:
 def stale_documents(contextualizer: object) -> list[str]:
     """Ids of the documents with stale contexts in a contextualizer's cache (their latest version's); [] when it has
     no cache that records versions."""
-    cache = getattr(contextualizer, "cache", None)
-    return cache.stale_documents() if isinstance(cache, VersionedStore) else []
+    cache = contextualizer.versioned_cache() if isinstance(contextualizer, RefreshingContextualizer) else None
+    return cache.stale_documents() if cache is not None else []
 
 
 def chunk_key(document_id: str, chunk_text: str) -> str:

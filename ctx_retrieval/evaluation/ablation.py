@@ -20,9 +20,9 @@ from typing import Any
 from ctx_retrieval.errors import InvalidInputError
 from ctx_retrieval.evaluation.corpus import EvalCorpus
 from ctx_retrieval.evaluation.metrics import K_VALUES, bootstrap_interval, pass_at_k, pass_per_query
-from ctx_retrieval.evaluation.models import as_embedder
+from ctx_retrieval.evaluation.models import as_embedder, embed_queries
 from ctx_retrieval.evaluation.report import EvalResult, VariantScore
-from ctx_retrieval.protocols import Embedder
+from ctx_retrieval.protocols import Embedder, TokenCountingEmbedder
 from ctx_retrieval.retrieval.bm25_store import BM25Entry, BM25Store, StoredEntry
 from ctx_retrieval.retrieval.dense import ChromaDenseIndex, ChromaSide, NumpyDenseSide
 from ctx_retrieval.retrieval.fusion import DEFAULT_RRF_K
@@ -148,11 +148,11 @@ def run_ablation(
     t = time.perf_counter()
     # Queries as queries: an asymmetric model (e5) embeds them with its own prefix (embed_queries); MiniLM embeds
     # both alike.
-    query_vectors = getattr(embedder, "embed_queries", embedder.embed)(queries)
+    query_vectors = embed_queries(embedder, queries)
     plain_vectors = embedder.embed(plain)
     contextual_vectors = embedder.embed(contextual)
     embed_s = time.perf_counter() - t
-    truncated = embedder.warn_if_truncated(contextual) if hasattr(embedder, "warn_if_truncated") else 0
+    truncated = embedder.warn_if_truncated(contextual) if isinstance(embedder, TokenCountingEmbedder) else 0
 
     query_vector = dict(zip(queries, query_vectors, strict=True))
 
@@ -204,7 +204,7 @@ def run_ablation(
     if second_embedder is not None:
         label, other = second_embedder
         say(f"embedding with {label} too, for three-way fusion")
-        other_queries = dict(zip(queries, getattr(other, "embed_queries", other.embed)(queries), strict=True))
+        other_queries = dict(zip(queries, embed_queries(other, queries), strict=True))
         for variant, texts in (("plain", plain), ("contextual", contextual)):
             name = f"{variant} hybrid (+ {label})"
             vectors = [dense(texts, plain_vectors if variant == "plain" else contextual_vectors, variant),
@@ -214,8 +214,7 @@ def run_ablation(
     for label, model in (embedders or {}).items():
         other_embedder = as_embedder(model)
         say(f"embedding with {label}")
-        other_queries = dict(zip(queries, getattr(other_embedder, "embed_queries", other_embedder.embed)(queries),
-                                 strict=True))
+        other_queries = dict(zip(queries, embed_queries(other_embedder, queries), strict=True))
         for variant, texts in (("plain", plain), ("contextual", contextual)):
             name = f"{variant} hybrid ({label})"
             side: Side[str] = NumpyDenseSide(ids, other_embedder.embed(texts), other_queries.__getitem__)
@@ -224,13 +223,12 @@ def run_ablation(
     if embed_layout == "windows":
         from ctx_retrieval.retrieval.layout import window_texts
 
-        counter = getattr(embedder, "count_tokens", None)
-        if counter is None:
+        if not isinstance(embedder, TokenCountingEmbedder):
             raise InvalidInputError("embed_layout='windows' needs an embedder that counts its tokens (MiniLMEmbedder)")
         window_of: list[str] = []
         owners: list[str] = []
         for c in chunks:
-            for text in window_texts(c.text, contexts.get(c.id), counter):
+            for text in window_texts(c.text, contexts.get(c.id), embedder.count_tokens):
                 window_of.append(text)
                 owners.append(c.id)
         say(f"windows layout: {len(window_of)} vectors for {len(chunks)} chunks")
@@ -281,8 +279,8 @@ def run_ablation(
             "bm25_tokenizer": tokenizer,
             "late_chunking": late_chunking, "embed_layout": embed_layout,
             "candidates": candidates, "rrf_k": DEFAULT_RRF_K,
-            "embedder": getattr(embedder, "model_id", type(embedder).__name__),
-            "second_embedder": getattr(second_embedder[1], "model_id", second_embedder[0]) if second_embedder else None,
+            "embedder": embedder.model_id,
+            "second_embedder": second_embedder[1].model_id if second_embedder else None,
             "chunks_with_context": with_context, "contextual_texts_truncated_for_embedding": truncated,
             "embedding_seconds": round(embed_s, 1), "wall_seconds": round(time.perf_counter() - started, 1)}
     return EvalResult(corpus.name, contextualizer_label, len(queries), len(chunks), rows, meta, rankings,

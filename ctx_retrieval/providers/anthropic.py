@@ -62,13 +62,13 @@ from ctx_retrieval.providers.generic import (
     classify_exception,
     decision_for_status,
 )
-from ctx_retrieval.providers.messages import anthropic_blocks, field
+from ctx_retrieval.providers.messages import anthropic_blocks
 from ctx_retrieval.usage import TokenUsage
 
 if TYPE_CHECKING:
     import anthropic as anthropic_sdk
 
-__all__ = ["DEFAULT_ANTHROPIC_MODEL", "AnthropicProvider"]
+__all__ = ["DEFAULT_ANTHROPIC_MODEL", "AnthropicMessages", "AnthropicProvider"]
 
 logger = logging.getLogger(__name__)
 
@@ -84,17 +84,10 @@ _BASE_URL_ENV = "ANTHROPIC_BASE_URL"
 _MIN_KEY_LENGTH = 16
 
 
-class AnthropicProvider(SDKProvider["anthropic_sdk.AsyncAnthropic"]):
-    """Writes contexts with Claude; the document block carries ``cache_control`` so it is paid once.
-
-    Instantiate:
-        .. code-block:: python
-
-            from ctx_retrieval import AnthropicProvider, ContextGenerator
-            generator = ContextGenerator(AnthropicProvider("claude-haiku-5-5"))
-
-    The API key is held privately: it is not in ``repr``, pickles, cache keys or logs.
-    """
+class AnthropicMessages(SDKProvider["anthropic_sdk.AsyncAnthropic"]):
+    """Claude through the Messages API wherever it is served (Anthropic's API, Amazon Bedrock, Vertex AI): the
+    request, the answer, the errors. ``AnthropicProvider`` adds Message Batches, which only Anthropic's API has, so
+    only it satisfies ``BatchProvider``."""
 
     name = "anthropic"
     _key_env = _API_KEY_ENV
@@ -216,71 +209,31 @@ class AnthropicProvider(SDKProvider["anthropic_sdk.AsyncAnthropic"]):
         return {"model": self._model, "messages": [{"role": "user", "content": self.build_message_content(request)}],
                 **self._model_fields(request)}
 
-    @staticmethod
-    def _usage(u: Any) -> TokenUsage:
-        return TokenUsage(input_tokens=field(u, "input_tokens") or 0, output_tokens=field(u, "output_tokens") or 0,
-                          cache_creation_input_tokens=field(u, "cache_creation_input_tokens") or 0,
-                          cache_read_input_tokens=field(u, "cache_read_input_tokens") or 0)
-
-    # -- Message Batches (half price; results within 24 hours) -------------------------------------------
-
-    supports_batches = True
-
-    async def asubmit_batch(self, entries: list[tuple[str, ContextRequest]]) -> str:
-        """Submit ``(custom_id, request)`` pairs as one Message Batch; its id."""
-        requests: Any = [{"custom_id": custom_id, "params": self._params(request)} for custom_id, request in entries]
-        batch = await self._get_client().messages.batches.create(requests=requests)
-        return str(batch.id)
-
-    def batch_request_bytes(self, custom_id: str, request: ContextRequest) -> int:
-        """Serialized size of one batch entry, for splitting batches under the API's 256 MB limit."""
-        return len(json.dumps({"custom_id": custom_id, "params": self._params(request)}).encode())
-
-    async def abatch_ended(self, batch_id: str) -> bool:
-        batch = await self._get_client().messages.batches.retrieve(batch_id)
-        return bool(batch.processing_status == "ended")
-
-    async def abatch_results(self, batch_id: str) -> list[tuple[str, ProviderResponse | None, str | None]]:
-        """``(custom_id, response, None)`` for succeeded requests, ``(custom_id, None, why)`` for the others
-        (``errored:<error type>``, ``expired``, ``canceled``)."""
-        out: list[tuple[str, ProviderResponse | None, str | None]] = []
-        async for entry in await self._get_client().messages.batches.results(batch_id):
-            result = entry.result
-            if result.type == "succeeded":
-                try:
-                    out.append((entry.custom_id, self._response(result.message), None))
-                except MalformedAnswer:
-                    out.append((entry.custom_id, None, "invalid_response"))  # retried as an ordinary request
-            elif result.type == "errored":
-                error = getattr(getattr(result.error, "error", None), "type", "error")
-                out.append((entry.custom_id, None, f"errored:{error}"))
-            else:
-                out.append((entry.custom_id, None, str(result.type)))
-        return out
-
     def _response(self, message: Any, limits: ServerLimits | None = None) -> ProviderResponse:
         """The answer's text blocks (selected by type: thinking blocks are not the answer), usage and stop
-        reason; ``MalformedAnswer`` when the body is not a usable message (the SDK builds it without checking)."""
-        if not isinstance(message, dict) and field(message, "type") is None and not hasattr(message, "content"):
+        reason, from the message as JSON (a dict); ``MalformedAnswer`` when it is not a usable message."""
+        if not isinstance(message, dict):
             raise MalformedAnswer(f"an answer that is not a message ({type(message).__name__})")
-        content = field(message, "content")
-        usage = field(message, "usage")
-        if not isinstance(content, list) or usage is None:
+        content, usage = message.get("content"), message.get("usage")
+        if not isinstance(content, list) or not isinstance(usage, dict):
             raise MalformedAnswer(f"an answer without {'content' if not isinstance(content, list) else 'usage'}")
         texts: list[str] = []
         for block in content:
-            if field(block, "type") == "text":
-                text = field(block, "text")
+            if isinstance(block, dict) and block.get("type") == "text":
+                text = block.get("text")
                 if not isinstance(text, str):
                     raise MalformedAnswer("a text block without text")
                 texts.append(text)
-        counts = [field(usage, name) for name in ("input_tokens", "output_tokens")]
-        cached = [field(usage, name) for name in ("cache_creation_input_tokens", "cache_read_input_tokens")]
+        counts = [usage.get(name) for name in ("input_tokens", "output_tokens")]
+        cached = [usage.get(name) for name in ("cache_creation_input_tokens", "cache_read_input_tokens")]
         if any(not isinstance(n, int) or isinstance(n, bool) or n < 0 for n in counts) or any(
                 n is not None and (not isinstance(n, int) or n < 0) for n in cached):
             raise MalformedAnswer("usage without sound token counts (missing or negative)")
-        reason = field(message, "stop_reason")
-        return ProviderResponse(text="".join(texts), usage=self._usage(usage), limits=limits,
+        reason = message.get("stop_reason")
+        usage_counts = TokenUsage(input_tokens=int(counts[0] or 0), output_tokens=int(counts[1] or 0),
+                                  cache_creation_input_tokens=int(cached[0] or 0),
+                                  cache_read_input_tokens=int(cached[1] or 0))
+        return ProviderResponse(text="".join(texts), usage=usage_counts, limits=limits,
                                 stop_reason=reason if isinstance(reason, str) else None)
 
     async def agenerate(self, request: ContextRequest) -> ProviderResponse:
@@ -428,3 +381,50 @@ def server_limits(headers: Any, *, at: datetime.datetime | None = None) -> Serve
     requests, tokens = _server_limit(headers, "requests", at), _server_limit(headers, "input-tokens", at)
     output = _server_limit(headers, "output-tokens", at)
     return ServerLimits(requests, tokens, output) if requests or tokens or output else None
+
+
+class AnthropicProvider(AnthropicMessages):
+    """Writes contexts with Claude; the document block carries ``cache_control`` so it is paid once.
+
+    Instantiate:
+        .. code-block:: python
+
+            from ctx_retrieval import AnthropicProvider, ContextGenerator
+            generator = ContextGenerator(AnthropicProvider("claude-haiku-5-5"))
+
+    The API key is held privately: it is not in ``repr``, pickles, cache keys or logs.
+    """
+
+    # -- Message Batches (half price; results within 24 hours) -------------------------------------------
+
+    async def asubmit_batch(self, entries: list[tuple[str, ContextRequest]]) -> str:
+        """Submit ``(custom_id, request)`` pairs as one Message Batch; its id."""
+        requests: Any = [{"custom_id": custom_id, "params": self._params(request)} for custom_id, request in entries]
+        batch = await self._get_client().messages.batches.create(requests=requests)
+        return str(batch.id)
+
+    def batch_request_bytes(self, custom_id: str, request: ContextRequest) -> int:
+        """Serialized size of one batch entry, for splitting batches under the API's 256 MB limit."""
+        return len(json.dumps({"custom_id": custom_id, "params": self._params(request)}).encode())
+
+    async def abatch_ended(self, batch_id: str) -> bool:
+        batch = await self._get_client().messages.batches.retrieve(batch_id)
+        return bool(batch.processing_status == "ended")
+
+    async def abatch_results(self, batch_id: str) -> list[tuple[str, ProviderResponse | None, str | None]]:
+        """``(custom_id, response, None)`` for succeeded requests, ``(custom_id, None, why)`` for the others
+        (``errored:<error type>``, ``expired``, ``canceled``)."""
+        out: list[tuple[str, ProviderResponse | None, str | None]] = []
+        async for entry in await self._get_client().messages.batches.results(batch_id):
+            result = entry.result
+            if result.type == "succeeded":
+                try:
+                    out.append((entry.custom_id, self._response(result.message.model_dump()), None))
+                except MalformedAnswer:
+                    out.append((entry.custom_id, None, "invalid_response"))  # retried as an ordinary request
+            elif result.type == "errored":
+                error = getattr(getattr(result.error, "error", None), "type", "error")
+                out.append((entry.custom_id, None, f"errored:{error}"))
+            else:
+                out.append((entry.custom_id, None, str(result.type)))
+        return out

@@ -190,12 +190,12 @@ class SDKProvider(ProviderBase, Generic[ClientT]):
     def _retire_client(self) -> None:
         """Stop handing out the current client (requests still on it finish); ``aclose`` closes it."""
         if self._user_client is None and self._client is not None:
-            self._retired = [*(getattr(self, "_retired", None) or []), self._client]
+            self._retired = [*(self._retired or []), self._client]  # None in a provider unpickled
             self._client, self._client_loop = None, None
 
     async def aclose(self) -> None:
         client, self._client, self._client_loop = self._client, None, None
-        retired, self._retired = getattr(self, "_retired", None) or [], []
+        retired, self._retired = self._retired or [], []
         for old in [*retired, *([client] if client is not None else [])]:
             await old.close()
 

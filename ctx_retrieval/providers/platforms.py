@@ -39,7 +39,7 @@ from ctx_retrieval.errors import (
     UnknownModelError,
 )
 from ctx_retrieval.models import ModelInfo, lookup_model_info, platform_model, platform_prices
-from ctx_retrieval.providers.anthropic import DEFAULT_TIMEOUT_S, AnthropicProvider
+from ctx_retrieval.providers.anthropic import DEFAULT_TIMEOUT_S, AnthropicMessages
 from ctx_retrieval.providers.base import ErrorDecision, endpoint_identity
 
 if TYPE_CHECKING:
@@ -52,12 +52,12 @@ BEDROCK_PAGE = "https://platform.claude.com/docs/en/build-with-claude/claude-on-
 VERTEX_PAGE = "https://platform.claude.com/docs/en/build-with-claude/claude-on-vertex-ai"
 
 
-class _PlatformProvider(AnthropicProvider):
-    """What both platform providers change in ``AnthropicProvider``: the client, the endpoint's identity in the
-    context-cache key, prices, no Message Batches, and the platform's words in errors."""
+class _PlatformProvider(AnthropicMessages):
+    """What both platform providers change in the Messages API provider: the client, the endpoint's identity in the
+    context-cache key, prices, and the platform's words in errors. No Message Batches: they are not a
+    ``BatchProvider`` (``contextualize_many_batched`` refuses them by that, naming the platform)."""
 
     platform = ""
-    supports_batches = False
     # The platform's words in errors: where credentials come from, where model access is enabled, its model ids.
     credentials_hint = ""
     access_hint = ""
@@ -78,10 +78,6 @@ class _PlatformProvider(AnthropicProvider):
 
     def _endpoint_url(self) -> str:  # pragma: no cover - each platform names its own
         raise NotImplementedError
-
-    async def asubmit_batch(self, entries: Any) -> str:
-        raise ConfigurationError(f"{self.platform} has no Message Batches API through the SDK: use contextualize_many "
-                                 "(the platform's own batch jobs run from cloud storage)", setting="provider")
 
     def run_error(self, decision: ErrorDecision, exc: BaseException) -> CtxRetrievalError:
         if decision.kind == "authentication":
@@ -120,7 +116,7 @@ class BedrockProvider(_PlatformProvider):
     access_hint = "Bedrock console > Model access"
     page = BEDROCK_PAGE
     _key_env = BEDROCK_KEY_ENV
-    _unpicklable: tuple[str, ...] = (*AnthropicProvider._unpicklable, "_aws")  # AWS secrets never travel
+    _unpicklable: tuple[str, ...] = (*AnthropicMessages._unpicklable, "_aws")  # AWS secrets never travel
 
     def __init__(self, model: str, *, aws_region: str | None = None,
                  endpoint: Literal["messages", "invoke"] = "messages",

@@ -48,7 +48,7 @@ class MiniLMChromaEmbeddingFunction(EmbeddingFunction[Documents]):
         return ["cosine", "l2", "ip"]
 
     def get_config(self) -> dict[str, Any]:
-        return {"batch_size": getattr(self.embedder, "batch_size", 32)}
+        return {"batch_size": self.embedder.batch_size if isinstance(self.embedder, MiniLMEmbedder) else 32}
 
     @staticmethod
     def build_from_config(config: dict[str, Any]) -> MiniLMChromaEmbeddingFunction:

@@ -99,7 +99,7 @@ class ChromaSide(Generic[T]):
         self.resolve = resolve
 
     def __repr__(self) -> str:
-        return f"ChromaSide({getattr(self.collection, 'name', '?')!r})"
+        return f"ChromaSide({self.collection.name!r})"
 
     def search(self, query: str, k: int, where: Mapping[str, Any] | None = None) -> IdRanking[T]:
         # No count() first: a round trip per query (0.9 ms at 10k), and Chroma answers fewer than k as it is.
@@ -119,7 +119,8 @@ def cosine_collection(client: Any, name: str, *, embedding_function: Any = None,
     """The Chroma collection ``name`` in cosine space, created if missing (emptied first when ``replace``).
     Pass the offline ``embedding_function``: Chroma's default downloads its model and fails offline.
     ``search_ef`` widens HNSW's search (closer to exact, slower; Chroma's default is 10, raised to k per query)."""
-    if replace and name in [c.name if hasattr(c, "name") else c for c in client.list_collections()]:
+    # Chroma lists names (>= 0.6) or collection objects (earlier)
+    if replace and name in [c if isinstance(c, str) else c.name for c in client.list_collections()]:
         client.delete_collection(name)
     metadata = {**COSINE, **({"hnsw:search_ef": search_ef} if search_ef else {})}
     return client.get_or_create_collection(name, embedding_function=embedding_function, metadata=metadata)

@@ -58,6 +58,14 @@ class Ranking(Protocol[T_co]):
     def items(self, positions: Sequence[int]) -> Sequence[T_co]: ...
 
 
+@runtime_checkable
+class IdentifiedRanking(Ranking[T_co], Protocol):
+    """A ranking that also knows its chunk ids, best first (what a ``Screen`` checks; None: it does not)."""
+
+    @property
+    def ids(self) -> Sequence[str] | None: ...
+
+
 @dataclass(frozen=True)
 class Ranked(Generic[T]):
     """A ``Ranking`` whose items are already built (a framework store returns documents with their ids);
@@ -426,7 +434,7 @@ class _WholeRanking(Generic[T, W]):
         self._window_at = [at[key] for key in self._keys]
         self._windows = windows
         self._wholes = wholes
-        window_ids: Sequence[str] | None = getattr(windows, "ids", None)
+        window_ids = windows.ids if isinstance(windows, IdentifiedRanking) else None
         self.ids = [window_ids[p] for p in self._window_at] if window_ids else []
 
     @property

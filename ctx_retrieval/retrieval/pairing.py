@@ -45,6 +45,7 @@ from ctx_retrieval._process import dead_here, same_process, worker_id
 from ctx_retrieval.errors import ConfigurationError, CtxRetrievalError, InvalidInputError, SharedStoreError
 from ctx_retrieval.retrieval.bm25_store import BM25Entry, BM25Store, StoredEntry
 from ctx_retrieval.retrieval.fusion import chunk_key
+from ctx_retrieval.retrieval.hybrid import IdentifiedRanking
 from ctx_retrieval.retrieval.layout import EMBED_LAYOUTS, EmbedLayout, chunk_windows
 from ctx_retrieval.text import indexed_text
 
@@ -687,7 +688,7 @@ class _Screened(Generic[T]):
     def __init__(self, inner: Any, keep: list[int]) -> None:
         self._inner, self._keep = inner, keep
         self.keys = [inner.keys[p] for p in keep]
-        ids = getattr(inner, "ids", None)
+        ids = inner.ids if isinstance(inner, IdentifiedRanking) else None
         self.ids = [ids[p] for p in keep] if ids is not None else None
 
     def items(self, positions: Sequence[int]) -> Sequence[T]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import zlib
 from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -58,6 +59,9 @@ class BagOfWordsEmbedder:
             for word in text.lower().replace("'", " ").split():
                 vectors[n, zlib.crc32(word.strip(".,?%").encode()) % 64] += 1
         return vectors / np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-9)
+
+    def embed_query(self, text: str) -> Any:
+        return self.embed([text])[0]
 
 
 def test_ablation_finds_the_context_only_chunk_with_contexts(tmp_path: Path) -> None:
@@ -154,9 +158,17 @@ def test_ablation_reports_the_windows_layout_against_the_whole_one(tmp_path: Pat
     documents, queries = write_corpus(tmp_path)
     corpus = load_corpus(documents, queries)
 
-    class Embedder(BagOfWordsEmbedder):
+    class Embedder(BagOfWordsEmbedder):  # a TokenCountingEmbedder, as the windows layout needs
+        max_tokens = 256
+
         def count_tokens(self, text: str) -> int:
             return len(text.split()) * 20  # a tiny input: the context + chunk overflow it
+
+        def warn_if_truncated(self, texts: Sequence[str], what: str = "") -> int:
+            return sum(self.count_tokens(t) > self.max_tokens for t in texts)
+
+        def warn_if_corpus_truncated(self, texts: Sequence[str], names: Sequence[str], what: str = "") -> int:
+            return self.warn_if_truncated(texts)
 
     result = run_ablation(corpus, {"acme-1": "ACME 10-Q, Q2 2023 revenue."}, contextualizer_label="t",
                           embedder=Embedder(), embed_layout="windows")

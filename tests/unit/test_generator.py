@@ -628,19 +628,20 @@ def test_a_stop_while_the_run_is_planning_stops_it_before_any_request(fake_serve
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     from ctx_retrieval import ContextGenerationError
 
-    generator = make_generator(cache=False)
-    planner = generator._planner
-    plan_run = planner.plan_run
+    from ctx_retrieval.contextualize.planning import Planner
 
-    async def plan_then_ctrl_c(items: Any) -> Any:  # Ctrl-C lands before the run is registered as in progress
-        planned = await plan_run(items)
+    generator = make_generator(cache=False)
+    plan_run = Planner.plan_run
+
+    async def plan_then_ctrl_c(planner: Planner, items: Any) -> Any:  # Ctrl-C lands before the run is in progress
+        planned = await plan_run(planner, items)
         generator.stop()
         return planned
 
-    monkeypatch.setattr(planner, "plan_run", plan_then_ctrl_c)
+    monkeypatch.setattr(Planner, "plan_run", plan_then_ctrl_c)
     document, chunks = make_document("early-stop", paragraphs=6)
     with pytest.raises(ContextGenerationError) as info:
         generator.contextualize(document, chunks)
     assert info.value.report.not_attempted == len(chunks) and not fake_server.successful()
-    monkeypatch.setattr(planner, "plan_run", plan_run)
+    monkeypatch.setattr(Planner, "plan_run", plan_run)
     assert all(r.context for r in generator.contextualize(document, chunks))  # the stop was for that run only

@@ -101,3 +101,37 @@ def test_adapters_do_not_import_each_other() -> None:
         for mine, theirs in (("llama_index_ctx", "langchain_ctx"), ("langchain_ctx", "llama_index_ctx")):
             if name.startswith(mine):
                 assert not [i for i in imported if i.startswith(theirs)], name
+
+
+# Where the core still calls getattr/hasattr, and why none of them asks what a part can do (capabilities are
+# Protocols in ctx_retrieval.protocols, checked once where a part is given: issue 36). A new call fails this test;
+# a capability goes into a Protocol instead.
+ATTRIBUTE_READS = {
+    "ctx_retrieval._sqlite": (2, "sqlite3 exceptions' error codes (Python >= 3.11 only)"),
+    "ctx_retrieval.contextualize.planning": (1, "the id of a malformed input item, for its error"),
+    "ctx_retrieval.contextualize.versions": (1, "ReusePolicy's own fields, by name, when it checks them"),
+    "ctx_retrieval.pacing": (1, "RateLimit's own fields, by name, when it checks them"),
+    "ctx_retrieval.evaluation.models": (2, "a framework embedding model's display name, for its row's label"),
+    "ctx_retrieval.providers.anthropic": (3, "fields of the SDK's errors and batch results"),
+    "ctx_retrieval.providers.generic": (8, "fields of any SDK's errors; an SDK's error class by name"),
+    "ctx_retrieval.providers.messages": (1, "a field of an SDK object or a dict"),
+    "ctx_retrieval.providers.openai_compat": (1, "the body of the SDK's error"),
+    "ctx_retrieval.providers.wrapped": (2, "a framework model's settings under the names its integrations use"),
+    "ctx_retrieval.retrieval.bm25": (1, "the index's own arrays, by name, when it saves them"),
+    "ctx_retrieval.retrieval.bm25_store": (4, "a tokenizer's module, name and code (its identity); a dotted name"),
+    "ctx_retrieval.retrieval.pairing": (2, "the method a planned write names"),
+    "ctx_retrieval.retrieval.stemming": (1, "the thread's own stemmers"),
+}
+
+
+def test_the_core_probes_no_capability_with_getattr() -> None:
+    found: dict[str, int] = {}
+    for name, path in _modules().items():
+        if not name.startswith("ctx_retrieval") or name.startswith("ctx_retrieval.testing"):
+            continue
+        calls = sum(1 for node in ast.walk(ast.parse(path.read_text(encoding="utf-8")))
+                    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)
+                    and node.func.id in ("getattr", "hasattr"))
+        if calls:
+            found[name] = calls
+    assert found == {name: count for name, (count, _why) in ATTRIBUTE_READS.items()}

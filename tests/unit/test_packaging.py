@@ -145,8 +145,10 @@ EXPECTED_ALL = {
         "BOOTSTRAP_RESAMPLES", "DEFAULT_CANDIDATES", "EvalCorpus", "EvalQuery", "EvalResult", "K_VALUES",
         "RecordedContextualizer", "VariantScore", "bootstrap_interval", "cookbook_chunk_id", "document_from_row",
         "load_cookbook", "load_corpus", "pass_at_k", "pass_per_query", "run_ablation"],
-    "ctx_retrieval.protocols": ["BatchProvider", "Contextualizer", "Embedder", "EstimatingContextualizer",
-                                "ServerDescribingProvider", "TokenCountingEmbedder", "TokenCountingProvider"],
+    "ctx_retrieval.protocols": ["BatchProvider", "CacheReportingProvider", "Contextualizer", "Embedder",
+                                "EndpointProvider", "EstimatingContextualizer", "ProviderContextualizer",
+                                "QueryEmbedder", "ServerDescribingProvider", "TokenCountingEmbedder",
+                                "TokenCountingProvider", "WrapsEmbedder"],
     "llama_index_ctx": [
         "BM25IndexRetriever", "ClaudeRerankPostprocessor", "ContextualHybridRetriever", "ContextualMilvusVectorStore",
         "ContextualNodeTransform", "ContextualVectorStore", "E5Embedding", "EmbedderTokenSplitter",

@@ -202,18 +202,10 @@ def test_bad_ids_and_chunk_lists_are_typed_errors_before_any_request() -> None:
 def test_negative_usage_from_a_server_is_an_invalid_response() -> None:
     from ctx_retrieval.providers.generic import MalformedAnswer
 
-    class Usage:
-        input_tokens, output_tokens, cache_creation_input_tokens, cache_read_input_tokens = 5, -3, 0, 0
-
-    class Message:
-        usage = Usage()
-        stop_reason = "end_turn"
-
-        def __init__(self) -> None:
-            self.content: list[Any] = []
-
+    usage = {"input_tokens": 5, "output_tokens": -3, "cache_creation_input_tokens": 0, "cache_read_input_tokens": 0}
+    message = {"type": "message", "content": [], "usage": usage, "stop_reason": "end_turn"}
     with pytest.raises(MalformedAnswer, match="negative"):
-        AnthropicProvider(api_key=TEST_KEY)._response(Message())
+        AnthropicProvider(api_key=TEST_KEY)._response(message)
 
 
 @pytest.mark.parametrize("content", [b"", b"garbage that is not a database" * 10,
