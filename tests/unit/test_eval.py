@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 import zlib
-from pathlib import Path
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np

@@ -627,7 +627,6 @@ def test_iter_contextualize_streams_in_waves_with_the_same_results() -> None:
 def test_a_stop_while_the_run_is_planning_stops_it_before_any_request(fake_server: Any, make_generator: Any,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     from ctx_retrieval import ContextGenerationError
-
     from ctx_retrieval.contextualize.planning import Planner
 
     generator = make_generator(cache=False)
