@@ -24,8 +24,8 @@ from typing import Protocol, TypeVar, runtime_checkable
 from ctx_retrieval.errors import ConfigurationError, ProviderRequestError
 from ctx_retrieval.types import ErrorDecision, ServerLimit, ServerLimits
 
-__all__ = ["SYSTEM_CLOCK", "Clock", "Limiter", "PrioritySlots", "RateLimit", "RetryPolicy", "SharedBudget",
-           "TokenBucket", "pace_after", "paced_call"]
+__all__ = ["SYSTEM_CLOCK", "Clock", "ConcurrencyTuner", "Limiter", "PrioritySlots", "RateLimit", "RetryPolicy",
+           "SharedBudget", "TokenBucket", "pace_after", "paced_call"]
 
 T = TypeVar("T")
 
@@ -311,6 +311,12 @@ class PrioritySlots:
         self.capacity += 1
         self.release()
 
+    def shrink(self, slots: int) -> None:
+        """``slots`` fewer: requests in flight finish, and that many of the slots they give back are retired."""
+        slots = min(slots, self.capacity - 1)
+        self.capacity -= slots
+        self._free -= slots
+
     async def acquire(self, priority: int) -> None:
         if self._free > 0 and not self._waiters:
             self._free -= 1
@@ -325,12 +331,82 @@ class PrioritySlots:
             raise
 
     def release(self) -> None:
+        if self._free < 0:  # a slot shrink() retired: not handed on
+            self._free += 1
+            return
         while self._waiters:
             _, _, future = heapq.heappop(self._waiters)
             if not future.done():
                 future.set_result(None)
                 return
         self._free += 1
+
+
+# A step of growth is kept when it brought at least this much more throughput than the level before it.
+TUNER_GAIN = 0.05
+# Slots double while a doubling brings at least this much more throughput (latency still flat), then grow by 25%.
+TUNER_DOUBLING_GAIN = 0.75
+# After a step that did not pay, growth is tried again only after this many levels' worth of answers.
+TUNER_HOLD = 4
+
+
+class ConcurrencyTuner:
+    """How many requests a run keeps in flight when it finds the number itself (``max_concurrency=None``).
+
+    A request the limiter lets through that must wait for a slot means latency, not the account's limit, holds the
+    run back: more in flight brings more answers per second (Little's law: throughput = in flight / latency), until
+    the server, or this client's own CPU, is the bottleneck; past that, more in flight only lengthens the latency
+    and adds the client's work. So the slots grow in steps (doubling at first, while each doubling brings
+    ``TUNER_DOUBLING_GAIN`` more; then a quarter more each), and each step is kept only while
+    the throughput it brings, in flight over the mean latency of the requests sent at that level (on the run's
+    clock), beats the level before by ``TUNER_GAIN``. A step that does not pay gives its slots back (to the fastest
+    level measured) and growth waits ``TUNER_HOLD`` levels' worth of answers before it is tried again, so a run
+    that becomes CPU-bound halfway settles where it is fastest."""
+
+    def __init__(self, slots: PrioritySlots, clock: Clock, grow_to: int) -> None:
+        self.slots, self.clock, self.grow_to = slots, clock, grow_to
+        self.answers = 0
+        self.peak = slots.capacity
+        self._level_since = clock.monotonic()  # when the current level began
+        self._latencies: list[float] = []  # of the answers to requests sent at the current level
+        self._previous: float | None = None  # throughput at the level before this one
+        self._best = (slots.capacity, 0.0)  # (slots, throughput) of the fastest level measured
+        self._hold_until = 0  # no growth before this many answers
+        self._doubling = True  # slow start: the slots double while throughput nearly doubles with them
+
+    def answered(self, sent_at: float) -> None:
+        """A request sent at ``sent_at`` (the clock's time) was answered now."""
+        self.answers += 1
+        if sent_at >= self._level_since:
+            self._latencies.append(self.clock.monotonic() - sent_at)
+
+    def bound(self) -> bool:
+        """A request the limiter let through is about to take a slot; True when the slots grew for it."""
+        slots = self.slots
+        if slots.capacity >= self.grow_to or not slots.would_wait():
+            return False
+        if len(self._latencies) < slots.capacity or self.answers < self._hold_until:  # too soon to judge
+            return False
+        throughput = slots.capacity / max(sum(self._latencies) / len(self._latencies), 1e-9)
+        if throughput >= self._best[1] * (1 + TUNER_GAIN):  # the fewest slots that reach the most, within the gain
+            self._best = (slots.capacity, throughput)
+        self._level_since, self._latencies = self.clock.monotonic(), []
+        gain = throughput / self._previous - 1 if self._previous else None
+        if gain is not None and gain < TUNER_GAIN:
+            best = self._best[0]
+            if slots.capacity > best:  # the step did not pay: back to the fastest level, and hold there
+                slots.shrink(slots.capacity - best)
+            self._previous, self._doubling = None, False
+            self._hold_until = self.answers + TUNER_HOLD * slots.capacity
+            return False
+        if gain is not None and gain < TUNER_DOUBLING_GAIN:  # the curve bends: small steps from now
+            self._doubling = False
+        step = slots.capacity if self._doubling else max(1, slots.capacity // 4)
+        for _ in range(min(step, self.grow_to - slots.capacity)):
+            slots.grow()
+        self._previous = throughput
+        self.peak = max(self.peak, slots.capacity)
+        return True
 
 
 def pace_after(decision: ErrorDecision, limiter: Limiter, policy: RetryPolicy, seen: int,

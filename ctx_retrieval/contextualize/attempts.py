@@ -128,6 +128,8 @@ class Attempts:
                 state.outage_since = None
                 if response.limits is not None:
                     state.limiter.observe(response.limits, sent_at)
+                if state.tuner is not None:
+                    state.tuner.answered(sent_at)
                 return Answered(response)
             except Exception as exc:  # classified by type; anything unknown propagates
                 decision = s.provider.classify_error(exc)

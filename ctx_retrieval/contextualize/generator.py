@@ -63,7 +63,8 @@ class ContextGenerator:
         window: windowing for documents larger than ``max_document_tokens``.
         max_context_tokens: the length cap of a context (about 100 tokens by default).
         max_concurrency: requests in flight at once; None (default): found by the run (from 8 up to 256, growing
-            while a request the rate limits allow waits for a slot), a number fixes it.
+            while a request the rate limits allow waits for a slot and the step raises throughput: not where the
+            server or this client's CPU is the bottleneck), a number fixes it.
         retry / rate_limit: retry policy and an optional client-side limit (requests and input tokens/min).
         on_error: ``"raise"`` (default) stops at the first chunk that fails after retries and raises
             ``ContextGenerationError``; ``"skip"`` finishes the run and records failures per chunk.

@@ -12,9 +12,10 @@ if TYPE_CHECKING:
 
 __all__ = ["AUTO_MAX_CONCURRENCY", "AUTO_START_CONCURRENCY", "DOCUMENTS_PER_SLOT", "Shape", "server_shape"]
 
-# With max_concurrency=None the run finds how many requests to keep in flight: it starts with this many and adds
-# one whenever a request the rate limits let through has to wait for a slot (then latency, not the account's
-# limit, is what holds the run back: Little's law, in flight = throughput x latency), up to the cap.
+# With max_concurrency=None the run finds how many requests to keep in flight: it starts with this many and grows
+# while a request the rate limits let through has to wait for a slot and each step raises the throughput (then
+# latency, not the account's limit, holds the run back: Little's law, in flight = throughput x latency), up to the
+# cap; a step that does not pay is given back (``pacing.ConcurrencyTuner``).
 AUTO_START_CONCURRENCY = 8
 AUTO_MAX_CONCURRENCY = 256
 DOCUMENTS_PER_SLOT = 2  # documents in flight per request in flight, by default

@@ -18,7 +18,7 @@ from ctx_retrieval.contextualize.settings import RunSettings
 from ctx_retrieval.contextualize.tracing import RunTracers, current_tracers
 from ctx_retrieval.contextualize.versions import Previous
 from ctx_retrieval.errors import CtxRetrievalError
-from ctx_retrieval.pacing import Limiter, PrioritySlots
+from ctx_retrieval.pacing import ConcurrencyTuner, Limiter, PrioritySlots
 from ctx_retrieval.progress import NoBar, make_bar
 from ctx_retrieval.types import ContextResult
 from ctx_retrieval.usage import RunReport
@@ -54,7 +54,7 @@ class RunState:
     per_slot: bool = False  # the server caches one prefix per slot: each document's chunks go one at a time
     leases: DocumentLeases | None = None  # other workers share the cache: documents are claimed before writing
     failures_logged: int = 0
-    grow_to: int | None = None  # requests in flight may grow up to this (None: fixed)
+    tuner: ConcurrencyTuner | None = None  # finds how many requests to keep in flight (None: fixed)
     documents_capacity: int = 0
     documents_per_slot: float = 2.0
     tracers: RunTracers = field(default_factory=lambda: RunTracers(()))  # who sees each request (tracing.py)
@@ -80,10 +80,12 @@ class RunState:
                     limiter=Limiter(settings.rate_limit, shared=settings.shared_rate_limit, clock=settings.clock),
                     slots=PrioritySlots(concurrency), doc_slots=asyncio.Semaphore(documents),
                     rng=random.Random(seed), per_slot=per_slot, progress=progress_bar(progress, report.chunks),
-                    leases=leases, grow_to=shape.grow_to, tracers=RunTracers(current_tracers(settings.tracers)),
+                    leases=leases, tracers=RunTracers(current_tracers(settings.tracers)),
                     documents_per_slot=0.0 if settings.max_documents_in_flight else float(DOCUMENTS_PER_SLOT))
         report.peak_concurrency = concurrency
         state.documents_capacity = documents
+        if shape.grow_to is not None:
+            state.tuner = ConcurrencyTuner(state.slots, settings.clock, shape.grow_to)
         if fatal is not None:
             state.stop_with(fatal, fatal.__cause__)
         return state
@@ -110,12 +112,11 @@ def logs_above(bar: Any) -> contextlib.AbstractContextManager[Any]:
 
 
 def grow_if_bound(state: RunState) -> None:
-    """A request the rate limits let through would wait for a slot: latency, not the account's limit, holds the run
-    back, so one more request goes in flight (and documents in proportion), up to ``grow_to``."""
-    slots = state.slots
-    if state.grow_to is None or slots.capacity >= state.grow_to or not slots.would_wait():
+    """A request the rate limits let through is about to take a slot: the tuner (``pacing.ConcurrencyTuner``)
+    decides whether more requests go in flight; documents in flight follow the slots."""
+    if state.tuner is None or not state.tuner.bound():
         return
-    slots.grow()
+    slots = state.slots
     wanted = int(slots.capacity * state.documents_per_slot)
     while state.documents_capacity < wanted:
         state.documents_capacity += 1

@@ -1,4 +1,4 @@
-"""Rate limiter, retry backoff and priority slots."""
+"""Rate limiter, retry backoff, priority slots and how many requests a run keeps in flight."""
 
 from __future__ import annotations
 
@@ -10,9 +10,12 @@ import time
 import pytest
 
 from ctx_retrieval import ConfigurationError, RateLimit, RetryPolicy
+from ctx_retrieval.contextualize.scheduling import AUTO_MAX_CONCURRENCY, AUTO_START_CONCURRENCY
 from ctx_retrieval.pacing import Limiter, PrioritySlots
 from ctx_retrieval.providers.anthropic import server_limits
-from ctx_retrieval.providers.base import ServerLimit, ServerLimits
+from ctx_retrieval.providers.base import ContextRequest, ProviderResponse, ServerLimit, ServerLimits
+from ctx_retrieval.testing.clock import VirtualClock
+from ctx_retrieval.testing.instant import InstantProvider
 from tests.helpers import SteppedClock
 
 
@@ -237,3 +240,56 @@ def test_a_refused_probe_keeps_the_others_waiting_for_the_next_pause() -> None:
         return time.monotonic() - started
 
     assert asyncio.run(scenario()) >= 0.19
+
+
+class ServerOnTheClock(InstantProvider):
+    """Answers after ``latency_s`` of the run's clock, each answer then taking ``cpu_s`` of one shared processor
+    (this client's CPU, one answer at a time): throughput is ``in flight / latency`` until it reaches
+    ``1 / cpu_s``, where more in flight only lengthens the queue."""
+
+    def __init__(self, clock: VirtualClock, *, latency_s: float, cpu_s: float) -> None:
+        super().__init__()
+        self.clock, self.latency_s, self.cpu_s = clock, latency_s, cpu_s
+        self.in_flight = self.peak = 0
+        self._processor: asyncio.Lock | None = None
+
+    async def agenerate(self, request: ContextRequest) -> ProviderResponse:
+        self.in_flight += 1
+        self.peak = max(self.peak, self.in_flight)
+        try:
+            await self.clock.sleep(self.latency_s)
+            if self.cpu_s:
+                self._processor = self._processor or asyncio.Lock()
+                async with self._processor:
+                    await self.clock.sleep(self.cpu_s)
+            return await super().agenerate(request)
+        finally:
+            self.in_flight -= 1
+
+
+def _tuned_run(latency_s: float, cpu_s: float, chunks: int = 4000) -> tuple[ServerOnTheClock, float]:
+    from ctx_retrieval import ContextGenerator
+    from ctx_retrieval.testing.faults import synthetic_corpus
+
+    clock = VirtualClock()
+    provider = ServerOnTheClock(clock, latency_s=latency_s, cpu_s=cpu_s)
+    generator = ContextGenerator(provider, cache=False, clock=clock)  # max_concurrency=None: the tuner's
+    started = clock.now
+    run = generator.contextualize_many(synthetic_corpus(chunks, per_document=20))
+    assert run.report.generated == chunks and run.report.peak_concurrency == provider.peak
+    return provider, chunks / (clock.now - started)
+
+
+def test_concurrency_grows_while_throughput_grows_with_it() -> None:
+    # Latency alone holds the run back (no other bottleneck): every step pays, up to the cap.
+    provider, rate = _tuned_run(latency_s=1.0, cpu_s=0.0)
+    assert provider.peak == AUTO_MAX_CONCURRENCY
+    assert rate > 12 * AUTO_START_CONCURRENCY  # answers per second of the clock, ramp-up and the last ones included
+
+
+def test_concurrency_stops_growing_where_the_client_becomes_the_bottleneck() -> None:
+    # One answer takes 25 ms of this client's CPU: 40 answers a second at most, reached at 40 in flight. Growing on
+    # to the cap (as before the tuner: 256 in flight) gains nothing and costs the client's work.
+    provider, rate = _tuned_run(latency_s=1.0, cpu_s=0.025)
+    assert provider.peak <= 80
+    assert rate >= 0.85 * 40
