@@ -1,13 +1,13 @@
 """How a context run walks the package: calls that cross from one ctx_retrieval module to another, per chunk, for
-one 12-chunk document against the Anthropic twin (loopback, no cache), and which modules a chunk's walk returns to.
+one 12-chunk document against the Anthropic twin (loopback, no cache), and how often the walk enters each module.
 
     .venv/bin/python benchmarks/module_hops.py [--chunks 12] [--top 15]
 
 A hop is a call from a function of one package module into a function of another (the caller is the nearest
 package frame on the stack; the twin, ``ctx_retrieval.testing``, is left out, as are calls the event loop makes
-when it resumes a coroutine: those have no package caller). "Returns" counts, per module, how many times the walk
-comes back to it after leaving it for another; calls into the generator from the modules below it are the layers
-calling back up (reading the generator as their settings).
+when it resumes a coroutine: those have no package caller). "Entries" counts, per module, how many times the walk
+comes into it from another; calls into the generator from the modules below it are the layers calling back up
+(reading the generator as their settings).
 Figures are exact counts (no timing), so they are the same on any machine.
 """
 

@@ -324,7 +324,7 @@ class ContextGenerator:
             plans, fatal = await planner.plan_run(list(items))
             state = RunState.start(plans, settings, seed=self._seed, notes=notes, fatal=fatal,
                                    progress=self.progress if progress is None else progress,
-                                   leases=leases_for(settings.cache, self.lease_ttl_s, clock=self.clock.monotonic)
+                                   leases=leases_for(settings.cache, self.lease_ttl_s, clock=settings.clock)
                                    if batch is None else None)
             engine = Engine(settings, planner, state, self._warned_uncacheable)
             state.task, state.loop = asyncio.current_task(), asyncio.get_running_loop()

@@ -23,13 +23,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Iterable
 from typing import Protocol, runtime_checkable
 
 from ctx_retrieval._process import dead_here, worker_id
 from ctx_retrieval.contextualize.planning import Plan
 from ctx_retrieval.naming import document_name
+from ctx_retrieval.pacing import SYSTEM_CLOCK, Clock
 
 __all__ = ["DEFAULT_LEASE_TTL_S", "DocumentLeases", "LeaseStore", "leases_for", "worker_id"]
 
@@ -56,8 +56,7 @@ class LeaseStore(Protocol):
     def release_owner(self, owner: str) -> None: ...
 
 
-def leases_for(cache: object, ttl_s: float | None, *, clock: Callable[[], float] = time.monotonic
-               ) -> DocumentLeases | None:
+def leases_for(cache: object, ttl_s: float | None, *, clock: Clock = SYSTEM_CLOCK) -> DocumentLeases | None:
     """Leases on ``cache`` when it keeps them and they are on (``ttl_s``); None otherwise."""
     if cache is None or ttl_s is None or not isinstance(cache, LeaseStore):
         return None
@@ -68,7 +67,7 @@ class DocumentLeases:
     """This run's claims on documents in a shared cache, and when each was last confirmed (by ``clock``)."""
 
     def __init__(self, store: LeaseStore, *, ttl_s: float = DEFAULT_LEASE_TTL_S, poll_s: float | None = None,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Clock = SYSTEM_CLOCK) -> None:
         self.store = store
         self.ttl_s = ttl_s
         self.poll_s = poll_s if poll_s is not None else min(1.0, ttl_s / 20)
@@ -85,7 +84,7 @@ class DocumentLeases:
     def claim(self, plan: Plan) -> bool:
         """True when this run may write ``plan`` now (claimed, or taken over from a dead worker)."""
         key = self.key(plan)
-        now = self.clock()
+        now = self.clock.monotonic()
         holder = self.store.claim(key, self.owner, self.ttl_s)
         if holder is None or (dead_here(holder) and self.store.take_over(key, self.owner, holder, self.ttl_s)):
             self._confirmed[key] = now
@@ -97,12 +96,12 @@ class DocumentLeases:
         or renewed) less than ``TRUST_SHARE`` of the TTL ago by this run's clock. False after a stall or failed
         renewals: the caller then re-reads the cache and claims again before paying (``claim``)."""
         confirmed = self._confirmed.get(self.key(plan))
-        if confirmed is not None and self.clock() - confirmed < TRUST_SHARE * self.ttl_s:
+        if confirmed is not None and self.clock.monotonic() - confirmed < TRUST_SHARE * self.ttl_s:
             return True
         self.rechecked += 1
         logger.info("document %s: this worker's lease was last confirmed %s ago; re-reading the shared cache and "
                     "claiming it again before the next request", document_name(plan.document),
-                    "never" if confirmed is None else f"{self.clock() - confirmed:.1f} s")
+                    "never" if confirmed is None else f"{self.clock.monotonic() - confirmed:.1f} s")
         return False
 
     def release(self, plan: Plan) -> None:
@@ -141,8 +140,9 @@ class DocumentLeases:
     async def renew_forever(self) -> None:
         """Keep this run's claims alive while it runs (cancelled at its end)."""
         while True:
+            # The wall clock's, not the run's: the shared cache expires a lease by its own (wall) time
             await asyncio.sleep(self.ttl_s / 3)
-            at = self.clock()
+            at = self.clock.monotonic()
             try:
                 self.renewed(self.store.renew(self.owner, self.ttl_s), at)
             except Exception as exc:  # the cache is unreachable for a moment: the next renewal may succeed

@@ -12,6 +12,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from ctx_retrieval import pacing
 from ctx_retrieval._process import dead_here, worker_id
 from ctx_retrieval.contextualize.cache import ContextCache
 from ctx_retrieval.contextualize.leases import TRUST_SHARE, DocumentLeases
@@ -25,11 +26,11 @@ def _plan(name: str = "d") -> Plan:
                 keys=[f"key-{name}"], prefix_tokens=0, prompt=DEFAULT_PROMPT)
 
 
-class Clock:
+class Clock(pacing.Clock):
     def __init__(self) -> None:
         self.now = 1000.0
 
-    def __call__(self) -> float:
+    def monotonic(self) -> float:
         return self.now
 
 
