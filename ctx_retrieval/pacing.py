@@ -366,7 +366,6 @@ class ConcurrencyTuner:
     def __init__(self, slots: PrioritySlots, clock: Clock, grow_to: int) -> None:
         self.slots, self.clock, self.grow_to = slots, clock, grow_to
         self.answers = 0
-        self.peak = slots.capacity
         self._level_since = clock.monotonic()  # when the current level began
         self._latencies: list[float] = []  # of the answers to requests sent at the current level
         self._previous: float | None = None  # throughput at the level before this one
@@ -405,7 +404,6 @@ class ConcurrencyTuner:
         for _ in range(min(step, self.grow_to - slots.capacity)):
             slots.grow()
         self._previous = throughput
-        self.peak = max(self.peak, slots.capacity)
         return True
 
 
