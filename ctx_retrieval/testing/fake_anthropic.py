@@ -35,6 +35,7 @@ from typing import Any, cast
 from ctx_retrieval.testing import anthropic_rules as rules
 from ctx_retrieval.testing import twin_platforms as platforms
 from ctx_retrieval.testing.anthropic_rules import count_tokens
+from ctx_retrieval.testing.clock import ServerClock, WallServerClock
 from ctx_retrieval.testing.loopback import LoopbackHandler, LoopbackServer
 from ctx_retrieval.testing.twin_batches import BatchStore
 from ctx_retrieval.testing.twin_cache import PromptCache
@@ -163,6 +164,10 @@ class FakeAnthropicServer(LoopbackServer):
         today: the date that decides which deprecated models are still served (default: today, UTC).
         port: the port on 127.0.0.1 (0: any free one); ``python -m ctx_retrieval.testing serve --port N`` runs it
             as a process of its own.
+        clock: the time its latencies, rate limits, outages, cache ages and batches run on (default the wall
+            clock); a test shares a ``ctx_retrieval.testing.clock.SharedClock`` with the run it serves, so what it
+            sees does not depend on the machine's speed. Timestamps it shows (rate-limit resets, batch times,
+            which models are retired) are wall-clock UTC.
     """
 
     def __init__(
@@ -190,8 +195,10 @@ class FakeAnthropicServer(LoopbackServer):
         max_batch_bytes: int = rules.MAX_BATCH_BYTES,
         today: datetime.date | None = None,
         port: int = 0,
+        clock: ServerClock | None = None,
     ) -> None:
         super().__init__(_Handler, name="fake-anthropic", port=port)
+        self.clock: ServerClock = clock or WallServerClock()
         self.today = today
         self.latency_s = latency_s
         self.latency_per_output_token_s = latency_per_output_token_s
@@ -203,14 +210,16 @@ class FakeAnthropicServer(LoopbackServer):
         self.thinking_tokens = thinking_tokens
         self.max_batch_bytes = max_batch_bytes
         self.requests: list[RecordedRequest] = []
+        self.answering = 0  # POST requests being handled now (a test waits for 0 before it counts what was paid)
         self._faults = FaultPlan(seed)
         self._lock = threading.Lock()
         self.cache = PromptCache(cache_ttl_scale)
         self._limit_settings = {"rpm": rate_limit_rpm, "itpm": rate_limit_itpm, "otpm": rate_limit_otpm,
-                                "window_s": rate_window_s, "burst_s": rate_burst_s, "headers": rate_limit_headers}
+                                "window_s": rate_window_s, "burst_s": rate_burst_s, "headers": rate_limit_headers,
+                                "clock": self.clock}
         self.limits = RateBuckets(**self._limit_settings)  # type: ignore[arg-type]
         self.batch_store = BatchStore(delay_s=batch_delay_s, seed=seed, cache_hit_rate=batch_cache_hit_rate,
-                                      max_requests=max_batch_requests)
+                                      max_requests=max_batch_requests, clock=self.clock)
         self._ids = itertools.count(1)
 
     # -- lifecycle -------------------------------------------------------------------------------------
@@ -256,7 +265,7 @@ class FakeAnthropicServer(LoopbackServer):
 
     def fail_all_for(self, seconds: float, kind: str = "rate_limit") -> None:
         """Answer every request with ``kind`` for the next ``seconds`` (a sustained limit or an outage)."""
-        self._faults.until = time.monotonic() + seconds
+        self._faults.until = self.clock.monotonic() + seconds
         self._faults.until_kind = kind
 
     def fail_in_batches(self, predicate: Callable[[dict[str, Any]], bool], kind: str = "errored") -> None:
@@ -391,7 +400,7 @@ class FakeAnthropicServer(LoopbackServer):
             record.status = -2
             record.usage = None
             record.response_text = None
-            record.finished = time.monotonic()
+            record.finished = self.clock.monotonic()
 
     def next_id(self) -> str:
         return f"msg_fake_{next(self._ids):08d}"
@@ -405,13 +414,13 @@ class FakeAnthropicServer(LoopbackServer):
         if model_rules is None or problem is not None:
             kind = "not_found_error" if model_rules is None else "invalid_request_error"
             return {"type": "errored", "error": {"type": "error", "error": {"type": kind, "message": problem}}}
-        now = time.monotonic()
+        now = self.clock.monotonic()
         usage, writes = self.cache.bill(params, now, allow_read=allow_cache_read)
         content, stop_reason = self.answer(params, model_rules, usage, None)
         self.cache.publish(writes, now)
         text = "".join(b.get("text", "") for b in content if b["type"] == "text")
         self.record(RecordedRequest(path="/v1/messages/batches", body=params, status=200, fault=None,
-                                    usage=usage, api_key_present=True, started=now, finished=time.monotonic(),
+                                    usage=usage, api_key_present=True, started=now, finished=self.clock.monotonic(),
                                     response_text=text))
         return {"type": "succeeded", "message": {
             "id": self.next_id(), "type": "message", "role": "assistant", "model": model, "content": content,
@@ -536,7 +545,17 @@ class _Handler(LoopbackHandler):
 
     def do_POST(self) -> None:  # noqa: N802 - the standard library's name
         fake = self.fake
-        started = time.monotonic()
+        with fake._lock:
+            fake.answering += 1
+        try:
+            self._post()
+        finally:
+            with fake._lock:
+                fake.answering -= 1
+
+    def _post(self) -> None:
+        fake = self.fake
+        started = fake.clock.monotonic()
         length = int(self.headers.get("content-length") or 0)
         raw = self.rfile.read(length)
         key = self.headers.get("x-api-key")
@@ -594,7 +613,7 @@ class _Handler(LoopbackHandler):
         if problem is not None:
             self._error(record, 400, "invalid_request_error", problem)
             return
-        fault = fake._faults.next(record)
+        fault = fake._faults.next(record, fake.clock.monotonic())
         record.fault = fault
         if fault == "rate_limit":
             self._error(record, 429, "rate_limit_error", "rate limited", {"retry-after": f"{fake.retry_after_s:g}"})
@@ -629,11 +648,11 @@ class _Handler(LoopbackHandler):
         content, stop_reason = fake.answer(body, model_rules, usage, fault)
         fake.limits.settle_output(max_tokens, usage["output_tokens"])
         if fake.latency_s:
-            time.sleep(fake.latency_s)
+            fake.clock.hold(started + fake.latency_s)
         fake.cache.publish(writes, started)  # the response has begun: the entry is readable from now on
         delay = fake.latency_per_output_token_s * usage["output_tokens"] + (fake.slow_s if fault == "slow" else 0.0)
         if delay:
-            time.sleep(delay)
+            fake.clock.hold(started + fake.latency_s + delay)  # the answer ends this long after it started
         text = "".join(b.get("text", "") for b in content if b["type"] == "text")
         answer = {"id": fake.next_id(), "type": "message", "role": "assistant", "model": model, "content": content,
                   "stop_reason": stop_reason, "stop_sequence": None, "usage": usage}
@@ -659,7 +678,7 @@ class _Handler(LoopbackHandler):
         record.status = 200
         record.usage = usage
         record.response_text = text
-        record.finished = time.monotonic()
+        record.finished = fake.clock.monotonic()
         fake.record(record)
         if call is not None and call.invoke:
             limit_headers = {**limit_headers, **platforms.invoke_usage_headers(usage)}

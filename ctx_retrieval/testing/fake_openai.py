@@ -28,6 +28,7 @@ retry-after, 500, dropped connections, an answer cut at ``max_tokens``); request
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import threading
 import time
@@ -35,6 +36,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any, cast
 
+from ctx_retrieval.testing.clock import ServerClock, WallServerClock
 from ctx_retrieval.testing.loopback import LoopbackHandler, LoopbackServer
 from ctx_retrieval.tokens import estimate_tokens
 
@@ -50,7 +52,7 @@ class _Slot:
     def __init__(self) -> None:
         self.prompt = ""
         self.busy = False
-        self.last_used = 0.0
+        self.last_used = 0  # when it was last released, in releases: the least recently used is the lowest
 
 
 def _common_prefix(a: str, b: str) -> int:
@@ -75,13 +77,18 @@ def minimum_to_compute(prompts: Iterable[str], measure: Callable[[str], int]) ->
 
 
 class FakeOpenAIServer(LoopbackServer):
-    """``with FakeOpenAIServer() as server: OpenAICompatibleProvider("m", base_url=server.base_url)``"""
+    """``with FakeOpenAIServer() as server: OpenAICompatibleProvider("m", base_url=server.base_url)``
+
+    Its latency and prompt-processing time run on ``clock`` (default the wall clock; tests share a
+    ``ctx_retrieval.testing.clock.SharedClock`` with the run)."""
 
     def __init__(self, *, profile: str = "generic", latency_s: float = 0.0, known_models: Iterable[str] | None = None,
                  retry_after_s: float = 0.05, slots: int = 1, n_ctx: int = 8192, model_id: str = "local-model",
                  seconds_per_prompt_token: float = 0.0, answer: Callable[[str], str] | None = None,
-                 port: int = 0, states_num_ctx: bool = True) -> None:
+                 port: int = 0, states_num_ctx: bool = True, clock: ServerClock | None = None) -> None:
         super().__init__(_Handler, name="fake-openai", port=port)
+        self.clock: ServerClock = clock or WallServerClock()
+        self._releases = itertools.count(1)
         if profile not in PROFILES:
             raise ValueError(f"profile must be one of {PROFILES}, not {profile!r}")
         self.profile = profile
@@ -140,7 +147,7 @@ class FakeOpenAIServer(LoopbackServer):
 
     def _release_slot(self, slot: _Slot, prompt: str) -> None:
         with self._slot_free:
-            slot.prompt, slot.busy, slot.last_used = prompt, False, time.monotonic()
+            slot.prompt, slot.busy, slot.last_used = prompt, False, next(self._releases)
             self._slot_free.notify_all()
 
     def _too_long(self, prompt_tokens: int, max_tokens: int) -> tuple[int, dict[str, Any]] | None:
@@ -217,7 +224,7 @@ class FakeOpenAIServer(LoopbackServer):
                 self.prompt_tokens_processed += processed
             delay = self.latency_s + processed * self.seconds_per_prompt_token
             if delay:
-                time.sleep(delay)
+                self.clock.hold(self.clock.monotonic() + delay)
         finally:
             if slot is not None:
                 self._release_slot(slot, prompt)

@@ -9,6 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ctx_retrieval.testing.anthropic_rules import BATCH_EXPIRY_S, MAX_BATCH_REQUESTS
+from ctx_retrieval.testing.clock import ServerClock, WallServerClock
 
 __all__ = ["BatchStore"]
 
@@ -23,11 +24,13 @@ def _iso(epoch: float) -> str:
 class BatchStore:
     """Batches stay ``in_progress`` for ``delay_s``, then every request is answered once, at that moment (so
     cache entries that expired meanwhile miss, as in a batch that outlasts the 5-minute TTL). Each request
-    reads the prompt cache with probability ``cache_hit_rate`` (the API promises only best effort)."""
+    reads the prompt cache with probability ``cache_hit_rate`` (the API promises only best effort). Progress is
+    measured on ``clock``; the timestamps a batch shows are the wall clock's (UTC)."""
 
     def __init__(self, *, delay_s: float, seed: int, cache_hit_rate: float = 1.0,
-                 max_requests: int = MAX_BATCH_REQUESTS) -> None:
+                 max_requests: int = MAX_BATCH_REQUESTS, clock: ServerClock | None = None) -> None:
         self.delay_s = delay_s
+        self.clock = clock or WallServerClock()
         self.cache_hit_rate = cache_hit_rate
         self.max_requests = max_requests
         self.batches: dict[str, dict[str, Any]] = {}
@@ -42,13 +45,14 @@ class BatchStore:
     def create(self, batch_id: str, requests: list[dict[str, Any]]) -> None:
         with self._lock:
             self.batches[batch_id] = {"id": batch_id, "requests": requests, "created": time.time(),
-                                      "started": time.monotonic(), "results": None, "cancel_at": None}
+                                      "started": self.clock.monotonic(), "results": None, "cancel_at": None,
+                                      "canceled": None}
 
     def cancel(self, batch_id: str) -> None:
         with self._lock:
             batch = self.batches[batch_id]
             if batch["results"] is None and batch["cancel_at"] is None:
-                batch["cancel_at"] = time.time()
+                batch["cancel_at"], batch["canceled"] = time.time(), self.clock.monotonic()
 
     def _process(self, batch: dict[str, Any], answer: Answer) -> None:
         results = []
@@ -76,8 +80,9 @@ class BatchStore:
         with self._lock:
             batch = self.batches[batch_id]
             canceling = batch["cancel_at"] is not None
-            ended = (time.monotonic() - batch["started"] >= self.delay_s
-                     or (canceling and time.time() - batch["cancel_at"] >= min(self.delay_s, 0.05)))
+            now = self.clock.monotonic()
+            ended = (now - batch["started"] >= self.delay_s
+                     or (canceling and now - batch["canceled"] >= min(self.delay_s, 0.05)))
             if ended and batch["results"] is None:
                 self._process(batch, answer)
                 batch["ended"] = time.time()

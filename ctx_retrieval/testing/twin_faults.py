@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import random
-import time
 from collections import deque
 from typing import Any
 
@@ -46,7 +45,8 @@ class FaultPlan:
         self.until = 0.0
         self.until_kind: str | None = None
 
-    def next(self, request: Any) -> str | None:
+    def next(self, request: Any, now: float) -> str | None:
+        """The fault for ``request``, admitted at ``now`` (the server's clock)."""
         for rule in self.rules:
             predicate, kind, remaining = rule
             if remaining != 0 and predicate(request):
@@ -54,7 +54,7 @@ class FaultPlan:
                 return str(kind)
         if self.script:
             return self.script.popleft()
-        if self.until_kind is not None and time.monotonic() < self.until:
+        if self.until_kind is not None and now < self.until:
             return self.until_kind
         if self.rate and self.rng.random() < self.rate:
             kinds = list(self.mix)

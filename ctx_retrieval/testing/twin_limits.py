@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import datetime
 import threading
-import time
+
+from ctx_retrieval.testing.clock import ServerClock, WallServerClock
 
 __all__ = ["RateBuckets"]
 
@@ -18,17 +19,19 @@ class RateBuckets:
     """Requests, input tokens (uncached input and cache writes; cache reads excluded) and output tokens, each a
     bucket refilled continuously at ``limit`` per ``window_s``. Output tokens are estimated from ``max_tokens``
     when a request is admitted and corrected with the real count when it ends. ``burst_s`` caps each bucket at
-    that many seconds' worth (the page's "enforced over shorter intervals"); by default a whole window."""
+    that many seconds' worth (the page's "enforced over shorter intervals"); by default a whole window. The buckets
+    refill on ``clock``; a reset header is the wall-clock (UTC) moment plus the seconds to full on that clock."""
 
     def __init__(self, *, rpm: float | None, itpm: float | None, otpm: float | None, window_s: float = 60.0,
-                 burst_s: float | None = None, headers: bool = True) -> None:
+                 burst_s: float | None = None, headers: bool = True, clock: ServerClock | None = None) -> None:
         self.window_s = window_s
+        self.clock = clock or WallServerClock()
         self.send_headers = headers
         share = 1.0 if burst_s is None else min(1.0, burst_s / window_s)
         self._buckets = [_Bucket(name, float(limit), float(limit) * share)
                          for name, limit in (("requests", rpm), ("input-tokens", itpm), ("output-tokens", otpm))
                          if limit is not None]
-        self._stamp = time.monotonic()
+        self._stamp = self.clock.monotonic()
         self._lock = threading.Lock()
 
     @property
@@ -41,7 +44,7 @@ class RateBuckets:
     def set_left(self, name: str, left: float) -> None:
         """Tests: empty or fill a bucket now."""
         with self._lock:
-            self._refill(time.monotonic())
+            self._refill(self.clock.monotonic())
             bucket = self.bucket(name)
             if bucket is not None:
                 bucket.left = left
@@ -50,7 +53,7 @@ class RateBuckets:
         with self._lock:
             for bucket in self._buckets:
                 bucket.left = bucket.capacity
-            self._stamp = time.monotonic()
+            self._stamp = self.clock.monotonic()
 
     def _refill(self, now: float) -> None:
         elapsed = now - self._stamp
@@ -64,7 +67,7 @@ class RateBuckets:
             return 0.0, {}
         need = {"requests": 1.0, "input-tokens": float(input_tokens), "output-tokens": float(max_output_tokens)}
         with self._lock:
-            self._refill(time.monotonic())
+            self._refill(self.clock.monotonic())
             wait = 0.0
             for bucket in self._buckets:
                 want = min(need[bucket.name], bucket.capacity)

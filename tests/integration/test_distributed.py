@@ -77,7 +77,9 @@ def test_four_actors_on_postgres_pay_each_chunk_once_under_one_shared_limit(clus
     assert all(r["context"] and r["status"] in ("generated", "cached") for r in rows)
     assert totals["ok"] == chunks and totals["rate_limited"] <= 2  # one answered request per chunk, ~no 429
     assert totals["cache_entries_written"] == 10 and totals["max_writes_per_entry"] == 1
-    assert wall >= 0.9 * (chunks - 19) / 19  # held to the fleet's limit: 19 a second after the first 19
+    # Held to the fleet's limit: 19 a second after the first 19. Four actor processes share that budget through the
+    # store's time, which no test clock reaches into: a lower bound on the wall clock, which load only lengthens.
+    assert wall >= 0.9 * (chunks - 19) / 19
 
 
 def test_an_actor_killed_mid_run_loses_nothing(cluster: None, tmp_path: Path) -> None:

@@ -112,7 +112,9 @@ def test_four_processes_on_one_cache_pay_each_chunk_once(cache_url: str, tmp_pat
 def test_a_killed_workers_documents_are_taken_over_and_nothing_is_paid_twice(cache_url: str, tmp_path: Path) -> None:
     chunks = 60
     with FakeAnthropicServer(latency_s=0.3) as server:
-        (doomed,) = _workers(tmp_path, server.base_url, cache_url, chunks, 1)
+        # Its leases would last an hour: a run that waited for them to expire, not for the process that holds them,
+        # would end at the test's timeout, not here.
+        (doomed,) = _workers(tmp_path, server.base_url, cache_url, chunks, 1, lease_ttl_s=3600.0)
         deadline = time.monotonic() + 60
         while server.totals()["ok"] < 3 and time.monotonic() < deadline:  # it holds documents, mid-way
             time.sleep(0.05)
@@ -120,16 +122,15 @@ def test_a_killed_workers_documents_are_taken_over_and_nothing_is_paid_twice(cac
         doomed.wait(timeout=30)
         # Its requests in flight finish on the server side first (0.3 s latency): an answer recorded and then found
         # undeliverable is taken back, and one counted before that would be paid twice in this arithmetic.
-        time.sleep(1.0)
+        deadline = time.monotonic() + 60  # a liveness bound, not a speed bound
+        while server.answering and time.monotonic() < deadline:
+            time.sleep(0.05)
         paid_before = server.totals()["ok"]
-        started = time.monotonic()
         run = ContextGenerator(AnthropicProvider(api_key=TEST_KEY, base_url=server.base_url), cache=cache_url,
                                max_concurrency=8).contextualize_many(synthetic_corpus(chunks))
-        waited = time.monotonic() - started
         paid_after = server.totals()["ok"]
+    # Its claims were taken over at once (a process of this machine that no longer exists): the run ended.
     assert all(r.context for r in run) and run.report.failed == 0
-    # Its claims were taken over at once (a process of this machine that no longer exists), not after 60 s.
-    assert waited < 30
     # Nothing the killed worker stored was asked again; requests it had in flight died with it (at most its slots).
     assert run.report.cached >= paid_before - 4 and paid_after - paid_before == run.report.generated
     assert run.report.generated + run.report.cached == chunks
@@ -185,7 +186,9 @@ def test_an_expired_claim_of_another_machine_is_taken_over(cache_url: str) -> No
         run = generator.contextualize_many(items)
         waited = time.monotonic() - started
     assert all(r.context for r in run) and run.report.generated == 20
-    assert run.report.shared_documents == 1 and 0.9 <= waited < 10  # waited out the lease, then wrote it
+    # It waited out the lease, then wrote the document. The lease runs on the store's own clock (the database's
+    # time, shared by every worker), which no test clock can stand in for: a lower bound, which load only lengthens.
+    assert run.report.shared_documents == 1 and waited >= 0.9
 
 
 def test_the_postgres_password_stays_out_of_reprs_and_pickles(postgres: Any, monkeypatch: pytest.MonkeyPatch) -> None:

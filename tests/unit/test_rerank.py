@@ -54,10 +54,13 @@ def test_a_sustained_429_is_bounded_and_paced_run_wide() -> None:
     from ctx_retrieval import ProviderRequestError
 
     texts = {f"id{i}": f"passage {i}" for i in range(4)}
-    with FakeAnthropicServer(responder=reverse_responder, retry_after_s=0.1) as server:
+    from ctx_retrieval.testing.clock import SharedClock
+
+    clock = SharedClock()  # the outage and the waits on one time, whatever the machine's speed
+    with FakeAnthropicServer(responder=reverse_responder, retry_after_s=0.1, clock=clock) as server:
         server.fail_all_for(60.0, "rate_limit")
         reranker = ClaudeReranker(AnthropicProvider(api_key=TEST_KEY, base_url=server.base_url),
-                                  retry=RetryPolicy(max_rate_limit_wait_s=0.5), max_concurrency=4)
+                                  retry=RetryPolicy(max_rate_limit_wait_s=0.5), max_concurrency=4, clock=clock)
         with pytest.raises(ProviderRequestError, match="max_rate_limit_wait_s"):
             reranker.rerank_ids([f"q{n}" for n in range(4)], [list(texts)] * 4, texts)
         refused = len(server.requests)

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import datetime
 import random
-import time
 
 import pytest
 
@@ -20,16 +19,16 @@ from tests.helpers import SteppedClock
 
 
 def test_the_limiter_waits_on_its_clock_not_the_wall() -> None:
-    async def scenario() -> tuple[float, float]:
-        clock = SteppedClock()
+    clock = SteppedClock()
+
+    async def scenario() -> float:
         limiter = Limiter(None, clock=clock)
         limiter.pause(3600.0)  # an hour on the limiter's clock
-        started = time.monotonic()
         await limiter.acquire(1)
-        return clock.now - 1000.0, time.monotonic() - started
+        return clock.now - 1000.0
 
-    waited, wall = asyncio.run(scenario())
-    assert waited == pytest.approx(3600.0) and wall < 5.0  # re-checked every 0.25 s of its time, none of ours
+    # Every second of the hour was slept on its clock (a wall-clock sleep anywhere would hold the test an hour).
+    assert asyncio.run(scenario()) == pytest.approx(3600.0) and sum(clock.slept) == pytest.approx(3600.0)
 
 
 def test_token_limit_waits_once_the_bucket_is_empty() -> None:
@@ -228,18 +227,20 @@ def test_after_a_pause_one_probe_goes_first_and_the_rest_wait_for_its_answer() -
 
 def test_a_refused_probe_keeps_the_others_waiting_for_the_next_pause() -> None:
     async def scenario() -> float:
-        limiter = Limiter(None)
+        clock = VirtualClock()
+        limiter = Limiter(None, clock=clock)
         limiter.pause(0.01)
         assert await limiter.acquire(1) is True
-        started = time.monotonic()
         waiter = asyncio.ensure_future(limiter.acquire(1))
-        await asyncio.sleep(0.02)
+        await clock.sleep(0.02)
+        assert not waiter.done()  # the probe is out: the others wait for its answer
+        paused = clock.now
         limiter.pause(0.2)  # the probe was refused: a new, longer pause
         limiter.answered(rate_limited=True)
         assert await waiter is True  # the next one is a probe again
-        return time.monotonic() - started
+        return clock.now - paused
 
-    assert asyncio.run(scenario()) >= 0.19
+    assert asyncio.run(scenario()) == pytest.approx(0.2, abs=0.01)
 
 
 class ServerOnTheClock(InstantProvider):

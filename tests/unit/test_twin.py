@@ -10,6 +10,7 @@ import anthropic
 import pytest
 
 from ctx_retrieval.testing import FakeAnthropicServer
+from ctx_retrieval.testing.clock import SharedClock
 from ctx_retrieval.tokens import estimate_tokens
 
 KEY = "sk-ant-test-0000000000000000"
@@ -135,7 +136,7 @@ def test_error_faults_carry_their_documented_status_type_and_request_id(twin: Fa
 
 
 def test_output_tokens_are_limited_from_max_tokens_and_reported_in_headers() -> None:
-    with FakeAnthropicServer(rate_limit_otpm=1000) as twin:
+    with FakeAnthropicServer(rate_limit_otpm=1000, clock=SharedClock()) as twin:  # no refill between requests
         raw = client(twin).messages.with_raw_response.create(
             model="claude-haiku-5-5", max_tokens=600, messages=user("hi"), thinking={"type": "disabled"})
         assert raw.headers["anthropic-ratelimit-output-tokens-limit"] == "1000"
@@ -157,7 +158,8 @@ def _batch_request(custom_id: str, **params: Any) -> dict[str, Any]:
 
 
 def test_batches_limits_expiry_shuffled_results_and_errored_invalid_requests() -> None:
-    with FakeAnthropicServer(batch_delay_s=0.05, max_batch_requests=40) as twin:
+    clock = SharedClock()
+    with FakeAnthropicServer(batch_delay_s=0.05, max_batch_requests=40, clock=clock) as twin:
         sdk = client(twin)
         with pytest.raises(anthropic.APIStatusError) as caught:
             sdk.messages.batches.create(requests=[_batch_request(f"r{i}") for i in range(41)])  # type: ignore[misc]
@@ -167,9 +169,9 @@ def test_batches_limits_expiry_shuffled_results_and_errored_invalid_requests() -
         batch = sdk.messages.batches.create(requests=requests)  # type: ignore[arg-type]
         assert batch.expires_at - batch.created_at == datetime.timedelta(hours=24)
         assert batch.processing_status == "in_progress"
-        import time
-
-        time.sleep(0.1)
+        clock.advance(0.04)
+        assert sdk.messages.batches.retrieve(batch.id).processing_status == "in_progress"
+        clock.advance(0.02)
         ended = sdk.messages.batches.retrieve(batch.id)
         assert ended.processing_status == "ended" and ended.ended_at is not None
         results = list(sdk.messages.batches.results(batch.id))
@@ -180,14 +182,13 @@ def test_batches_limits_expiry_shuffled_results_and_errored_invalid_requests() -
 
 
 def test_a_canceled_batch_goes_through_canceling_and_ends_canceled() -> None:
-    with FakeAnthropicServer(batch_delay_s=30.0) as twin:
+    clock = SharedClock()
+    with FakeAnthropicServer(batch_delay_s=30.0, clock=clock) as twin:
         sdk = client(twin)
         batch = sdk.messages.batches.create(requests=[_batch_request("a")])  # type: ignore[list-item]
         canceling = sdk.messages.batches.cancel(batch.id)
         assert canceling.processing_status == "canceling" and canceling.cancel_initiated_at is not None
-        import time
-
-        time.sleep(0.1)
+        clock.advance(0.06)
         assert sdk.messages.batches.retrieve(batch.id).processing_status == "ended"
         assert [r.result.type for r in sdk.messages.batches.results(batch.id)] == ["canceled"]
 
@@ -209,10 +210,10 @@ def test_batch_cache_hits_are_best_effort() -> None:
 
 def test_a_cache_entry_is_readable_once_the_writing_response_has_begun() -> None:
     import threading
-    import time
 
     text = DOCUMENT
-    with FakeAnthropicServer(latency_s=0.4, latency_per_output_token_s=0.01) as twin:
+    clock = SharedClock(manual=True)  # each answer is held until the test moves time on
+    with FakeAnthropicServer(latency_s=0.4, latency_per_output_token_s=0.01, clock=clock) as twin:
         sdk = client(twin)
         usages: dict[str, Any] = {}
 
@@ -220,27 +221,32 @@ def test_a_cache_entry_is_readable_once_the_writing_response_has_begun() -> None
             usages[name] = sdk.messages.create(model="claude-haiku-5-5", max_tokens=50, thinking={"type": "disabled"},
                                                messages=user(text, type="ephemeral")).usage
 
-        writer = threading.Thread(target=ask, args=("writer",))
-        writer.start()
-        time.sleep(0.1)
-        ask("racer")  # sent while the writer's prompt is still being read: no entry to read yet
-        writer.join()
-        time.sleep(0.05)
-        ask("after")  # the writer's answer has begun (and ended): the entry is there
+        asking = [threading.Thread(target=ask, args=(name,)) for name in ("writer", "racer")]
+        asking[0].start()
+        clock.wait_for_holds(1)  # the writer's prompt is being read
+        asking[1].start()  # sent meanwhile: no entry to read yet
+        clock.wait_for_holds(2)
+        clock.advance(10.0)
+        for thread in asking:
+            thread.join()
+        finisher = threading.Thread(target=ask, args=("after",))  # the writer's answer has begun (and ended)
+        finisher.start()
+        clock.wait_for_holds(1)
+        clock.advance(10.0)
+        finisher.join()
     assert usages["writer"].cache_creation_input_tokens and usages["racer"].cache_creation_input_tokens
     assert usages["after"].cache_read_input_tokens == usages["writer"].cache_creation_input_tokens
 
 
 def test_ttl_counts_from_the_writing_request_start() -> None:
-    import time
-
     text = DOCUMENT
-    # 5 minutes scaled to 0.6 s; the writing answer takes 0.5 s: its entry has ~0.1 s left when it ends.
-    with FakeAnthropicServer(cache_ttl_scale=0.002, latency_s=0.5) as twin:
+    clock = SharedClock()
+    # 5 minutes scaled to 0.6 s; the writing answer takes 0.5 s: its entry has 0.1 s left when it ends.
+    with FakeAnthropicServer(cache_ttl_scale=0.002, latency_s=0.5, clock=clock) as twin:
         sdk = client(twin)
         sdk.messages.create(model="claude-haiku-5-5", max_tokens=50, thinking={"type": "disabled"},
                             messages=user(text, type="ephemeral"))
-        time.sleep(0.3)
+        clock.advance(0.3)  # 0.8 s after the write started (0.3 s after it ended): expired
         late = sdk.messages.create(model="claude-haiku-5-5", max_tokens=50, thinking={"type": "disabled"},
                                    messages=user(text, type="ephemeral"))
     assert late.usage.cache_read_input_tokens == 0 and late.usage.cache_creation_input_tokens > 0
@@ -248,7 +254,7 @@ def test_ttl_counts_from_the_writing_request_start() -> None:
 
 def test_limits_can_be_enforced_over_a_shorter_interval() -> None:
     def burst(burst_s: float | None) -> int:
-        with FakeAnthropicServer(rate_limit_rpm=600, rate_burst_s=burst_s) as twin:
+        with FakeAnthropicServer(rate_limit_rpm=600, rate_burst_s=burst_s, clock=SharedClock()) as twin:
             sdk = client(twin)
             refused = 0
             for _ in range(20):
@@ -260,19 +266,18 @@ def test_limits_can_be_enforced_over_a_shorter_interval() -> None:
             return refused
 
     assert burst(None) == 0  # a minute's worth (600) in the bucket
-    assert burst(1.0) >= 5  # 600 a minute enforced per second: at most ~10 at once
+    assert burst(1.0) == 10  # 600 a minute enforced per second: 10 at once (no time passes between requests)
 
 
 def test_a_batch_that_outlasts_the_ttl_misses_the_cache() -> None:
-    import time
-
     params = {"messages": user(DOCUMENT[:4000], type="ephemeral")}
-    with FakeAnthropicServer(batch_delay_s=0.3, cache_ttl_scale=0.0005) as twin:  # 5 minutes -> 0.15 s
+    clock = SharedClock()
+    with FakeAnthropicServer(batch_delay_s=0.3, cache_ttl_scale=0.0005, clock=clock) as twin:  # 5 min -> 0.15 s
         sdk = client(twin)
         sdk.messages.create(model="claude-haiku-5-5", max_tokens=50, thinking={"type": "disabled"}, **params)
         batch = sdk.messages.batches.create(  # type: ignore[misc]
             requests=[{**_batch_request("r"), "params": {**_batch_request("r")["params"], **params}}])
-        time.sleep(0.35)
+        clock.advance(0.35)
         sdk.messages.batches.retrieve(batch.id)
         (result,) = list(sdk.messages.batches.results(batch.id))
     usage = result.result.message.usage  # type: ignore[union-attr]
