@@ -628,6 +628,26 @@ def test_iter_contextualize_streams_in_waves_with_the_same_results() -> None:
     assert asyncio.run(collect()) == [60, 60, 10]
 
 
+def test_a_finished_wave_is_freed_at_once_not_by_the_garbage_collector() -> None:
+    # The run cache held its engine, which holds it: every wave's plans and results stayed alive in that cycle until
+    # the collector's next pass (engine_overhead's peak: 15.1 MB instead of 6.0 over 10,000 chunks).
+    import gc
+
+    from ctx_retrieval.testing.faults import synthetic_corpus
+    from ctx_retrieval.testing.instant import InstantProvider
+
+    generator = ContextGenerator(InstantProvider(), cache=False)
+    waves = generator.iter_contextualize(synthetic_corpus(120, per_document=10), documents_per_wave=4)
+    next(waves)
+    gc.collect()
+    gc.disable()
+    try:
+        assert len(next(waves)) == 40
+        assert gc.collect() == 0  # nothing of that wave was left in a reference cycle
+    finally:
+        gc.enable()
+
+
 def test_a_stop_while_the_run_is_planning_stops_it_before_any_request(fake_server: Any, make_generator: Any,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     from ctx_retrieval import ContextGenerationError
