@@ -1,7 +1,7 @@
 """Ingestion side by side under a server-side rate limit: the seeds' loop, the cookbook's threads, LlamaIndex's
 DocumentContextExtractor and ours, on the 737-chunk cookbook corpus against the fake Anthropic API.
 
-    .venv/bin/python benchmarks/ingestion_throughput.py [--skip seeds,extractor] [--window 6]
+    .venv/bin/python benchmarks/ingestion_throughput.py [--skip seeds,extractor] [--window 6] [--busy 20]
 
 The fake answers after --latency + --per-token-latency x output tokens and enforces token buckets of --rpm requests
 and --itpm uncached input tokens per --window seconds (60 = per minute; the default 6 compresses a minute into six
@@ -21,7 +21,9 @@ on thinking and most answers hold no text.
 - extractor: LlamaIndex DocumentContextExtractor, num_workers=4.
 - ours: ContextGenerator at its defaults (it finds how many requests to keep in flight, paces itself by the
   server's anthropic-ratelimit-* headers, and by retry-after when a 429 comes anyway), and at fixed concurrencies
-  equal to each peer's (4 = the extractor's workers, 5 = the cookbook's threads, --peer-threads for both).
+  equal to each peer's (4 = the extractor's workers, 5 = the cookbook's threads, --peer-threads for both); and at
+  defaults with ``request_threads=0`` (requests sent and read by the event loop itself, the way before 2026-12-05).
+- --busy N: N busy-loop processes run beside the whole comparison (a machine its other work keeps loaded).
 - the bound: what the rate limit alone allows (draining the fewest uncached input tokens possible, or the
   requests, whichever takes longer); latency is not part of it, since requests in flight hide it.
 - ours, batch mode: contextualize_many_batched (Message Batches at half price, 1-hour cache TTL, a first batch
@@ -49,6 +51,7 @@ import anthropic
 from ctx_retrieval import AnthropicProvider, ContextGenerator, RunReport, TokenUsage
 from ctx_retrieval.evaluation import load_cookbook
 from ctx_retrieval.models import MODELS, request_cost_usd
+from ctx_retrieval.providers.base import DEFAULT_REQUEST_THREADS
 from ctx_retrieval.testing import FakeAnthropicServer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -121,8 +124,9 @@ def run_extractor(base_url: str, items: list[Any]) -> None:
             raise RuntimeError(done.stderr[-2000:])
 
 
-def run_ours(base_url: str, items: list[Any], concurrency: int | None = None) -> RunReport:
-    provider = AnthropicProvider(MODEL, api_key=KEY, base_url=base_url)
+def run_ours(base_url: str, items: list[Any], concurrency: int | None = None,
+             request_threads: int = DEFAULT_REQUEST_THREADS) -> RunReport:
+    provider = AnthropicProvider(MODEL, api_key=KEY, base_url=base_url, request_threads=request_threads)
     run = ContextGenerator(provider, cache=False, max_concurrency=concurrency).contextualize_many(items)
     assert run.report.failed == 0
     return run.report
@@ -147,11 +151,29 @@ def main() -> int:
     parser.add_argument("--window", type=float, default=6.0, help="seconds per rate-limit window (60 = real)")
     parser.add_argument("--no-rate-limit-headers", action="store_true",
                         help="the fake sends no anthropic-ratelimit-* headers (a proxy that strips them)")
-    parser.add_argument("--skip", default="", help="comma-separated: seeds, cookbook, extractor, batch")
+    parser.add_argument("--skip", default="", help="comma-separated: seeds, cookbook, extractor, batch, equal "
+                        "(the fixed-concurrency rows of ours), loop (ours sending from the event loop)")
+    parser.add_argument("--busy", type=int, default=0,
+                        help="run this many busy-loop processes beside the comparison (a machine loaded by others)")
     parser.add_argument("--model", default=MODEL)
     parser.add_argument("--peer-threads", type=int, default=32,
                         help="the cookbook's threads and ours in flight for the equal-concurrency rows")
     args = parser.parse_args()
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.busy)]
+    try:
+        if hogs:
+            time.sleep(2.0)
+        code = compare(args)
+        if hogs:
+            print(f"beside {len(hogs)} busy-loop processes: load average {os.getloadavg()[0]:.1f} over the last minute")
+        return code
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+
+
+def compare(args: argparse.Namespace) -> int:
     globals()["MODEL"] = args.model
     info = MODELS[MODEL]
     items = load_cookbook().items
@@ -168,14 +190,16 @@ def main() -> int:
         ("ctx-retrieval, 5 in flight (= cookbook)", lambda url, items: run_ours(url, items, 5)),
         (f"ctx-retrieval, {threads} in flight", lambda url, items: run_ours(url, items, threads)),
         ("ctx-retrieval batch mode (1h TTL)", run_ours_batched),
-        ("ctx-retrieval (defaults)", run_ours)]
+        ("ctx-retrieval (defaults)", run_ours),
+        ("ctx-retrieval, requests from the event loop", lambda url, items: run_ours(url, items, request_threads=0))]
     skip = {s.strip() for s in args.skip.split(",") if s.strip()}
     if not EXTRACTOR_PYTHON.exists():
         skip.add("extractor")
     rows = []
     for name, runner in approaches:
         if name.split(":")[0].split(" ")[0].lower() in skip or ("extractor" in skip and "xtractor" in name) or (
-                "batch" in skip and "batch" in name) or ("equal" in skip and "in flight" in name):
+                "batch" in skip and "batch" in name) or ("equal" in skip and "in flight" in name) or (
+                "loop" in skip and "event loop" in name):
             continue
         with FakeAnthropicServer(latency_s=args.latency, latency_per_output_token_s=args.per_token_latency,
                                  rate_limit_rpm=args.rpm, rate_limit_itpm=args.itpm,

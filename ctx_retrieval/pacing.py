@@ -93,6 +93,9 @@ _TOKEN_ROUNDING = 500.0  # Anthropic reports input tokens remaining rounded to t
 _RATE_DECAY = 0.9  # weight of earlier reports in the refill-rate estimate
 _SENDS_KEPT_S = 900.0  # how long sends are remembered for syncing with the server's reports (> any timeout)
 _SENDS_KEPT = 4096
+# Requests go out from threads (``SDKProvider.in_thread``): one handed over a little before another may reach the
+# server after it, so a report cannot be trusted to include the sends of the last few milliseconds before its own.
+_REORDER_S = 0.01
 _RECHECK_S = 0.25
 _NO_WAIT_S = 1e-6
 
@@ -233,9 +236,13 @@ class Limiter:
         now = self.clock.monotonic()
         later_requests, later_tokens = self._reserved_requests, self._reserved_tokens
         later_output = self._reserved_output
-        for stamp, tokens, output in reversed(self._sent):  # sends the report cannot include yet
-            if stamp <= sent_at:
+        itself = True  # the reporting request's own send is in its report
+        for stamp, tokens, output in reversed(self._sent):  # sends the report may not include yet
+            if stamp <= sent_at - _REORDER_S:
                 break
+            if stamp == sent_at and itself:
+                itself = False
+                continue
             later_requests += 1
             later_tokens += tokens
             later_output += output

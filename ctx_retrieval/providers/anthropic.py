@@ -33,6 +33,7 @@ import datetime
 import json
 import logging
 import os
+import time
 from typing import TYPE_CHECKING, Any, Literal
 
 from ctx_retrieval._optional import require
@@ -46,6 +47,8 @@ from ctx_retrieval.errors import (
 )
 from ctx_retrieval.models import ModelInfo, check_not_retired, lookup_model_info
 from ctx_retrieval.providers.base import (
+    DEADLINE_GRACE_S,
+    DEFAULT_REQUEST_THREADS,
     AnswerTooLarge,
     ContextRequest,
     ErrorDecision,
@@ -56,6 +59,7 @@ from ctx_retrieval.providers.base import (
     endpoint_identity,
     parse_json_answer,
     read_capped,
+    read_capped_in_thread,
 )
 from ctx_retrieval.providers.generic import (
     MalformedAnswer,
@@ -104,6 +108,7 @@ class AnthropicMessages(SDKProvider["anthropic_sdk.AsyncAnthropic"]):
         model_info: ModelInfo | None = None,
         client: anthropic_sdk.AsyncAnthropic | None = None,
         endpoint_id: str | None = None,
+        request_threads: int = DEFAULT_REQUEST_THREADS,
     ) -> None:
         if cache_ttl not in ("5m", "1h"):
             from ctx_retrieval.errors import ConfigurationError
@@ -116,7 +121,7 @@ class AnthropicMessages(SDKProvider["anthropic_sdk.AsyncAnthropic"]):
                                      setting="timeout_s")
         check_not_retired(model)  # before any client exists: a retired id never reaches the network
         self._model = model
-        self._init_client(api_key, client)
+        self._init_client(api_key, client, request_threads=request_threads)
         self.base_url = base_url
         self.endpoint_id = endpoint_id
         self._cache_ttl = cache_ttl
@@ -188,6 +193,12 @@ class AnthropicMessages(SDKProvider["anthropic_sdk.AsyncAnthropic"]):
             timeout=self.timeout_s)
         return client
 
+    def _new_sync_client(self) -> anthropic_sdk.Anthropic:
+        anthropic = require("anthropic", "anthropic")
+        client: anthropic_sdk.Anthropic = anthropic.Anthropic(
+            api_key=self._resolved_key(), base_url=self.base_url, max_retries=0, timeout=self.timeout_s)
+        return client
+
     def build_message_content(self, request: ContextRequest) -> list[dict[str, Any]]:
         return anthropic_blocks(request, ttl=self._cache_ttl)
 
@@ -237,23 +248,37 @@ class AnthropicMessages(SDKProvider["anthropic_sdk.AsyncAnthropic"]):
                                 stop_reason=reason if isinstance(reason, str) else None)
 
     async def agenerate(self, request: ContextRequest) -> ProviderResponse:
-        client = self._get_client()
         fields = self._model_fields(request)
         max_tokens = fields.pop("max_tokens")
         messages: Any = [{"role": "user", "content": self.build_message_content(request)}]
 
         sent: list[datetime.datetime] = []
 
-        async def send(deadline: float) -> tuple[bytes, Any]:
-            # Streamed, so the body is read with a cap; the headers carry the anthropic-ratelimit-* values the
-            # generator paces the run by, as they stood when the server admitted the request: about now.
+        # Streamed, so the body is read with a cap; the headers carry the anthropic-ratelimit-* values the
+        # generator paces the run by, as they stood when the server admitted the request: about when it was sent.
+        async def send_from_loop(deadline: float) -> tuple[bytes, Any]:
+            client = self._get_client()
             sent.append(_utc_now())
             async with client.messages.with_streaming_response.create(
                     model=self._model, max_tokens=max_tokens, messages=messages, extra_body=fields or None,
                     timeout=deadline) as raw:
                 return await read_capped(raw.iter_bytes()), raw.headers
 
-        body, headers = await self.bounded(send)
+        async def send_from_thread(deadline: float) -> tuple[bytes, Any]:
+            client = self._thread_client()
+
+            def call() -> tuple[bytes, Any]:
+                until = time.monotonic() + deadline + DEADLINE_GRACE_S
+                sent.append(_utc_now())
+                with client.messages.with_streaming_response.create(
+                        model=self._model, max_tokens=max_tokens, messages=messages, extra_body=fields or None,
+                        timeout=deadline) as raw:
+                    return read_capped_in_thread(raw.iter_bytes(), until), raw.headers
+
+            result: tuple[bytes, Any] = await self.in_thread(call)
+            return result
+
+        body, headers = await self.bounded(send_from_thread if self.sends_from_threads else send_from_loop)
         return self._response(parse_json_answer(body), server_limits(headers, at=sent[-1]))
 
     @property

@@ -40,7 +40,7 @@ from ctx_retrieval.errors import (
 )
 from ctx_retrieval.models import ModelInfo, lookup_model_info, platform_model, platform_prices
 from ctx_retrieval.providers.anthropic import DEFAULT_TIMEOUT_S, AnthropicMessages
-from ctx_retrieval.providers.base import ErrorDecision, endpoint_identity
+from ctx_retrieval.providers.base import DEFAULT_REQUEST_THREADS, ErrorDecision, endpoint_identity
 
 if TYPE_CHECKING:
     import anthropic as anthropic_sdk
@@ -124,7 +124,8 @@ class BedrockProvider(_PlatformProvider):
                  aws_session_token: str | None = None, aws_profile: str | None = None, base_url: str | None = None,
                  regional: bool | None = None, cache_ttl: Literal["5m", "1h"] = "5m",
                  timeout_s: float = DEFAULT_TIMEOUT_S, extra_body: dict[str, Any] | None = None,
-                 model_info: ModelInfo | None = None, client: Any = None, endpoint_id: str | None = None) -> None:
+                 model_info: ModelInfo | None = None, client: Any = None, endpoint_id: str | None = None,
+                 request_threads: int = DEFAULT_REQUEST_THREADS) -> None:
         if endpoint not in ("messages", "invoke"):
             raise ConfigurationError("endpoint must be 'messages' (the Messages-API Bedrock endpoint) or 'invoke' "
                                      "(the legacy InvokeModel endpoint)", setting="endpoint")
@@ -135,7 +136,8 @@ class BedrockProvider(_PlatformProvider):
                 "geography prefix such as 'global.' and a version such as '-v1:0' on the InvokeModel endpoint); "
                 f"see {BEDROCK_PAGE}", setting="model")
         super().__init__(model, api_key=api_key, base_url=base_url, cache_ttl=cache_ttl, timeout_s=timeout_s,
-                         extra_body=extra_body, model_info=model_info, client=client, endpoint_id=endpoint_id)
+                         extra_body=extra_body, model_info=model_info, client=client, endpoint_id=endpoint_id,
+                         request_threads=request_threads)
         self.endpoint_kind = endpoint
         self.aws_region = aws_region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
         self._aws = {"aws_access_key": aws_access_key, "aws_secret_key": aws_secret_key,
@@ -172,14 +174,21 @@ class BedrockProvider(_PlatformProvider):
 
     def _new_client(self) -> anthropic_sdk.AsyncAnthropic:
         anthropic = require("anthropic", "bedrock")
-        key = self._resolved_key()
-        credentials = {} if key is not None else {k: v for k, v in (self._aws or {}).items() if v is not None}
         kind = (anthropic.AsyncAnthropicBedrock if self.endpoint_kind == "invoke"
                 else anthropic.AsyncAnthropicBedrockMantle)
-        client: anthropic_sdk.AsyncAnthropic = kind(
-            aws_region=self.aws_region, base_url=self.base_url, max_retries=0, timeout=self.timeout_s,
-            **({"api_key": key} if key is not None else credentials))
+        client: anthropic_sdk.AsyncAnthropic = kind(**self._client_settings())
         return client
+
+    def _new_sync_client(self) -> Any:
+        anthropic = require("anthropic", "bedrock")
+        kind = anthropic.AnthropicBedrock if self.endpoint_kind == "invoke" else anthropic.AnthropicBedrockMantle
+        return kind(**self._client_settings())
+
+    def _client_settings(self) -> dict[str, Any]:
+        key = self._resolved_key()
+        credentials = {} if key is not None else {k: v for k, v in (self._aws or {}).items() if v is not None}
+        return {"aws_region": self.aws_region, "base_url": self.base_url, "max_retries": 0,
+                "timeout": self.timeout_s, **({"api_key": key} if key is not None else credentials)}
 
 
 class VertexProvider(_PlatformProvider):
@@ -206,12 +215,14 @@ class VertexProvider(_PlatformProvider):
                  access_token: str | None = None, base_url: str | None = None, regional: bool | None = None,
                  cache_ttl: Literal["5m", "1h"] = "5m", timeout_s: float = DEFAULT_TIMEOUT_S,
                  extra_body: dict[str, Any] | None = None, model_info: ModelInfo | None = None,
-                 client: Any = None, endpoint_id: str | None = None) -> None:
+                 client: Any = None, endpoint_id: str | None = None,
+                 request_threads: int = DEFAULT_REQUEST_THREADS) -> None:
         if platform_model(model).platform == "bedrock":
             raise ConfigurationError(f"{model!r} is a Bedrock model id: Vertex AI names Claude models "
                                      f"'claude-haiku-4-5@20251001' (see {VERTEX_PAGE})", setting="model")
         super().__init__(model, api_key=access_token, base_url=base_url, cache_ttl=cache_ttl, timeout_s=timeout_s,
-                         extra_body=extra_body, model_info=model_info, client=client, endpoint_id=endpoint_id)
+                         extra_body=extra_body, model_info=model_info, client=client, endpoint_id=endpoint_id,
+                         request_threads=request_threads)
         self.project_id = project_id or os.environ.get("ANTHROPIC_VERTEX_PROJECT_ID")
         self.region = region or os.environ.get("CLOUD_ML_REGION")
         self._platform_info(model, model_info, regional if regional is not None else (self.region != "global"))
@@ -245,7 +256,12 @@ class VertexProvider(_PlatformProvider):
 
     def _new_client(self) -> anthropic_sdk.AsyncAnthropic:
         anthropic = require("anthropic", "vertex")
-        client: anthropic_sdk.AsyncAnthropic = anthropic.AsyncAnthropicVertex(
-            project_id=self.project_id, region=self.region, access_token=self._resolved_key(),
-            base_url=self.base_url, max_retries=0, timeout=self.timeout_s)
+        client: anthropic_sdk.AsyncAnthropic = anthropic.AsyncAnthropicVertex(**self._client_settings())
         return client
+
+    def _new_sync_client(self) -> Any:
+        return require("anthropic", "vertex").AnthropicVertex(**self._client_settings())
+
+    def _client_settings(self) -> dict[str, Any]:
+        return {"project_id": self.project_id, "region": self.region, "access_token": self._resolved_key(),
+                "base_url": self.base_url, "max_retries": 0, "timeout": self.timeout_s}

@@ -373,29 +373,74 @@ def test_provider_errors_keep_the_servers_type_and_message() -> None:
     assert error.error_type == "invalid_request_error" and "prompt is too long" in str(error)  # type: ignore[attr-defined]
 
 
-def test_a_server_dripping_a_byte_at_a_time_is_cut_at_the_requests_deadline() -> None:
+# Requests sent from threads of their own (the default) and from the event loop (request_threads=0).
+SENDING = pytest.mark.parametrize("request_threads", [256, 0], ids=["threads", "loop"])
+
+
+@SENDING
+def test_a_server_dripping_a_byte_at_a_time_is_cut_at_the_requests_deadline(request_threads: int) -> None:
+    import time
+
     from ctx_retrieval import AnthropicProvider, ContextGenerator, RetryPolicy
 
     document, chunks = make_document("drip", paragraphs=1)
     with FakeAnthropicServer() as server:
         server.script_faults(["drip"])  # the whole answer would take ~40 s; each byte resets a read timeout
-        provider = AnthropicProvider(api_key=TEST_KEY, base_url=server.base_url, timeout_s=0.5)
+        provider = AnthropicProvider(api_key=TEST_KEY, base_url=server.base_url, timeout_s=0.5,
+                                     request_threads=request_threads)
         run = ContextGenerator(provider, cache=False, retry=RetryPolicy(initial_delay_s=0.0)).contextualize(
             document, chunks)
         first, second = sorted(server.messages, key=lambda r: r.started)[:2]
+        deadline = time.monotonic() + 30  # a liveness bound: the drip would go on for ~40 s
+        while server.answering and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not server.answering  # the reader hung up: no thread of ours is left reading the drip
+    assert provider.sends_from_threads == (request_threads > 0)
     assert all(r.context for r in run) and run.report.errors_by_type == {"timeout": 1}
     assert second.started - first.started < 5  # given up at the deadline, not when the drip ended
     assert provider.deadline_s() == 1.0  # a server that ran past it gets twice the time next
 
 
+@SENDING
 @pytest.mark.parametrize("fault", ["endless", "gzip_bomb"])
-def test_an_endless_body_or_a_gzip_bomb_is_cut_off_by_size(fault: str) -> None:
+def test_an_endless_body_or_a_gzip_bomb_is_cut_off_by_size(fault: str, request_threads: int) -> None:
     from ctx_retrieval import AnthropicProvider, ContextGenerator, RetryPolicy
 
     document, chunks = make_document(fault, paragraphs=1)
     with FakeAnthropicServer() as server:
         server.script_faults([fault])
-        provider = AnthropicProvider(api_key=TEST_KEY, base_url=server.base_url, timeout_s=30.0)
+        provider = AnthropicProvider(api_key=TEST_KEY, base_url=server.base_url, timeout_s=30.0,
+                                     request_threads=request_threads)
         run = ContextGenerator(provider, cache=False, retry=RetryPolicy(initial_delay_s=0.0)).contextualize(
             document, chunks)
     assert all(r.context for r in run) and run.report.errors_by_type == {"invalid_response": 1}
+
+
+def test_requests_go_out_from_threads_unless_told_otherwise() -> None:
+    # The SDK says which of its clients sent a request (x-stainless-async): the synchronous one in the request
+    # threads by default, the async one on the event loop with request_threads=0 or with a client passed in.
+    import pickle
+
+    import anthropic
+
+    from ctx_retrieval import AnthropicProvider, ConfigurationError, ContextGenerator
+
+    document, chunks = make_document("sender", paragraphs=2)
+    with FakeAnthropicServer() as server:
+        sent_by = {}
+        for name, provider in (
+                ("threads", AnthropicProvider(api_key=TEST_KEY, base_url=server.base_url)),
+                ("loop", AnthropicProvider(api_key=TEST_KEY, base_url=server.base_url, request_threads=0)),
+                ("client", AnthropicProvider(client=anthropic.AsyncAnthropic(
+                    api_key=TEST_KEY, base_url=server.base_url, max_retries=0)))):
+            server.reset()
+            run = ContextGenerator(provider, cache=False).contextualize(document, chunks)
+            assert all(r.context for r in run)
+            sent_by[name] = {r.headers.get("x-stainless-async") for r in server.messages}
+            if name == "threads":
+                assert provider.sends_from_threads and provider._pool is None  # closed with the run
+                assert pickle.loads(pickle.dumps(provider)).sends_from_threads  # no thread or client travels
+    assert sent_by == {"threads": {"false"}, "loop": {"async:asyncio"}, "client": {"async:asyncio"}}
+    with pytest.raises(ConfigurationError, match="request_threads") as info:
+        AnthropicProvider(api_key=TEST_KEY, request_threads=-1)
+    assert info.value.setting == "request_threads"

@@ -294,3 +294,24 @@ def test_concurrency_stops_growing_where_the_client_becomes_the_bottleneck() -> 
     provider, rate = _tuned_run(latency_s=1.0, cpu_s=0.025)
     assert provider.peak <= 80
     assert rate >= 0.85 * 40
+
+
+def test_a_send_just_before_the_reporting_one_is_not_taken_as_in_its_report() -> None:
+    # Requests go out from threads: one handed over 5 ms before another may reach the server after it, so the later
+    # one's report need not include it. The reporting request's own send is in it.
+    async def scenario() -> float:
+        clock = SteppedClock()
+        limiter = Limiter(None, clock=clock)
+        await limiter.acquire(30_000)
+        limiter.sent(30_000)
+        clock.now += 0.005
+        await limiter.acquire(30_000)
+        reporting = limiter.sent(30_000)
+        # 40,000 of 100,000 left, refilling at the per-minute rate (1,667/s): less the other send (30,000) and the
+        # headroom (1,000), 9,000 are left, so 20,000 more waits (20,000 - 9,000) / 1,667 s.
+        limiter.observe(ServerLimits(input_tokens=ServerLimit(100_000, 40_000, None)), reporting)
+        started = clock.now
+        await limiter.acquire(20_000)
+        return clock.now - started
+
+    assert asyncio.run(scenario()) == pytest.approx(11_000 / (100_000 / 60), rel=0.01)
