@@ -1,5 +1,5 @@
 """What the package's parts can do, as Protocols, checked with ``isinstance`` where a part is given (a context run
-reads its provider's once, into ``contextualize.settings.ProviderTraits``); nothing probes a trait with
+reads its provider's once, into ``contextualize._settings.ProviderTraits``); nothing probes a trait with
 ``getattr``: a new trait is declared here.
 
 - ``Contextualizer``: writes contexts for (document, chunks) pairs (``ContextGenerator``,

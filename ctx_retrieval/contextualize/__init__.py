@@ -1,14 +1,19 @@
 """Writing contexts: (document, chunks) in, one situated context per chunk out.
 
+Public modules:
+
 - ``generator``: ``ContextGenerator``, the facade (sync, async, streamed, batched, retries, estimates).
-- ``planning``: what each document sends (whole or windowed, cacheable or not) and what is already cached.
-- ``engine``: one run's state and its requests: attempts, retries, failures, the report.
 - ``batches``: the same run through Message Batches at half price.
-- ``scheduling``: retry policy, client-side rate limits, request slots.
 - ``cache``: the persistent context cache (SQLite): each chunk paid once; ``cache_postgres``: the same on
   PostgreSQL, shared by machines; ``stores``: which cache a setting names (``open_context_cache``).
 - ``versions``: document versions and opt-in reuse of earlier contexts (edits, model and prompt migrations).
 - ``leases``: workers sharing a cache claim each document before writing it; the others wait for its contexts.
 - ``windowing``, ``prompts``, ``validation``: the prompt's document part, its text, input checks.
-- ``heuristic``: the no-LLM baseline; ``results``: what a run returns.
+- ``heuristic``: the no-LLM baseline; ``results``: what a run returns; ``tracing``, ``otel``: spans.
+
+The engine, private (its names may change in any release): ``_settings`` (what a run reads, fixed when it starts,
+and its provider's traits), ``_planning`` (what each document sends and what is already cached), ``_engine`` (one
+run: its requests, failures and report), ``_attempts`` (one request's life), ``_runcache`` (the run's dealings with
+the cache), ``_state`` (its counters), ``_reuse`` (earlier contexts a run may take), ``_scheduling`` (how many
+requests and documents a run keeps in flight).
 """

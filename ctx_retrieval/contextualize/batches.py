@@ -13,10 +13,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Literal
 
-from ctx_retrieval.contextualize.attempts import traced_answer, traced_request
-from ctx_retrieval.contextualize.engine import Engine, read_answer
-from ctx_retrieval.contextualize.planning import Plan
-from ctx_retrieval.contextualize.settings import RunSettings
+from ctx_retrieval.contextualize._attempts import traced_answer, traced_request
+from ctx_retrieval.contextualize._engine import Engine, read_answer
+from ctx_retrieval.contextualize._planning import Plan
+from ctx_retrieval.contextualize._settings import RunSettings
 from ctx_retrieval.errors import ConfigurationError
 from ctx_retrieval.naming import printable
 from ctx_retrieval.protocols import BatchProvider

@@ -17,11 +17,8 @@ from os import PathLike
 from typing import Literal
 
 from ctx_retrieval._aio import run_sync
-from ctx_retrieval.contextualize.batches import MAX_BATCH_BYTES, BatchOptions, run_batched
-from ctx_retrieval.contextualize.cache_postgres import CacheURL, is_postgres_url
-from ctx_retrieval.contextualize.engine import Engine, prepare_provider
-from ctx_retrieval.contextualize.leases import DEFAULT_LEASE_TTL_S, leases_for
-from ctx_retrieval.contextualize.planning import (
+from ctx_retrieval.contextualize._engine import Engine, prepare_provider
+from ctx_retrieval.contextualize._planning import (
     DocumentItems,
     OnError,
     Planner,
@@ -30,11 +27,14 @@ from ctx_retrieval.contextualize.planning import (
     request_max_tokens,
     waves,
 )
+from ctx_retrieval.contextualize._reuse import estimate as estimate_run
+from ctx_retrieval.contextualize._settings import ProviderTraits, RunSettings
+from ctx_retrieval.contextualize._state import RunState, logs_above
+from ctx_retrieval.contextualize.batches import MAX_BATCH_BYTES, BatchOptions, run_batched
+from ctx_retrieval.contextualize.cache_postgres import CacheURL, is_postgres_url
+from ctx_retrieval.contextualize.leases import DEFAULT_LEASE_TTL_S, leases_for
 from ctx_retrieval.contextualize.prompts import DEFAULT_PROMPT, PromptTemplate
 from ctx_retrieval.contextualize.results import ContextRun, CostEstimate
-from ctx_retrieval.contextualize.reuse import estimate as estimate_run
-from ctx_retrieval.contextualize.settings import ProviderTraits, RunSettings
-from ctx_retrieval.contextualize.state import RunState, logs_above
 from ctx_retrieval.contextualize.stores import ContextStore, open_context_cache
 from ctx_retrieval.contextualize.tracing import RequestTracer
 from ctx_retrieval.contextualize.versions import ReusePolicy, VersionedStore

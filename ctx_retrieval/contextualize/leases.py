@@ -27,7 +27,7 @@ from collections.abc import AsyncIterator, Iterable
 from typing import Protocol, runtime_checkable
 
 from ctx_retrieval._process import dead_here, worker_id
-from ctx_retrieval.contextualize.planning import Plan
+from ctx_retrieval.contextualize._planning import Plan
 from ctx_retrieval.naming import document_name
 from ctx_retrieval.pacing import SYSTEM_CLOCK, Clock
 

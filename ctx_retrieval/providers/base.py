@@ -51,7 +51,7 @@ MAX_ANSWER_BYTES = 4 * 1024 * 1024
 MAX_DEADLINE_FACTOR = 16
 DEADLINE_GRACE_S = 0.5
 # Threads a provider may send requests from (made as requests need them, never more than are in flight): the most
-# requests a run keeps in flight when it finds its own concurrency (``scheduling.AUTO_MAX_CONCURRENCY``).
+# requests a run keeps in flight when it finds its own concurrency (``contextualize._scheduling.AUTO_MAX_CONCURRENCY``).
 DEFAULT_REQUEST_THREADS = 256
 _POOL_LOCK = threading.Lock()  # two runs starting at once on one provider make one pool
 

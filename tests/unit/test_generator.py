@@ -380,7 +380,7 @@ def test_budget_cap_stops_cleanly_and_resumes(fake_server: Any, make_generator: 
 
 def test_the_progress_bar_counts_only_chunks_done(fake_server: Any, make_generator: Any,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    from ctx_retrieval.contextualize import state as run_state
+    from ctx_retrieval.contextualize import _state as run_state
 
     class Bar:
         def __init__(self) -> None:
@@ -651,7 +651,7 @@ def test_a_finished_wave_is_freed_at_once_not_by_the_garbage_collector() -> None
 def test_a_stop_while_the_run_is_planning_stops_it_before_any_request(fake_server: Any, make_generator: Any,
                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
     from ctx_retrieval import ContextGenerationError
-    from ctx_retrieval.contextualize.planning import Planner
+    from ctx_retrieval.contextualize._planning import Planner
 
     generator = make_generator(cache=False)
     plan_run = Planner.plan_run

@@ -108,7 +108,7 @@ def test_adapters_do_not_import_each_other() -> None:
 # a capability goes into a Protocol instead.
 ATTRIBUTE_READS = {
     "ctx_retrieval._sqlite": (2, "sqlite3 exceptions' error codes (Python >= 3.11 only)"),
-    "ctx_retrieval.contextualize.planning": (1, "the id of a malformed input item, for its error"),
+    "ctx_retrieval.contextualize._planning": (1, "the id of a malformed input item, for its error"),
     "ctx_retrieval.contextualize.versions": (1, "ReusePolicy's own fields, by name, when it checks them"),
     "ctx_retrieval.pacing": (1, "RateLimit's own fields, by name, when it checks them"),
     "ctx_retrieval.evaluation.models": (2, "a framework embedding model's display name, for its row's label"),

@@ -14,9 +14,9 @@ from typing import Any
 
 from ctx_retrieval import pacing
 from ctx_retrieval._process import dead_here, worker_id
+from ctx_retrieval.contextualize._planning import Plan
 from ctx_retrieval.contextualize.cache import ContextCache
 from ctx_retrieval.contextualize.leases import TRUST_SHARE, DocumentLeases
-from ctx_retrieval.contextualize.planning import Plan
 from ctx_retrieval.contextualize.prompts import DEFAULT_PROMPT
 from ctx_retrieval.types import SourceDocument
 
@@ -86,7 +86,7 @@ def test_a_stale_hold_is_not_trusted_until_claimed_again(tmp_path: Path) -> None
 
 def test_a_documents_lease_key_is_hashed_once_however_many_requests(make_generator: Any,
                                                                     monkeypatch: Any) -> None:
-    from ctx_retrieval.contextualize import planning
+    from ctx_retrieval.contextualize import _planning as planning
     from tests.helpers import make_document
 
     joined: list[int] = []

@@ -9,7 +9,7 @@ import random
 import pytest
 
 from ctx_retrieval import ConfigurationError, RateLimit, RetryPolicy
-from ctx_retrieval.contextualize.scheduling import AUTO_MAX_CONCURRENCY, AUTO_START_CONCURRENCY
+from ctx_retrieval.contextualize._scheduling import AUTO_MAX_CONCURRENCY, AUTO_START_CONCURRENCY
 from ctx_retrieval.pacing import Limiter, PrioritySlots
 from ctx_retrieval.providers.anthropic import server_limits
 from ctx_retrieval.providers.base import ContextRequest, ProviderResponse, ServerLimit, ServerLimits

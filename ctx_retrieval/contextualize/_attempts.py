@@ -14,9 +14,9 @@ import dataclasses
 import logging
 from dataclasses import dataclass
 
-from ctx_retrieval.contextualize.planning import Plan
-from ctx_retrieval.contextualize.settings import RunSettings
-from ctx_retrieval.contextualize.state import RunState, grow_if_bound
+from ctx_retrieval.contextualize._planning import Plan
+from ctx_retrieval.contextualize._settings import RunSettings
+from ctx_retrieval.contextualize._state import RunState, grow_if_bound
 from ctx_retrieval.contextualize.tracing import TracedAnswer, TracedRequest
 from ctx_retrieval.errors import ProviderUnavailableError
 from ctx_retrieval.models import cost_usd, request_cost_usd

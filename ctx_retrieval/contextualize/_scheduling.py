@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from ctx_retrieval.contextualize.settings import ProviderTraits
+    from ctx_retrieval.contextualize._settings import ProviderTraits
 
 __all__ = ["AUTO_MAX_CONCURRENCY", "AUTO_START_CONCURRENCY", "DOCUMENTS_PER_SLOT", "Shape", "server_shape"]
 

@@ -27,10 +27,10 @@ from ctx_retrieval.naming import document_name
 from ctx_retrieval.types import ResultStatus, TokenUsage
 
 if TYPE_CHECKING:
+    from ctx_retrieval.contextualize._planning import Plan, Planner
+    from ctx_retrieval.contextualize._settings import RunSettings
+    from ctx_retrieval.contextualize._state import RunState
     from ctx_retrieval.contextualize.leases import DocumentLeases
-    from ctx_retrieval.contextualize.planning import Plan, Planner
-    from ctx_retrieval.contextualize.settings import RunSettings
-    from ctx_retrieval.contextualize.state import RunState
     from ctx_retrieval.pacing import Clock
     from ctx_retrieval.providers.base import ProviderResponse
 

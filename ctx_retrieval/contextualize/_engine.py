@@ -16,14 +16,14 @@ import logging
 import time
 from dataclasses import dataclass
 
-from ctx_retrieval.contextualize.attempts import Answered, Attempts, Lost, Tries
-from ctx_retrieval.contextualize.planning import Partition, Plan, Planner, partition
+from ctx_retrieval.contextualize._attempts import Answered, Attempts, Lost, Tries
+from ctx_retrieval.contextualize._planning import Partition, Plan, Planner, partition
+from ctx_retrieval.contextualize._reuse import find_previous, refresh_order, reuse_savings, versioned_store
+from ctx_retrieval.contextualize._runcache import RunCache
+from ctx_retrieval.contextualize._settings import RunSettings
+from ctx_retrieval.contextualize._state import RunState
 from ctx_retrieval.contextualize.prompts import clean_context
 from ctx_retrieval.contextualize.results import ContextRun
-from ctx_retrieval.contextualize.reuse import find_previous, refresh_order, reuse_savings, versioned_store
-from ctx_retrieval.contextualize.runcache import RunCache
-from ctx_retrieval.contextualize.settings import RunSettings
-from ctx_retrieval.contextualize.state import RunState
 from ctx_retrieval.contextualize.versions import Previous
 from ctx_retrieval.errors import (
     BudgetExceededError,

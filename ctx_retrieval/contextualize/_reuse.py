@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import math
 
-from ctx_retrieval.contextualize.planning import Partition, Plan, Planner, partition
+from ctx_retrieval.contextualize._planning import Partition, Plan, Planner, partition
+from ctx_retrieval.contextualize._settings import RunSettings
 from ctx_retrieval.contextualize.prompts import clean_context
 from ctx_retrieval.contextualize.results import CostEstimate
-from ctx_retrieval.contextualize.settings import RunSettings
 from ctx_retrieval.contextualize.versions import (
     Previous,
     ReusePolicy,

@@ -11,10 +11,10 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
+from ctx_retrieval.contextualize._planning import Plan
+from ctx_retrieval.contextualize._scheduling import DOCUMENTS_PER_SLOT, server_shape
+from ctx_retrieval.contextualize._settings import RunSettings
 from ctx_retrieval.contextualize.leases import DocumentLeases
-from ctx_retrieval.contextualize.planning import Plan
-from ctx_retrieval.contextualize.scheduling import DOCUMENTS_PER_SLOT, server_shape
-from ctx_retrieval.contextualize.settings import RunSettings
 from ctx_retrieval.contextualize.tracing import RunTracers, current_tracers
 from ctx_retrieval.contextualize.versions import Previous
 from ctx_retrieval.errors import CtxRetrievalError

@@ -13,11 +13,11 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
+from ctx_retrieval.contextualize._scheduling import AUTO_START_CONCURRENCY
+from ctx_retrieval.contextualize._settings import RunSettings
 from ctx_retrieval.contextualize.cache import context_cache_key, text_digest
 from ctx_retrieval.contextualize.prompts import PromptTemplate, clean_context
 from ctx_retrieval.contextualize.results import CostEstimate
-from ctx_retrieval.contextualize.scheduling import AUTO_START_CONCURRENCY
-from ctx_retrieval.contextualize.settings import RunSettings
 from ctx_retrieval.contextualize.stores import OutputHistory
 from ctx_retrieval.contextualize.validation import locate_chunks
 from ctx_retrieval.contextualize.versions import (
