@@ -14,7 +14,7 @@ from .embeddings import E5Embeddings, MiniLMEmbeddings  # noqa: E402 - after the
 from .milvus import ContextualMilvus  # noqa: E402 - needs ctx-retrieval[milvus] when used, not when imported
 from .providers import LangChainChatProvider  # noqa: E402
 from .rerank import ClaudeRerankCompressor, eval_reranker  # noqa: E402
-from .retrievers import BM25IndexRetriever, ContextualHybridRetriever, ContextualVectorStore  # noqa: E402
+from .retrievers import ContextualBM25Retriever, ContextualHybridRetriever, ContextualVectorStore  # noqa: E402
 from .splitters import EmbedderTokenSplitter  # noqa: E402
 from .transformer import (  # noqa: E402
     ContextualDocumentTransformer,
@@ -24,8 +24,8 @@ from .transformer import (  # noqa: E402
 )
 
 __all__ = [
-    "BM25IndexRetriever",
     "ClaudeRerankCompressor",
+    "ContextualBM25Retriever",
     "ContextualDocumentTransformer",
     "ContextualHybridRetriever",
     "ContextualMilvus",
@@ -39,3 +39,14 @@ __all__ = [
     "original_text",
     "split_and_contextualize",
 ]
+
+
+def __getattr__(name: str) -> type:
+    """``BM25IndexRetriever``: ``ContextualBM25Retriever``'s name before 2026-12-05, kept for one release."""
+    if name == "BM25IndexRetriever":
+        import warnings
+
+        warnings.warn("BM25IndexRetriever is now ContextualBM25Retriever; the old name goes in the next release",
+                      DeprecationWarning, stacklevel=2)
+        return ContextualBM25Retriever
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -29,9 +29,9 @@ from ctx_retrieval.retrieval.hybrid import all_weights as check_weights
 
 from .milvus import ContextualMilvus, where_of
 from .sides import RetrieverSide, TracedSide, VectorSide, documents
-from .store import BM25IndexRetriever, Codec, ContextualVectorStore, bm25_side, new_store
+from .store import Codec, ContextualBM25Retriever, ContextualVectorStore, bm25_side, new_store
 
-__all__ = ["BM25IndexRetriever", "ContextualHybridRetriever", "ContextualVectorStore"]
+__all__ = ["ContextualBM25Retriever", "ContextualHybridRetriever", "ContextualVectorStore"]
 
 DEFAULT_COLLECTION = "ctx_retrieval"
 Filter = Mapping[str, Any] | Callable[[Document], bool]
@@ -134,7 +134,7 @@ class ContextualHybridRetriever(BaseRetriever):
         check_weights(self.weights, 1 + len(self.vectorstore.also))
         self._fixed_bm25 = self.bm25 is not None
         if self.bm25 is None:
-            self.bm25 = BM25IndexRetriever(store=self.vectorstore.bm25, k=self.candidates)
+            self.bm25 = ContextualBM25Retriever(store=self.vectorstore.bm25, k=self.candidates)
 
     @classmethod
     def from_documents(cls, documents: Sequence[Document], embedding: Any, *, client: Any = None,
@@ -206,7 +206,7 @@ class ContextualHybridRetriever(BaseRetriever):
                               [VectorSide(s, self.search_kwargs, config) for s in store.also],
                               self._wholes if self.embed_layout == "windows" else None)
         screen = None
-        if isinstance(self.bm25, BM25IndexRetriever):
+        if isinstance(self.bm25, ContextualBM25Retriever):
             bm25: Side[Document] = TracedSide(bm25_side(self.bm25.store), config["callbacks"])
             screen = store.pairing.guard(_CODEC) if self.bm25.store is store.bm25 else None
         elif chosen is not None:

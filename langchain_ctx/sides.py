@@ -54,7 +54,7 @@ class VectorSide:
 
 class TracedSide:
     """The store's BM25 side as a child retriever run of the query (for LangChain tracing), as
-    ``BM25IndexRetriever`` would report it; the documents are decoded for the trace only when someone listens."""
+    ``ContextualBM25Retriever`` would report it; the documents are decoded for the trace only when someone listens."""
 
     def __init__(self, inner: Side[Document], callbacks: Any) -> None:
         self.inner, self.callbacks = inner, callbacks
@@ -62,7 +62,7 @@ class TracedSide:
     def search(self, query: str, k: int, where: Any = None) -> Any:
         if not self.callbacks.handlers:
             return self.inner.search(query, k, where)
-        run = self.callbacks.on_retriever_start(None, query, name="BM25IndexRetriever")
+        run = self.callbacks.on_retriever_start(None, query, name="ContextualBM25Retriever")
         try:
             ranking = self.inner.search(query, k, where)
         except BaseException as exc:
@@ -74,7 +74,7 @@ class TracedSide:
     async def asearch(self, query: str, k: int, where: Any = None) -> Any:
         if not self.callbacks.handlers:
             return await asyncio.to_thread(self.inner.search, query, k, where)
-        run = await self.callbacks.on_retriever_start(None, query, name="BM25IndexRetriever")
+        run = await self.callbacks.on_retriever_start(None, query, name="ContextualBM25Retriever")
         try:
             ranking = await asyncio.to_thread(self.inner.search, query, k, where)
         except BaseException as exc:

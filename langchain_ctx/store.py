@@ -6,7 +6,7 @@
 both sides are the core pairing's (``ctx_retrieval.retrieval.pairing``: the order, the journal, the windows); this
 module converts documents to its records and does LangChain's I/O. Searches go to the wrapped store.
 
-``BM25IndexRetriever`` is the BM25 side alone, as a LangChain retriever.
+``ContextualBM25Retriever`` is the BM25 side alone, as a LangChain retriever.
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from ctx_retrieval.retrieval.pairing import Pairing, Record, Row, StoreFacts, Sy
 from ctx_retrieval.text import indexed_text
 from ctx_retrieval.tokens import estimate_tokens
 
-__all__ = ["BM25IndexRetriever", "ContextualVectorStore", "bm25_side", "decode", "document_filter"]
+__all__ = ["ContextualBM25Retriever", "ContextualVectorStore", "bm25_side", "decode", "document_filter"]
 
 WHOLE_KEY = "ctx_whole_id"
 """On each window stored for a chunk (``embed_layout="windows"``): the id of the whole chunk it belongs to."""
@@ -338,7 +338,7 @@ class ContextualVectorStore(VectorStore):
         return store
 
 
-class BM25IndexRetriever(BaseRetriever):
+class ContextualBM25Retriever(BaseRetriever):
     """Contextual BM25 alone (the core ``BM25Store``: identifier-splitting tokens), as a LangChain retriever.
 
     ``filter`` (per call, or in ``search_kwargs``) keeps only matching documents: a ``where`` dict as Chroma takes
@@ -348,8 +348,8 @@ class BM25IndexRetriever(BaseRetriever):
     Instantiate:
         .. code-block:: python
 
-            bm25 = BM25IndexRetriever.from_documents(contextual_chunks, k=150)      # in memory
-            bm25 = BM25IndexRetriever(store=BM25Store("db/ctx_bm25/chunks"), k=150)  # an index on disk
+            bm25 = ContextualBM25Retriever.from_documents(contextual_chunks, k=150)      # in memory
+            bm25 = ContextualBM25Retriever(store=BM25Store("db/ctx_bm25/chunks"), k=150)  # an index on disk
             bm25.invoke("DiffExecutor run_target", filter={"tenant": "a"})
     """
 
@@ -364,14 +364,15 @@ class BM25IndexRetriever(BaseRetriever):
     def _only_filter(cls, value: dict[str, Any]) -> dict[str, Any]:
         unknown = set(value) - {"filter"}
         if unknown:
-            raise ConfigurationError(f"BM25IndexRetriever search_kwargs takes only 'filter', not {sorted(unknown)}",
+            raise ConfigurationError(f"ContextualBM25Retriever search_kwargs takes only 'filter', not "
+                                     f"{sorted(unknown)}",
                                      setting="search_kwargs")
         return value
 
     @classmethod
     def from_documents(cls, documents: Sequence[Document], *, k: int = 4, path: str | Path | None = None,
                        tokenizer: str | Callable[[str], list[str]] = "identifiers", **kwargs: Any
-                       ) -> BM25IndexRetriever:
+                       ) -> ContextualBM25Retriever:
         store = BM25Store(path, tokenizer=tokenizer)
         ids = [str(d.metadata.get(CHUNK_ID_KEY) or d.id or n) for n, d in enumerate(documents)]
         if len(set(ids)) != len(ids):
@@ -404,3 +405,4 @@ def new_store(embedding: Any, *, client: Any, persist_directory: str | Path | No
         where = {"client": chosen}
     return langchain_chroma.Chroma(collection_name=collection_name, embedding_function=embedding,
                                    collection_metadata={"hnsw:space": "cosine"}, **where)
+

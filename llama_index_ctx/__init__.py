@@ -17,12 +17,12 @@ from .providers import LlamaIndexLLMProvider  # noqa: E402
 from .rerank import ClaudeRerankPostprocessor, eval_reranker  # noqa: E402
 from .retrievers import ContextualHybridRetriever, ContextualVectorStore, chroma_vector_store  # noqa: E402
 from .splitters import EmbedderTokenSplitter  # noqa: E402
-from .store import BM25IndexRetriever  # noqa: E402 - after the dependency check
+from .store import ContextualBM25Retriever  # noqa: E402 - after the dependency check
 from .transform import ContextualNodeTransform, arefresh_stale, refresh_stale  # noqa: E402
 
 __all__ = [
-    "BM25IndexRetriever",
     "ClaudeRerankPostprocessor",
+    "ContextualBM25Retriever",
     "ContextualHybridRetriever",
     "ContextualMilvusVectorStore",
     "ContextualNodeTransform",
@@ -37,3 +37,14 @@ __all__ = [
     "eval_reranker",
     "refresh_stale",
 ]
+
+
+def __getattr__(name: str) -> type:
+    """``BM25IndexRetriever``: ``ContextualBM25Retriever``'s name before 2026-12-05, kept for one release."""
+    if name == "BM25IndexRetriever":
+        import warnings
+
+        warnings.warn("BM25IndexRetriever is now ContextualBM25Retriever; the old name goes in the next release",
+                      DeprecationWarning, stacklevel=2)
+        return ContextualBM25Retriever
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -30,8 +30,8 @@ from ctx_retrieval.retrieval.hybrid import all_weights as check_weights
 from .milvus import ContextualMilvusVectorStore, where_for
 from .sides import IndexSide, RetrieverSide, TracedSide, annotated, unembedded
 from .store import (
-    BM25IndexRetriever,
     Codec,
+    ContextualBM25Retriever,
     ContextualVectorStore,
     bm25_side,
     chroma_vector_store,
@@ -119,7 +119,7 @@ class ContextualHybridRetriever(BaseRetriever):
             return
         self.store = wrap_index(index, bm25_path, bm25_tokenizer, embed_layout)
         self.embed_layout = self.store.pairing.layout
-        self.bm25 = bm25 or BM25IndexRetriever(store=self.store.bm25, similarity_top_k=candidates, filters=filters,
+        self.bm25 = bm25 or ContextualBM25Retriever(store=self.store.bm25, similarity_top_k=candidates, filters=filters,
                                                callback_manager=self.callback_manager)
 
     @classmethod
@@ -211,7 +211,7 @@ class ContextualHybridRetriever(BaseRetriever):
                                          self.callback_manager) for other in self.also],
                               self._wholes if self.embed_layout == "windows" else None)
         screen = None
-        if isinstance(self.bm25, BM25IndexRetriever):
+        if isinstance(self.bm25, ContextualBM25Retriever):
             bm25: Side[BaseNode] = TracedSide(bm25_side(self.bm25.store), self.callback_manager)
             screen = self.store.pairing.guard(_CODEC) if self.bm25.store is self.store.bm25 else None
         else:

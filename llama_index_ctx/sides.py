@@ -55,7 +55,7 @@ class RetrieverSide:
 
 
 class TracedSide:
-    """The store's BM25 side as a RETRIEVE event of the query's callback manager (as ``BM25IndexRetriever``
+    """The store's BM25 side as a RETRIEVE event of the query's callback manager (as ``ContextualBM25Retriever``
     reports it); the nodes are decoded for the event only when a handler listens."""
 
     def __init__(self, inner: Side[BaseNode], callback_manager: CallbackManager) -> None:

@@ -7,7 +7,7 @@ docstore=..., docstore_strategy=UPSERTS | UPSERTS_AND_DELETE)``. The writes to b
 (``ctx_retrieval.retrieval.pairing``: the order, the journal, the windows); this module converts nodes to its records
 and does LlamaIndex's I/O. Vector queries go to the wrapped store.
 
-``BM25IndexRetriever`` is the BM25 side alone, as a LlamaIndex retriever.
+``ContextualBM25Retriever`` is the BM25 side alone, as a LlamaIndex retriever.
 """
 
 from __future__ import annotations
@@ -61,7 +61,8 @@ from ctx_retrieval.retrieval.pairing import (
 )
 from ctx_retrieval.tokens import estimate_tokens
 
-__all__ = ["BM25IndexRetriever", "ContextualVectorStore", "bm25_side", "chroma_vector_store", "decode", "parent_id"]
+__all__ = ["ContextualBM25Retriever", "ContextualVectorStore", "bm25_side", "chroma_vector_store", "decode",
+           "parent_id"]
 
 _OWNER = "llama_index_ctx.Node/1"
 _PAGE = 5000
@@ -389,7 +390,7 @@ class ContextualVectorStore(BasePydanticVectorStore):
         return self._pairing.sync()
 
 
-class BM25IndexRetriever(BaseRetriever):
+class ContextualBM25Retriever(BaseRetriever):
     """Contextual BM25 alone (the core ``BM25Store``: identifier-splitting tokens), best first.
 
     Nodes are indexed as ``node.get_content(metadata_mode=MetadataMode.EMBED)``, the text the embedding side
@@ -400,8 +401,8 @@ class BM25IndexRetriever(BaseRetriever):
     Use:
         .. code-block:: python
 
-            bm25 = BM25IndexRetriever(nodes, similarity_top_k=150)             # in memory
-            bm25 = BM25IndexRetriever(store=BM25Store("db/ctx_bm25/chunks"))     # an index on disk
+            bm25 = ContextualBM25Retriever(nodes, similarity_top_k=150)             # in memory
+            bm25 = ContextualBM25Retriever(store=BM25Store("db/ctx_bm25/chunks"))     # an index on disk
             bm25.retrieve("DiffExecutor run_target")   # [NodeWithScore, ...]
     """
 
@@ -421,7 +422,7 @@ class BM25IndexRetriever(BaseRetriever):
         self.filters = filters
 
     def __repr__(self) -> str:
-        return f"BM25IndexRetriever({self.store!r}, similarity_top_k={self.similarity_top_k})"
+        return f"ContextualBM25Retriever({self.store!r}, similarity_top_k={self.similarity_top_k})"
 
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         ranking = bm25_side(self.store).search(query_bundle.query_str, self.similarity_top_k, self.filters)
@@ -504,3 +505,4 @@ def token_counter(embed_model: Any) -> Callable[[str], int] | None:
     """The embedding model's own token counter (the offline embedders'), for the windows layout."""
     embedder = counting_embedder(embed_model)
     return embedder.count_tokens if embedder is not None else None
+

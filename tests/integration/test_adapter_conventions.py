@@ -269,10 +269,10 @@ def test_langchain_callbacks_see_both_sides(embedder: MiniLMEmbedder) -> None:
 
 
 def test_add_documents_says_when_it_cannot_update_a_bm25_side_of_yours(embedder: MiniLMEmbedder) -> None:
-    from langchain_ctx import BM25IndexRetriever
+    from langchain_ctx import ContextualBM25Retriever
 
     documents = lc_documents()
-    mine = BM25IndexRetriever.from_documents(documents[:3], k=10)
+    mine = ContextualBM25Retriever.from_documents(documents[:3], k=10)
     retriever = LCRetriever.from_documents(documents[:3], MiniLMEmbeddings(embedder), bm25=mine, k=5)
     with pytest.warns(UserWarning, match="not updated by add_documents"):
         retriever.add_documents(documents[3:])

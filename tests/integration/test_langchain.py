@@ -20,8 +20,8 @@ from langchain_text_splitters import RecursiveCharacterTextSplitter
 from ctx_retrieval import AnthropicProvider, ContextGenerator, HeuristicContextualizer, MiniLMEmbedder
 from ctx_retrieval.testing import FakeAnthropicServer
 from langchain_ctx import (
-    BM25IndexRetriever,
     ClaudeRerankCompressor,
+    ContextualBM25Retriever,
     ContextualDocumentTransformer,
     ContextualHybridRetriever,
     MiniLMEmbeddings,
@@ -133,7 +133,7 @@ def test_bm25_survives_a_restart_and_follows_adds_and_deletes(tmp_path: Path, em
     store = Chroma(collection_name="ctx_retrieval", embedding_function=embeddings,
                    persist_directory=str(tmp_path / "chroma"))
     retriever = ContextualHybridRetriever.from_vectorstore(store, k=2)
-    assert isinstance(retriever.bm25, BM25IndexRetriever) and len(retriever.bm25.store) == len(docs)
+    assert isinstance(retriever.bm25, ContextualBM25Retriever) and len(retriever.bm25.store) == len(docs)
     assert retriever.bm25.invoke("Tucson foundry")[0].metadata["chunk_id"] in {d.metadata["chunk_id"] for d in docs}
     extra = Document(page_content="Zanzibar spice import ledger.", metadata={"chunk_id": "extra-1"}, id="extra-1")
     retriever.add_documents([extra])

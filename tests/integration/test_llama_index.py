@@ -24,8 +24,8 @@ from llama_index.core.storage.docstore import SimpleDocumentStore
 from ctx_retrieval import AnthropicProvider, ConfigurationError, ContextGenerator, MiniLMEmbedder
 from ctx_retrieval.testing import FakeAnthropicServer
 from llama_index_ctx import (
-    BM25IndexRetriever,
     ClaudeRerankPostprocessor,
+    ContextualBM25Retriever,
     ContextualHybridRetriever,
     ContextualNodeTransform,
     MiniLMEmbedding,
@@ -144,7 +144,7 @@ def test_bm25_survives_a_restart_and_follows_inserts_and_deletes(tmp_path: Path,
     assert (tmp_path / "db" / "ctx_bm25" / "ctx_retrieval" / "ctx_bm25.json").exists()  # BM25 beside Chroma
     reopened = ContextualHybridRetriever.from_vector_store(chroma_vector_store(persist_directory=tmp_path / "db"),
                                                            embed_model=embed_model, similarity_top_k=2)
-    assert isinstance(reopened.bm25, BM25IndexRetriever)  # the core index by default
+    assert isinstance(reopened.bm25, ContextualBM25Retriever)  # the core index by default
     assert "Tucson" in reopened.retrieve("Tucson foundry move")[0].node.get_content()
     extra = TextNode(text="Zanzibar spice import ledger.", id_="extra")
     reopened.insert_nodes([extra])
@@ -162,7 +162,7 @@ def test_bm25_side_splits_identifiers_and_sees_the_context_metadata() -> None:
              TextNode(text="Quarterly revenue grew by 3%.", id_="filing",
                       metadata={"context": "From ACME Corp's Q2 2023 10-Q."}),
              TextNode(text="Nothing to see.", id_="other")]
-    ours = BM25IndexRetriever(nodes, similarity_top_k=3)
+    ours = ContextualBM25Retriever(nodes, similarity_top_k=3)
     assert [h.node.node_id for h in ours.retrieve("run target")] == ["code"]
     found = ours.retrieve("run target")[0].node  # the stored node, whole (decoded from the index's payload)
     assert found.model_dump() == nodes[0].model_dump()
@@ -172,7 +172,7 @@ def test_bm25_side_splits_identifiers_and_sees_the_context_metadata() -> None:
     theirs = BM25Retriever.from_defaults(nodes=nodes, similarity_top_k=3)
     assert "code" not in [h.node.node_id for h in theirs.retrieve("run target") if h.score > 0]
     with pytest.raises(ConfigurationError, match="similarity_top_k"):
-        BM25IndexRetriever(nodes, similarity_top_k=0)
+        ContextualBM25Retriever(nodes, similarity_top_k=0)
 
 
 def test_a_llama_index_bm25_retriever_can_be_passed(tmp_path: Path, embed_model: MiniLMEmbedding) -> None:

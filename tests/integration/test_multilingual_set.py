@@ -79,8 +79,8 @@ def _llama_index_nodes(documents: list[dict[str, Any]]) -> list[Any]:
 
 
 def test_contextual_bm25_finds_every_answer_in_the_top_5_through_both_adapters() -> None:
-    from langchain_ctx import BM25IndexRetriever as LangChainBM25
-    from llama_index_ctx import BM25IndexRetriever as LlamaIndexBM25
+    from langchain_ctx import ContextualBM25Retriever as LangChainBM25
+    from llama_index_ctx import ContextualBM25Retriever as LlamaIndexBM25
 
     documents, queries = _set(LANGUAGES)  # all four languages in one index, the default analysis
     langchain = LangChainBM25.from_documents(_langchain_chunks(documents), k=5)

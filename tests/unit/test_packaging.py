@@ -150,13 +150,14 @@ EXPECTED_ALL = {
                                 "QueryEmbedder", "ServerDescribingProvider", "TokenCountingEmbedder",
                                 "TokenCountingProvider", "WrapsEmbedder"],
     "llama_index_ctx": [
-        "BM25IndexRetriever", "ClaudeRerankPostprocessor", "ContextualHybridRetriever", "ContextualMilvusVectorStore",
-        "ContextualNodeTransform", "ContextualVectorStore", "E5Embedding", "EmbedderTokenSplitter",
+        "ClaudeRerankPostprocessor", "ContextualBM25Retriever", "ContextualHybridRetriever",
+        "ContextualMilvusVectorStore", "ContextualNodeTransform", "ContextualVectorStore", "E5Embedding",
+        "EmbedderTokenSplitter",
         "LateChunkingTransform", "LlamaIndexLLMProvider", "MiniLMEmbedding", "arefresh_stale", "chroma_vector_store",
         "eval_reranker", "refresh_stale"],
     "langchain_ctx": [
-        "BM25IndexRetriever", "ClaudeRerankCompressor", "ContextualDocumentTransformer", "ContextualHybridRetriever",
-        "ContextualMilvus", "E5Embeddings", "EmbedderTokenSplitter",
+        "ClaudeRerankCompressor", "ContextualBM25Retriever", "ContextualDocumentTransformer",
+        "ContextualHybridRetriever", "ContextualMilvus", "E5Embeddings", "EmbedderTokenSplitter",
         "ContextualVectorStore",
         "LangChainChatProvider", "MiniLMEmbeddings", "eval_reranker", "for_answering", "original_text",
         "split_and_contextualize"],
@@ -172,3 +173,17 @@ def test_public_api_is_pinned(package: str) -> None:
     module = importlib.import_module(package)
     assert sorted(module.__all__) == sorted(EXPECTED_ALL[package])
     assert all(hasattr(module, name) for name in module.__all__)
+
+
+def test_the_bm25_retrievers_former_name_still_imports() -> None:
+    # BM25IndexRetriever was renamed ContextualBM25Retriever (issue 36: it wraps a BM25Store, and it is the contextual
+    # BM25 side beside ContextualVectorStore); the old name stays importable for one release, with a warning.
+    import langchain_ctx
+    import llama_index_ctx
+
+    for module in (langchain_ctx, llama_index_ctx):
+        with pytest.warns(DeprecationWarning, match="ContextualBM25Retriever"):
+            assert module.BM25IndexRetriever is module.ContextualBM25Retriever  # type: ignore[attr-defined]
+        assert "BM25IndexRetriever" not in module.__all__
+        with pytest.raises(AttributeError):
+            module.NoSuchName  # type: ignore[attr-defined]  # noqa: B018
