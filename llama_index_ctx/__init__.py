@@ -6,6 +6,7 @@ Setup:
     pip install "ctx-retrieval[llama-index,local,anthropic]"      # llama-index-chroma for Chroma
 """
 
+from ctx_retrieval._names import former_names as _former_names
 from ctx_retrieval._optional import require
 
 require("llama_index.core", "llama-index")
@@ -39,12 +40,5 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> type:
-    """``BM25IndexRetriever``: ``ContextualBM25Retriever``'s name before 2026-12-05, kept for one release."""
-    if name == "BM25IndexRetriever":
-        import warnings
-
-        warnings.warn("BM25IndexRetriever is now ContextualBM25Retriever; the old name goes in the next release",
-                      DeprecationWarning, stacklevel=2)
-        return ContextualBM25Retriever
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+# ContextualBM25Retriever's name before 2026-12-05 (issue 36), for one release.
+__getattr__ = _former_names(__name__, {"BM25IndexRetriever": ("ContextualBM25Retriever", ContextualBM25Retriever)})
