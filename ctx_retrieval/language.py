@@ -57,12 +57,13 @@ class _Sample:
     its characters outside ASCII, and how often each word occurs (lower-cased). Counting the function words of
     eleven languages over a word count costs 11 x ~20 lookups, not 11 passes over every word."""
 
-    __slots__ = ("_sample", "_words", "letters", "non_ascii")
+    __slots__ = ("_sample", "_words", "letters", "marked", "non_ascii")
 
     def __init__(self, text: str) -> None:
         self._sample = sample = text[:_SAMPLE]
         self.letters = sum(map(str.isalpha, sample))
         self.non_ascii = "" if sample.isascii() else _ASCII_RUNS.sub("", sample)
+        self.marked = [ch for ch in self.non_ascii if ch.isalpha()]  # its letters outside ASCII
         self._words: Counter[str] | None = None  # counted when first asked (a text outside Latin script never is)
 
     def count(self, words: frozenset[str]) -> int:
@@ -83,10 +84,9 @@ def written_in_english(text: str) -> bool:
     sample = _Sample(text)
     if not sample.letters:
         return True
-    marked = [ch for ch in sample.non_ascii if ch.isalpha()]
-    if len(marked) > _NON_ASCII_SHARE * sample.letters:
+    if len(sample.marked) > _NON_ASCII_SHARE * sample.letters:
         return False
-    if sum(1 for ch in marked if ch in _TURKISH_LETTERS) > _TURKISH_SHARE * sample.letters:
+    if sum(1 for ch in sample.marked if ch in _TURKISH_LETTERS) > _TURKISH_SHARE * sample.letters:
         return False
     english = sample.count(_ENGLISH)
     return all(sample.count(others) <= english for others in _OTHERS)
@@ -100,8 +100,7 @@ def latin_language(text: str) -> str | None:
     if text[:_SAMPLE].isascii():
         return None
     sample = _Sample(text)
-    marked = [ch for ch in sample.non_ascii if ch.isalpha()]
-    latin = sample.letters - len(marked) + sum(1 for ch in marked if is_latin(ch))
+    latin = sample.letters - len(sample.marked) + sum(1 for ch in sample.marked if is_latin(ch))
     if latin * 2 < sample.letters:
         return None  # mostly another script (a Chinese or Russian page with English code in it)
     english = sample.count(_ENGLISH)

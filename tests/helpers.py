@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ctx_retrieval import Chunk, SourceDocument, split_into_chunks
-from ctx_retrieval.pacing import Clock
+from ctx_retrieval.testing.clock import SharedClock
 
 TEST_KEY = "sk-ant-test-canary-7f3c9e1d2b"
 """A canary API key: tests grep logs, reprs, pickles and cache files for it."""
@@ -122,23 +122,9 @@ def peak_concurrency(requests: Any) -> int:
     return max((sum(1 for s, f in spans if s <= t < f) for t, _ in spans), default=0)
 
 
-class SteppedClock(Clock):
-    """Time that moves only when a run sleeps on it (``ContextGenerator(clock=...)``): waits are measured exactly,
-    whatever the machine's load."""
-
-    def __init__(self) -> None:
-        self.now = 1000.0
-        self.slept: list[float] = []
-
-    def monotonic(self) -> float:
-        return self.now
-
-    async def sleep(self, seconds: float) -> None:
-        import asyncio
-
-        self.slept.append(seconds)
-        self.now += seconds
-        await asyncio.sleep(0)
+# Time that moves only when a run sleeps on it (``ContextGenerator(clock=...)``): waits are measured exactly, whatever
+# the machine's load. The shared clock a run and the API twin can both run on is that, and thread-safe.
+SteppedClock = SharedClock
 
 
 CHROMA = shutil.which("chroma") or str(Path(sys.executable).parent / "chroma")

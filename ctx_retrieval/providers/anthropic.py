@@ -248,9 +248,11 @@ class AnthropicMessages(SDKProvider["anthropic_sdk.AsyncAnthropic"]):
                                 stop_reason=reason if isinstance(reason, str) else None)
 
     async def agenerate(self, request: ContextRequest) -> ProviderResponse:
-        fields = self._model_fields(request)
-        max_tokens = fields.pop("max_tokens")
-        messages: Any = [{"role": "user", "content": self.build_message_content(request)}]
+        # The request a batch would hold (``_params``), as the SDK's create takes it: the fields it names, the
+        # model's other fields as extra_body. The same from the loop or from a thread.
+        fields = self._params(request)
+        params: Any = {name: fields.pop(name) for name in ("model", "max_tokens", "messages")}
+        params["extra_body"] = fields or None
 
         sent: list[datetime.datetime] = []
 
@@ -259,9 +261,7 @@ class AnthropicMessages(SDKProvider["anthropic_sdk.AsyncAnthropic"]):
         async def send_from_loop(deadline: float) -> tuple[bytes, Any]:
             client = self._get_client()
             sent.append(_utc_now())
-            async with client.messages.with_streaming_response.create(
-                    model=self._model, max_tokens=max_tokens, messages=messages, extra_body=fields or None,
-                    timeout=deadline) as raw:
+            async with client.messages.with_streaming_response.create(**params, timeout=deadline) as raw:
                 return await read_capped(raw.iter_bytes()), raw.headers
 
         async def send_from_thread(deadline: float) -> tuple[bytes, Any]:
@@ -270,9 +270,7 @@ class AnthropicMessages(SDKProvider["anthropic_sdk.AsyncAnthropic"]):
             def call() -> tuple[bytes, Any]:
                 until = time.monotonic() + deadline + DEADLINE_GRACE_S
                 sent.append(_utc_now())
-                with client.messages.with_streaming_response.create(
-                        model=self._model, max_tokens=max_tokens, messages=messages, extra_body=fields or None,
-                        timeout=deadline) as raw:
+                with client.messages.with_streaming_response.create(**params, timeout=deadline) as raw:
                     return read_capped_in_thread(raw.iter_bytes(), until), raw.headers
 
             result: tuple[bytes, Any] = await self.in_thread(call)

@@ -613,7 +613,7 @@ class _Handler(LoopbackHandler):
         if problem is not None:
             self._error(record, 400, "invalid_request_error", problem)
             return
-        fault = fake._faults.next(record, fake.clock.monotonic())
+        fault = fake._faults.next(record, started)
         record.fault = fault
         if fault == "rate_limit":
             self._error(record, 429, "rate_limit_error", "rate limited", {"retry-after": f"{fake.retry_after_s:g}"})
