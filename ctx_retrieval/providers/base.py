@@ -13,7 +13,7 @@ SDK's synchronous client, not by the event loop: the loop only paces, plans and 
 other processes keep busy, one loop thread is one runnable thread among them and gets that share of a core; the
 cookbook's 32 threads got 32 shares. Beside 20 busy processes on 2 cores (``benchmarks/ingestion_throughput.py
 --busy 20``) the cookbook's 32 threads took 12.7-13.3 s, ours from the loop 12.6-15.5 s, ours from threads 8.9-10.2 s
-(the rate limit's bound: 6.22 s); on an idle machine threads cost ~0.1 s of 6.8 (1.09-1.10x the bound, 1.07-1.08x
+(the rate limit's bound: 6.22 s); on an idle machine threads cost ~0.1 s of 6.8 (1.09-1.11x the bound, 1.07-1.08x
 from the loop). ``request_threads=0`` sends from the loop.
 """
 
