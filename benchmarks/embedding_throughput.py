@@ -2,6 +2,7 @@
 E5Embedder), batched texts/s and per-query latency, on the same cookbook chunks.
 
     .venv/bin/python benchmarks/embedding_throughput.py [--texts 512] [--queries 100] [--embedders minilm,e5]
+                                                        [--batch-tokens N|none]
 
 The bound printed for e5: e5-small runs 12 transformer layers of MiniLM-L6's width (384, 1,536 in the feed-forward)
 where MiniLM runs 6, so on the same runtime and hardware it can embed at most about half MiniLM's texts/s.
@@ -24,6 +25,7 @@ def main() -> int:
     parser.add_argument("--texts", type=int, default=512)
     parser.add_argument("--queries", type=int, default=100)
     parser.add_argument("--embedders", default="minilm,e5")
+    parser.add_argument("--batch-tokens", default="256", help="MiniLM's token budget a batch; none: 32 texts a batch")
     args = parser.parse_args()
     corpus = load_cookbook()
     texts = [c.text for c in corpus.chunks][: args.texts]
@@ -35,7 +37,8 @@ def main() -> int:
 
             embedder = E5Embedder(cache=False)
         else:
-            embedder = MiniLMEmbedder(cache=False)
+            embedder = MiniLMEmbedder(cache=False, batch_tokens=None if args.batch_tokens == "none"
+                                      else int(args.batch_tokens))
         embedder.embed(texts[:8])  # load the model outside the timings
         started = time.perf_counter()
         embedder.embed(texts)
@@ -47,7 +50,9 @@ def main() -> int:
             embedder.embed_query(query)
             times.append(time.perf_counter() - t)
         times.sort()
-        print(f"{name}: {os.cpu_count()} cores; chunks (batches of {embedder.batch_size}): {speeds[name]:.1f} texts/s; "
+        budget = f", {embedder.batch_tokens} tokens" if embedder.batch_tokens else ""
+        print(f"{name}: {os.cpu_count()} cores; chunks (batches of {embedder.batch_size} texts{budget}): "
+              f"{speeds[name]:.1f} texts/s; "
               f"queries one at a time: p50 {statistics.median(times) * 1000:.1f} ms, "
               f"p95 {times[int(0.95 * (len(times) - 1))] * 1000:.1f} ms")
     if "minilm" in speeds and "e5" in speeds:

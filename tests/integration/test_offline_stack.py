@@ -42,6 +42,28 @@ def test_cache_returns_identical_vectors_without_running_the_model(tmp_path: Pat
     assert np.array_equal(again[0], first[1]) and np.array_equal(again[1], first[0])
 
 
+def test_batches_keep_within_their_token_budget_and_a_texts_vector_does_not_depend_on_its_batch() -> None:
+    texts = [c.text for c in load_cookbook().chunks[:40]] + ["a short query", "another", "x" * 3]
+    budgeted = MiniLMEmbedder(batch_tokens=256)
+    budgeted._load()
+    seen: list[list[int]] = []
+    original = budgeted._embed_batch
+
+    def recording(batch: list[str]) -> np.ndarray:
+        seen.append(budgeted._batch_lengths(batch))
+        return original(batch)
+
+    budgeted._embed_batch = recording  # type: ignore[method-assign]
+    vectors = budgeted.embed(texts)
+    assert sum(len(b) for b in seen) == len(texts) and max(len(b) for b in seen) > 1  # short texts share a batch
+    assert all(len(b) == 1 or len(b) * max(b) <= 256 for b in seen), seen
+    assert [n for b in seen for n in b] == sorted(n for b in seen for n in b)  # shortest first
+    one_batch = MiniLMEmbedder(batch_size=len(texts), batch_tokens=None).embed(texts)
+    assert np.allclose(vectors, one_batch, atol=1e-5)
+    with pytest.raises(ValueError, match="batch_tokens"):
+        MiniLMEmbedder(batch_tokens=0)
+
+
 def test_long_texts_are_counted_and_warned(caplog: pytest.LogCaptureFixture) -> None:
     embedder = MiniLMEmbedder()  # its own: the session's one has warned about other corpora already (once each)
     long = "word " * 400
