@@ -75,7 +75,7 @@ def main() -> int:
         second = ("e5", e5)
         runs["e5"] = run_ablation(corpus, contexts, contextualizer_label="heuristic", embedder=e5)
     runs["MiniLM"] = run_ablation(corpus, contexts, contextualizer_label="heuristic", embedder=minilm,
-                                  second_embedder=second)
+                                  fused_embedder=second)
     print("| embedder | row | failure@20 [95% interval] |\n|---|---|---|")
     for label, result in runs.items():
         for row in result.rows:

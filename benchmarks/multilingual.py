@@ -71,7 +71,7 @@ def measure(language: str, embedders: dict[str, Any]) -> dict[str, Any]:
     contexts = {r.chunk_id: r.context for r in HeuristicContextualizer().contextualize_many(corpus.items)}
     runs = {
         "minilm": run_ablation(corpus, contexts, contextualizer_label="heuristic", embedder=embedders["minilm"],
-                               second_embedder=("e5", embedders["e5"]), progress=lambda _: None),
+                               fused_embedder=("e5", embedders["e5"]), progress=lambda _: None),
         "e5": run_ablation(corpus, contexts, contextualizer_label="heuristic", embedder=embedders["e5"],
                            progress=lambda _: None),
     }

@@ -25,7 +25,8 @@ from ctx_retrieval.loaders import split_into_chunks
 from ctx_retrieval.models import MODELS, ModelInfo
 from ctx_retrieval.pacing import RateLimit, RetryPolicy
 from ctx_retrieval.providers import AnthropicProvider, OpenAICompatibleProvider, Provider
-from ctx_retrieval.retrieval.bm25 import BM25Index, tokenize, tokenize_parts
+from ctx_retrieval.retrieval.bm25 import BM25Index as _BM25Index
+from ctx_retrieval.retrieval.bm25 import tokenize, tokenize_parts
 from ctx_retrieval.retrieval.bm25_store import BM25Entry, BM25Store
 from ctx_retrieval.retrieval.embeddings import EmbeddingCache, MiniLMEmbedder
 from ctx_retrieval.retrieval.filters import compile_where
@@ -47,7 +48,6 @@ __all__ = [
     "PROMPT_VERSION",
     "AnthropicProvider",
     "BM25Entry",
-    "BM25Index",
     "BM25Side",
     "BM25Store",
     "Chunk",
@@ -90,3 +90,10 @@ __all__ = [
     "tokenize_parts",
 ]
 __all__ += _errors.__all__
+
+# BM25Index (a static in-memory numpy index) is withdrawn from the top level: no part of the package uses it, and
+# BM25Store is the one contextual BM25 index (in memory with path=None, on disk, incremental).
+from ctx_retrieval._names import former_names as _former_names  # noqa: E402
+
+__getattr__ = _former_names(__name__, {"BM25Index": (
+    "is withdrawn: use BM25Store (BM25Store() in memory, BM25Store(path) on disk; both incremental)", _BM25Index)})

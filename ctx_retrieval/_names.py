@@ -4,12 +4,17 @@ answers to for one release."""
 
 from __future__ import annotations
 
+import functools
 import itertools
 import os
 import warnings
 from collections.abc import Callable
+from typing import ParamSpec, TypeVar
 
-__all__ = ["former_names", "in_memory_collection"]
+__all__ = ["former_keywords", "former_names", "in_memory_collection"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 _COUNTER = itertools.count()
 
@@ -21,14 +26,38 @@ def in_memory_collection(base: str) -> str:
 
 def former_names(module: str, renamed: dict[str, tuple[str, object]]) -> Callable[[str], object]:
     """A module ``__getattr__`` (PEP 562) that still answers to names changed in this release (old name ->
-    (new name, the object)), with a ``DeprecationWarning`` naming the new one; other names raise ``AttributeError``."""
+    (new name, the object)), with a ``DeprecationWarning`` naming the new one; a "new name" with a space in it is
+    the advice for a name withdrawn without a successor. Other names raise ``AttributeError``."""
 
     def __getattr__(name: str) -> object:  # noqa: N807 - the name Python looks up
         if name in renamed:
             new_name, value = renamed[name]
-            warnings.warn(f"{name} is now {new_name}; the old name goes in the next release", DeprecationWarning,
+            advice = new_name if " " in new_name else f"is now {new_name}"
+            warnings.warn(f"{name} {advice}; the old name goes in the next release", DeprecationWarning,
                           stacklevel=2)
             return value
         raise AttributeError(f"module {module!r} has no attribute {name!r}")
 
     return __getattr__
+
+
+def former_keywords(renamed: dict[str, str]) -> Callable[[Callable[P, R]], Callable[P, R]]:
+    """A decorator: the function still takes keyword arguments renamed in this release (old -> new), with a
+    ``DeprecationWarning`` naming the new one; both at once is a ``TypeError``."""
+
+    def decorate(function: Callable[P, R]) -> Callable[P, R]:
+        @functools.wraps(function)
+        def wrapper(*args: P.args, **kwargs: P.kwargs) -> R:
+            for old, new in renamed.items():
+                if old in kwargs:
+                    if new in kwargs:
+                        raise TypeError(f"{function.__name__}() got {old}= and {new}=: {old} is now {new}, pass "
+                                        "only that")
+                    warnings.warn(f"{function.__name__}({old}=) is now {new}=; the old name goes in the next "
+                                  "release", DeprecationWarning, stacklevel=2)
+                    kwargs[new] = kwargs.pop(old)
+            return function(*args, **kwargs)
+
+        return wrapper
+
+    return decorate

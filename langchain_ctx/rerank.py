@@ -61,7 +61,7 @@ class ClaudeRerankCompressor(BaseDocumentCompressor):
 def eval_reranker(compressor: BaseDocumentCompressor, *, candidates: int = 40
                   ) -> Callable[[list[str], list[list[str]], dict[str, str]], list[list[str]]]:
     """Any LangChain document compressor (Cohere, FlashRank, a cross-encoder, ``ClaudeRerankCompressor``) as an
-    evaluation reranker (``run_ablation(rerankers={"label": eval_reranker(compressor)})``): each query's first
+    evaluation reranker (``run_ablation(other_rerankers={"label": eval_reranker(compressor)})``): each query's first
     ``candidates`` chunks are passed as documents and come back in the compressor's order; the documents it drops
     go after the ones it kept, then the rest of the ranking, so every row ranks the same candidates."""
 

@@ -54,7 +54,7 @@ class ClaudeRerankPostprocessor(BaseNodePostprocessor):
 def eval_reranker(postprocessor: BaseNodePostprocessor, *, candidates: int = 40
                   ) -> Callable[[list[str], list[list[str]], dict[str, str]], list[list[str]]]:
     """Any LlamaIndex node postprocessor (``SentenceTransformerRerank``, ``CohereRerank``, ``LLMRerank``,
-    ``ClaudeRerankPostprocessor``) as an evaluation reranker (``run_ablation(rerankers={"label": eval_reranker(
+    ``ClaudeRerankPostprocessor``) as an evaluation reranker (``run_ablation(other_rerankers={"label": eval_reranker(
     postprocessor)})``): each query's first ``candidates`` chunks go in as nodes and come back in its order; nodes
     it drops follow the ones it kept, then the rest of the ranking, so every row ranks the same candidates."""
 

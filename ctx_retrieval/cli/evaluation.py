@@ -156,7 +156,7 @@ def _run_eval(args: Args, corpus: Any, contextualizer: ContextWriter) -> Any:
                           reranker=reranker.rerank_ids if reranker else None, progress=say, baseline=baseline,
                           tokenizer=args.bm25_tokenizer, late_chunking=args.late_chunking,
                           embed_layout=args.embed_layout,
-                          second_embedder=((args.also_embedder, offline_embedder(name=args.also_embedder))
+                          fused_embedder=((args.also_embedder, offline_embedder(name=args.also_embedder))
                                            if args.also_embedder else None))
     report = contextualizer.report
     if report is not None:  # what writing these contexts cost (a heuristic, recorded or no contexts cost nothing)

@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from ctx_retrieval._names import former_keywords
 from ctx_retrieval.errors import InvalidInputError
 from ctx_retrieval.evaluation.corpus import EvalCorpus
 from ctx_retrieval.evaluation.metrics import K_VALUES, bootstrap_interval, pass_at_k, pass_per_query
@@ -100,6 +101,8 @@ def _with_intervals(rows: list[VariantScore], rankings: dict[str, list[list[str]
     return out
 
 
+@former_keywords({"second_embedder": "fused_embedder", "embedders": "other_embedders",
+                  "rerankers": "other_rerankers"})
 def run_ablation(
     corpus: EvalCorpus,
     contexts: dict[str, str | None],
@@ -115,10 +118,10 @@ def run_ablation(
     tokenizer: str = "identifiers",
     late_chunking: bool = False,
     embed_layout: str = "whole",
-    second_embedder: tuple[str, Embedder] | None = None,
+    fused_embedder: tuple[str, Embedder] | None = None,
     milvus_uri: str | None = None,
-    embedders: dict[str, Any] | None = None,
-    rerankers: dict[str, Callable[[list[str], list[list[str]], dict[str, str]], list[list[str]]]] | None = None,
+    other_embedders: dict[str, Any] | None = None,
+    other_rerankers: dict[str, Callable[[list[str], list[list[str]], dict[str, str]], list[list[str]]]] | None = None,
 ) -> EvalResult:
     """Pass@5/10/20 for plain and contextual dense, BM25 and hybrid retrieval (and hybrid + rerank).
 
@@ -126,12 +129,15 @@ def run_ablation(
     contexts instead, so LLM contexts are read against a cheap alternative. ``late_chunking`` adds the no-LLM
     alternative on the embedding side: "late-chunked dense" (each chunk pooled from its document's token outputs,
     ``ctx_retrieval.retrieval.late``) and "late-chunked hybrid" (that with plain BM25, which late chunking does
-    not change). ``second_embedder`` (a label and an embedder, e.g. ``("e5", E5Embedder())``) adds "plain/contextual
-    hybrid (+ label)": three-way fusion of both embedders' dense sides and BM25. ``embedders`` (label -> any
+    not change). ``fused_embedder`` (a label and an embedder, e.g. ``("e5", E5Embedder())``) adds "plain/contextual
+    hybrid (+ label)": three-way fusion of both embedders' dense sides and BM25. ``other_embedders`` (label -> any
     LangChain ``Embeddings``, LlamaIndex ``BaseEmbedding`` or ``Embedder``, ``models.as_embedder``) adds "plain /
-    contextual hybrid (label)" with that model's dense side instead; ``rerankers`` (label -> a reranker: queries,
-    candidate rankings and texts in, rankings out, as ``langchain_ctx.eval_reranker`` / ``llama_index_ctx.
-    eval_reranker`` make of a compressor or postprocessor) adds "contextual hybrid + rerank (label)".
+    contextual hybrid (label)" with that model's dense side instead of ``embedder``'s. ``reranker`` gives the row the
+    verdict reads, "contextual hybrid + rerank"; ``other_rerankers`` (label -> a reranker: queries, candidate rankings
+    and texts in, rankings out, as ``langchain_ctx.eval_reranker`` / ``llama_index_ctx.eval_reranker`` make of a
+    compressor or postprocessor) each add "contextual hybrid + rerank (label)" beside it. (``fused_embedder``,
+    ``other_embedders`` and ``other_rerankers`` were ``second_embedder``, ``embedders`` and ``rerankers``: the old
+    names still work, with a ``DeprecationWarning``, for one release.)
     ``vector_store="milvus"``: each variant in a Milvus collection at ``milvus_uri`` (a Milvus Lite file or a
     server), both sides the engine's (its dense field, its BM25 over our analysis); the added rows' BM25 too."""
     say = progress or (lambda message: logger.info("%s", message))
@@ -201,8 +207,8 @@ def run_ablation(
         baseline_vector, baseline_bm25 = both(texts, embedder.embed(texts), "baseline")
         rankings[name] = _rankings(baseline_vector, baseline_bm25, queries, candidates)
         rows.append(_score(name, rankings[name], corpus, text_of))
-    if second_embedder is not None:
-        label, other = second_embedder
+    if fused_embedder is not None:
+        label, other = fused_embedder
         say(f"embedding with {label} too, for three-way fusion")
         other_queries = dict(zip(queries, embed_queries(other, queries), strict=True))
         for variant, texts in (("plain", plain), ("contextual", contextual)):
@@ -211,7 +217,7 @@ def run_ablation(
                        NumpyDenseSide(ids, other.embed(texts), other_queries.__getitem__)]
             rankings[name] = _rankings(vectors, bm25_sides[variant], queries, candidates)
             rows.append(_score(name, rankings[name], corpus, text_of))
-    for label, model in (embedders or {}).items():
+    for label, model in (other_embedders or {}).items():
         other_embedder = as_embedder(model)
         say(f"embedding with {label}")
         other_queries = dict(zip(queries, embed_queries(other_embedder, queries), strict=True))
@@ -262,7 +268,7 @@ def run_ablation(
         reranked = reranker(queries, rankings["contextual hybrid"], contextual_text)
         rows.append(_score("contextual hybrid + rerank", reranked, corpus, text_of))
     extra_reranked = {}
-    for label, rerank in (rerankers or {}).items():
+    for label, rerank in (other_rerankers or {}).items():
         say(f"reranking the contextual hybrid candidates with {label}")
         name = f"contextual hybrid + rerank ({label})"
         extra_reranked[name] = rerank(queries, rankings["contextual hybrid"], contextual_text)
@@ -280,7 +286,7 @@ def run_ablation(
             "late_chunking": late_chunking, "embed_layout": embed_layout,
             "candidates": candidates, "rrf_k": DEFAULT_RRF_K,
             "embedder": embedder.model_id,
-            "second_embedder": second_embedder[1].model_id if second_embedder else None,
+            "fused_embedder": fused_embedder[1].model_id if fused_embedder else None,
             "chunks_with_context": with_context, "contextual_texts_truncated_for_embedding": truncated,
             "embedding_seconds": round(embed_s, 1), "wall_seconds": round(time.perf_counter() - started, 1)}
     return EvalResult(corpus.name, contextualizer_label, len(queries), len(chunks), rows, meta, rankings,

@@ -238,6 +238,9 @@ def resolve_tokenizer(tokenizer: str | Callable[[str], list[str]]) -> Callable[[
 class BM25Index:
     """A static BM25 index over ``ids``/``texts``; rebuild it (``BM25Index(...)``) when the corpus changes.
 
+    Withdrawn: no part of the package uses it, and it goes in the next release (``ctx_retrieval.BM25Index`` warns).
+    Use ``BM25Store``, the one contextual BM25 index (in memory with ``path=None``, on disk, incremental).
+
     Use:
         .. code-block:: python
 

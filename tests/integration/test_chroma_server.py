@@ -19,11 +19,11 @@ def test_cookbook_corpus_through_a_chroma_server_survives_a_restart(
         chroma_server: ChromaServer, tmp_path: Path, embedder: MiniLMEmbedder) -> None:
     corpus = load_cookbook()
     # The recorded contexts: the same texts the notebooks and the calibration embed, so the run's one embedding
-    # cache already holds (or keeps, for them) their vectors.
+    # cache already holds (or keeps, for them) their vectors. A fifth of the corpus: a restart does not need all.
     contexts = RecordedContextualizer().contexts()
-    chunks = [IndexedChunk(c.id, d.id, c.text, contexts.get(c.id)) for d, cs in corpus.items for c in cs]
+    chunks = [IndexedChunk(c.id, d.id, c.text, contexts.get(c.id)) for d, cs in corpus.items[:18] for c in cs]
     build_store(tmp_path / "store", chunks, embedder=embedder, client=chroma_server.client())
-    query = corpus.queries[0]
+    query = next(q for q in corpus.queries if set(q.gold) <= {c.chunk_id for c in chunks})
     before = [h.chunk.chunk_id for h in open_store(tmp_path / "store", embedder=embedder,
                                                     client=chroma_server.client()).search(query.query, k=20)]
     assert set(query.gold) & set(before)

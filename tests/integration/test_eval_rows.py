@@ -44,10 +44,10 @@ def result(embedder: MiniLMEmbedder) -> Any:
     contexts = {r.chunk_id: r.context for r in HeuristicContextualizer().contextualize_many(items)}
     return run_ablation(EvalCorpus("guides", items, queries), contexts, contextualizer_label="heuristic",
                         embedder=embedder,
-                        embedders={"LangChain MiniLM": MiniLMEmbeddings(embedder),
-                                   "LlamaIndex MiniLM": MiniLMEmbedding(embedder)},
-                        rerankers={"reverse": langchain_reranker(Reverse(), candidates=10),
-                                   "long-context": llama_index_reranker(LongContextReorder(), candidates=10)})
+                        other_embedders={"LangChain MiniLM": MiniLMEmbeddings(embedder),
+                                         "LlamaIndex MiniLM": MiniLMEmbedding(embedder)},
+                        other_rerankers={"reverse": langchain_reranker(Reverse(), candidates=10),
+                                         "long-context": llama_index_reranker(LongContextReorder(), candidates=10)})
 
 
 def test_a_framework_embedding_model_is_its_own_pair_of_rows(result: Any) -> None:

@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from ctx_retrieval import BM25Index, DuplicateChunkIdError, InvalidInputError, reciprocal_rank_fusion, tokenize
+from ctx_retrieval import DuplicateChunkIdError, InvalidInputError, reciprocal_rank_fusion, tokenize
+from ctx_retrieval.retrieval.bm25 import BM25Index
 from ctx_retrieval.retrieval.fusion import DEFAULT_RRF_K
 
 TEXTS = {

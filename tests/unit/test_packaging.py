@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import subprocess
 import sys
 import zipfile
@@ -127,7 +128,7 @@ def test_sdist_holds_the_examples_and_notebooks(tmp_path: Path) -> None:
 # shows up in this diff and in CHANGELOG.md, never a side effect of moving code.
 EXPECTED_ALL = {
     "ctx_retrieval": [
-        "AnthropicProvider", "BM25Entry", "BM25Index", "BM25Side", "BM25Store", "BudgetExceededError", "CacheError",
+        "AnthropicProvider", "BM25Entry", "BM25Side", "BM25Store", "BudgetExceededError", "CacheError",
         "Chunk", "ChunkNotInDocumentError", "ChunkTooLargeError", "ClaudeReranker", "ConfigurationError",
         "ContextCache", "ContextGenerationError", "ContextGenerator", "ContextResult", "ContextRun", "CostEstimate",
         "CtxRetrievalError", "DEFAULT_PROMPT", "DOCUMENT_LANGUAGE_PROMPT",
@@ -185,5 +186,26 @@ def test_the_bm25_retrievers_former_name_still_imports() -> None:
         with pytest.warns(DeprecationWarning, match="ContextualBM25Retriever"):
             assert module.BM25IndexRetriever is module.ContextualBM25Retriever  # type: ignore[attr-defined]
         assert "BM25IndexRetriever" not in module.__all__
+    with pytest.warns(DeprecationWarning, match="use BM25Store"):  # withdrawn: no package code used it
+        assert ctx_retrieval.BM25Index is ctx_retrieval.retrieval.bm25.BM25Index  # type: ignore[attr-defined]
         with pytest.raises(AttributeError):
             module.NoSuchName  # type: ignore[attr-defined]  # noqa: B018
+
+
+def test_the_ablations_former_keywords_still_work_with_a_warning() -> None:
+    # run_ablation's second_embedder, embedders and rerankers are fused_embedder, other_embedders and other_rerankers
+    # (issue 36: beside embedder and reranker, the old names did not say which experiment each one adds).
+    from ctx_retrieval._names import former_keywords
+    from ctx_retrieval.evaluation import run_ablation
+
+    @former_keywords({"rerankers": "other_rerankers"})
+    def rows(*, reranker: str | None = None, other_rerankers: dict[str, str] | None = None) -> tuple[object, ...]:
+        return reranker, other_rerankers
+
+    with pytest.warns(DeprecationWarning, match=r"rows\(rerankers=\) is now other_rerankers="):
+        assert rows(reranker="a", rerankers={"b": "c"}) == ("a", {"b": "c"})  # type: ignore[call-arg]
+    assert rows(other_rerankers={"b": "c"}) == (None, {"b": "c"})
+    with pytest.raises(TypeError, match="pass only that"):
+        run_ablation(None, {}, contextualizer_label="x", embedder=None, embedders={},  # type: ignore[arg-type,call-arg]
+                     other_embedders={})
+    assert {"fused_embedder", "other_embedders", "other_rerankers"} <= set(inspect.signature(run_ablation).parameters)
