@@ -22,8 +22,9 @@ import time
 
 import numpy as np
 
-from ctx_retrieval import BM25Index, tokenize
+from ctx_retrieval import tokenize
 from ctx_retrieval.evaluation import load_cookbook
+from ctx_retrieval.retrieval.bm25 import BM25Index
 
 
 def corpus_of(size: int, texts: list[str], seed: int = 0) -> list[str]:

@@ -160,7 +160,8 @@ def numpy_paths(folder: str, n_queries: int) -> dict[str, Any]:
     index is built here, as every query process of the previous path did)."""
     import numpy as np
 
-    from ctx_retrieval import BM25Index, BM25Side, BM25Store, HybridRetriever, reciprocal_rank_fusion
+    from ctx_retrieval import BM25Side, BM25Store, HybridRetriever, reciprocal_rank_fusion
+    from ctx_retrieval.retrieval.bm25 import BM25Index
     from ctx_retrieval.retrieval.dense import NumpyDenseIndex, NumpyDenseSide, top_k
 
     qs, qv = _load(folder, n_queries)
@@ -322,8 +323,9 @@ def agreement() -> dict[str, float]:
     reference's 20th counts) and with bm25s (Lucene's method, k1 1.2, the same tokens), on the cookbook corpus."""
     import bm25s
 
-    from ctx_retrieval import BM25Entry, BM25Index, BM25Store, tokenize
+    from ctx_retrieval import BM25Entry, BM25Store, tokenize
     from ctx_retrieval.eval import load_cookbook
+    from ctx_retrieval.retrieval.bm25 import BM25Index
 
     cookbook = load_cookbook()
     ids, texts = [c.id for c in cookbook.chunks], [c.text for c in cookbook.chunks]

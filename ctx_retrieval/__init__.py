@@ -91,9 +91,11 @@ __all__ = [
 ]
 __all__ += _errors.__all__
 
-# BM25Index (a static in-memory numpy index) is withdrawn from the top level: no part of the package uses it, and
-# BM25Store is the one contextual BM25 index (in memory with path=None, on disk, incremental).
+# BM25Index (a static in-memory numpy index) leaves the top level: no part of the package indexes with it (BM25Store
+# is the one contextual BM25 index, in memory with path=None or on disk, incremental); it stays in
+# ctx_retrieval.retrieval.bm25 as the exact BM25 the tests and benchmarks check the engines against.
 from ctx_retrieval._names import former_names as _former_names  # noqa: E402
 
 __getattr__ = _former_names(__name__, {"BM25Index": (
-    "is withdrawn: use BM25Store (BM25Store() in memory, BM25Store(path) on disk; both incremental)", _BM25Index)})
+    "left the top level: index with BM25Store (BM25Store() in memory, BM25Store(path) on disk), or import the "
+    "exact reference from ctx_retrieval.retrieval.bm25", _BM25Index)})

@@ -33,7 +33,7 @@ def former_names(module: str, renamed: dict[str, tuple[str, object]]) -> Callabl
         if name in renamed:
             new_name, value = renamed[name]
             advice = new_name if " " in new_name else f"is now {new_name}"
-            warnings.warn(f"{name} {advice}; the old name goes in the next release", DeprecationWarning,
+            warnings.warn(f"{name} {advice}; this name goes in the next release", DeprecationWarning,
                           stacklevel=2)
             return value
         raise AttributeError(f"module {module!r} has no attribute {name!r}")

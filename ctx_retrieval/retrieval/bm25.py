@@ -238,8 +238,8 @@ def resolve_tokenizer(tokenizer: str | Callable[[str], list[str]]) -> Callable[[
 class BM25Index:
     """A static BM25 index over ``ids``/``texts``; rebuild it (``BM25Index(...)``) when the corpus changes.
 
-    Withdrawn: no part of the package uses it, and it goes in the next release (``ctx_retrieval.BM25Index`` warns).
-    Use ``BM25Store``, the one contextual BM25 index (in memory with ``path=None``, on disk, incremental).
+    The exact BM25 the tests and benchmarks check the engines against; no part of the package indexes with it (not
+    exported at the top level): index with ``BM25Store`` (in memory with ``path=None``, on disk, incremental).
 
     Use:
         .. code-block:: python

@@ -12,8 +12,9 @@ from typing import Any
 
 import pytest
 
-from ctx_retrieval import BM25Index, SearchIndexError, compile_where
+from ctx_retrieval import SearchIndexError, compile_where
 from ctx_retrieval.evaluation import load_cookbook
+from ctx_retrieval.retrieval.bm25 import BM25Index
 from ctx_retrieval.retrieval.bm25_store import BM25Entry, BM25Store
 from ctx_retrieval.retrieval.fusion import chunk_key
 

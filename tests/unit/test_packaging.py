@@ -186,7 +186,7 @@ def test_the_bm25_retrievers_former_name_still_imports() -> None:
         with pytest.warns(DeprecationWarning, match="ContextualBM25Retriever"):
             assert module.BM25IndexRetriever is module.ContextualBM25Retriever  # type: ignore[attr-defined]
         assert "BM25IndexRetriever" not in module.__all__
-    with pytest.warns(DeprecationWarning, match="use BM25Store"):  # withdrawn: no package code used it
+    with pytest.warns(DeprecationWarning, match="index with BM25Store"):  # left the top level: no package code used it
         assert ctx_retrieval.BM25Index is ctx_retrieval.retrieval.bm25.BM25Index  # type: ignore[attr-defined]
         with pytest.raises(AttributeError):
             module.NoSuchName  # type: ignore[attr-defined]  # noqa: B018
