@@ -122,14 +122,13 @@ class CachingEmbedder:
         a transformer's activations grow with n * L and its attention with n * L**2, and past the CPU's caches a
         large batch costs more per text than a small one (MiniLM on 2 cores: 28 ms a cookbook chunk in batches of
         32, 18-20 ms within 256-512 tokens; ``benchmarks/embedding_throughput.py``)."""
-        if self.batch_tokens is None:
-            order = sorted(texts, key=lambda i: len(texts[i]))
-            return [order[start: start + self.batch_size] for start in range(0, len(order), self.batch_size)]
-        lengths = dict(zip(texts, self._batch_lengths(list(texts.values())), strict=True))
+        budget = self.batch_tokens
+        sizes = self._batch_lengths(list(texts.values())) if budget else [len(t) for t in texts.values()]
+        lengths = dict(zip(texts, sizes, strict=True))
         batches: list[list[int]] = []
         batch: list[int] = []
         for i in sorted(texts, key=lengths.__getitem__):
-            if batch and (len(batch) == self.batch_size or (len(batch) + 1) * lengths[i] > self.batch_tokens):
+            if batch and (len(batch) == self.batch_size or (budget and (len(batch) + 1) * lengths[i] > budget)):
                 batches.append(batch)
                 batch = []
             batch.append(i)
