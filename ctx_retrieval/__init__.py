@@ -96,6 +96,6 @@ __all__ += _errors.__all__
 # ctx_retrieval.retrieval.bm25 as the exact BM25 the tests and benchmarks check the engines against.
 from ctx_retrieval._names import former_names as _former_names  # noqa: E402
 
-__getattr__ = _former_names(__name__, {"BM25Index": (
+__getattr__ = _former_names(__name__, {}, moved={"BM25Index": (
     "left the top level: index with BM25Store (BM25Store() in memory, BM25Store(path) on disk), or import the "
     "exact reference from ctx_retrieval.retrieval.bm25", _BM25Index)})

@@ -24,17 +24,17 @@ def in_memory_collection(base: str) -> str:
     return f"{base}-mem-{os.getpid()}-{next(_COUNTER)}"
 
 
-def former_names(module: str, renamed: dict[str, tuple[str, object]]) -> Callable[[str], object]:
-    """A module ``__getattr__`` (PEP 562) that still answers to names changed in this release (old name ->
-    (new name, the object)), with a ``DeprecationWarning`` naming the new one; a "new name" with a space in it is
-    the advice for a name withdrawn without a successor. Other names raise ``AttributeError``."""
+def former_names(module: str, renamed: dict[str, tuple[str, object]],
+                 moved: dict[str, tuple[str, object]] | None = None) -> Callable[[str], object]:
+    """A module ``__getattr__`` (PEP 562) that still answers, with a ``DeprecationWarning``, to names changed in this
+    release: ``renamed`` (old name -> (new name, the object)) and ``moved`` (name -> (where to find it or what to use
+    instead, the object)). Other names raise ``AttributeError``."""
+    advice = {name: (f"is now {new_name}", value) for name, (new_name, value) in renamed.items()} | (moved or {})
 
     def __getattr__(name: str) -> object:  # noqa: N807 - the name Python looks up
-        if name in renamed:
-            new_name, value = renamed[name]
-            advice = new_name if " " in new_name else f"is now {new_name}"
-            warnings.warn(f"{name} {advice}; this name goes in the next release", DeprecationWarning,
-                          stacklevel=2)
+        if name in advice:
+            what, value = advice[name]
+            warnings.warn(f"{name} {what}; this name goes in the next release", DeprecationWarning, stacklevel=2)
             return value
         raise AttributeError(f"module {module!r} has no attribute {name!r}")
 
