@@ -29,7 +29,8 @@ from ctx_retrieval.progress import progress_bar
 if TYPE_CHECKING:
     import numpy as np
 
-__all__ = ["MINILM_MODEL_ID", "CachingEmbedder", "EmbeddingCache", "MiniLMEmbedder", "open_embedding_cache"]
+__all__ = ["MINILM_MODEL_ID", "CachingEmbedder", "EmbeddingCache", "MiniLMEmbedder", "embedding_threads",
+           "open_embedding_cache"]
 
 logger = logging.getLogger(__name__)
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")  # half a character (a bad escape): read as U+FFFD
@@ -179,6 +180,22 @@ class CachingEmbedder:
             self._cache_writes = False
 
 
+THREADS_VARIABLE = "CTX_RETRIEVAL_EMBED_THREADS"
+
+
+def embedding_threads() -> int:
+    """Threads a local embedder runs on when none are given: ``$CTX_RETRIEVAL_EMBED_THREADS``, else every core.
+    Several processes embedding on one machine (``IngestionPipeline.run(num_workers=N)``, Ray actors, a test
+    suite's workers) each take every core by default; one thread each spends about a quarter less CPU a text."""
+    value = os.environ.get(THREADS_VARIABLE, "").strip()
+    if not value:
+        return os.cpu_count() or 1
+    if not value.isdigit() or int(value) < 1:
+        raise ConfigurationError(f"{THREADS_VARIABLE}={value!r}: give a whole number of threads, 1 or more, or unset "
+                                 f"it to use every core ({os.cpu_count() or 1} here)", setting=THREADS_VARIABLE)
+    return int(value)
+
+
 def open_embedding_cache(cache: EmbeddingCache | bool | str | os.PathLike[str]) -> EmbeddingCache | None:
     """``True``: the default cache; ``False``: none; a path or an ``EmbeddingCache``: that one."""
     if cache is True:
@@ -202,6 +219,8 @@ class MiniLMEmbedder(CachingEmbedder):
 
     A batch holds up to ``batch_size`` texts and ``batch_tokens`` tokens (padding included): on a CPU, one 256-token
     chunk a batch embeds faster than 32 (``CachingEmbedder._batches``); a text's vector is the same in any batch.
+    ``threads``: onnxruntime's threads; by default ``$CTX_RETRIEVAL_EMBED_THREADS`` where the model loads, else every
+    core (set it to 1 when several processes embed on one machine).
     """
 
     model_id = MINILM_MODEL_ID
@@ -209,6 +228,7 @@ class MiniLMEmbedder(CachingEmbedder):
     max_tokens = MINILM_MAX_TOKENS
     _reloaded = ("_session", "_tokenizer", "_counter")  # the ONNX session and tokenizers reload on first use
     _warned_language = False  # set once warned (a class default: a copy pickled before it existed reads it too)
+    _spin = False  # onnxruntime's spinning threads, for benchmarks/embedding_throughput.py --spin to compare
 
     def __init__(
         self,
@@ -221,13 +241,18 @@ class MiniLMEmbedder(CachingEmbedder):
         model_path: str | os.PathLike[str] | None = None,
         tokenizer_path: str | os.PathLike[str] | None = None,
     ) -> None:
+        if threads is not None and threads < 1:
+            raise ConfigurationError(f"threads={threads}: give 1 or more, or None for ${THREADS_VARIABLE} or every "
+                                     "core", setting="threads")
+        if threads is None:
+            embedding_threads()  # a wrong $CTX_RETRIEVAL_EMBED_THREADS fails here, not at the first text
         if batch_size < 1 or (batch_tokens is not None and batch_tokens < 1):
             raise ConfigurationError(f"batch_size={batch_size}, batch_tokens={batch_tokens}: both must be 1 or more "
                                      "(batch_tokens=None: batch_size texts a batch whatever their length)",
                                      setting="batch_tokens" if batch_size >= 1 else "batch_size")
         self.batch_size = batch_size
         self.batch_tokens = batch_tokens
-        self.threads = threads or os.cpu_count() or 1
+        self.threads = threads  # None: embedding_threads() where the model loads (a worker process's own setting)
         self.progress = progress
         self._model_path = model_path
         self._tokenizer_path = tokenizer_path
@@ -257,8 +282,12 @@ class MiniLMEmbedder(CachingEmbedder):
                 model_path = str(self._model_path)
             self._load_tokenizers()
             options = ort.SessionOptions()
-            options.intra_op_num_threads = self.threads
+            options.intra_op_num_threads = self.threads or embedding_threads()
             options.inter_op_num_threads = 1
+            # Threads sleep between a run's operators instead of spinning: a spinning thread holds a core the other
+            # thread (or another process) needs. 90 chunks on 2 cores beside one busy loop: 2.90 s (3.95 s CPU)
+            # against 5.35 s (7.02 s CPU) spinning; idle 2.58 against 2.62 s (benchmarks/embedding_throughput.py).
+            options.add_session_config_entry("session.intra_op.allow_spinning", "1" if self._spin else "0")
             options.log_severity_level = 3
             self._session = ort.InferenceSession(model_path, options, providers=["CPUExecutionProvider"])
 

@@ -4,14 +4,16 @@ calibration of the plain rows on the cookbook dev queries."""
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from ctx_retrieval import EmbeddingCache, HeuristicContextualizer, MiniLMEmbedder
+from ctx_retrieval import ConfigurationError, EmbeddingCache, HeuristicContextualizer, MiniLMEmbedder
 from ctx_retrieval.evaluation import load_cookbook, run_ablation
+from ctx_retrieval.retrieval.embeddings import THREADS_VARIABLE, embedding_threads
 from ctx_retrieval.retrieval.store import IndexedChunk, build_store, open_store
 
 
@@ -40,6 +42,28 @@ def test_cache_returns_identical_vectors_without_running_the_model(tmp_path: Pat
     again = second.embed(["another text", "one text", "a new one"])
     assert calls == 1  # only the new text
     assert np.array_equal(again[0], first[1]) and np.array_equal(again[1], first[0])
+
+
+def test_the_threads_come_from_the_environment_where_the_model_loads_and_never_spin(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(THREADS_VARIABLE, "1")
+    embedder = MiniLMEmbedder(batch_tokens=64)
+    embedder.embed(["one text"])
+    options = embedder._session.get_session_options()
+    assert options.intra_op_num_threads == 1 and embedder.threads is None
+    assert options.get_session_config_entry("session.intra_op.allow_spinning") == "0"
+    monkeypatch.delenv(THREADS_VARIABLE)
+    assert embedding_threads() == (os.cpu_count() or 1)
+    given = MiniLMEmbedder(threads=2)
+    given.embed(["one text"])
+    assert given._session.get_session_options().intra_op_num_threads == 2
+    for wrong in ("0", "two", "-1"):
+        monkeypatch.setenv(THREADS_VARIABLE, wrong)
+        with pytest.raises(ConfigurationError, match=f"{THREADS_VARIABLE}='{wrong}': give a whole number") as caught:
+            MiniLMEmbedder()  # said when the embedder is made, before any text
+        assert caught.value.setting == THREADS_VARIABLE
+    with pytest.raises(ConfigurationError, match="threads=0: give 1 or more"):
+        MiniLMEmbedder(threads=0)
 
 
 def test_batches_keep_within_their_token_budget_and_a_texts_vector_does_not_depend_on_its_batch() -> None:
@@ -108,12 +132,7 @@ def test_plain_rows_match_the_calibration(embedder: MiniLMEmbedder) -> None:
 
 
 def test_heuristic_contexts_really_reach_the_contextual_rows(embedder: MiniLMEmbedder) -> None:
-    from ctx_retrieval.evaluation import EvalCorpus
-
-    full = load_cookbook()  # a fifth of the corpus is enough to see the contexts change the rankings
-    items = full.items[:18]
-    kept = {c.id for _, cs in items for c in cs}
-    corpus = EvalCorpus(full.name, items, [q for q in full.queries if set(q.gold) <= kept])
+    corpus = load_cookbook().first_documents(18)  # a fifth of the corpus shows the contexts change the rankings
     assert len(corpus.queries) >= 10
     contexts = {r.chunk_id: r.context for r in HeuristicContextualizer().contextualize_many(corpus.items)}
     result = run_ablation(corpus, contexts, contextualizer_label="heuristic", embedder=embedder, vector_store="numpy")
