@@ -42,6 +42,15 @@ class EvalCorpus:
     def chunks(self) -> list[Chunk]:
         return [c for _, chunks in self.items for c in chunks]
 
+    def first_documents(self, n: int) -> EvalCorpus:
+        """The first ``n`` documents with the queries whose gold chunks all lie in them: a quicker ablation (the
+        cookbook's first 45 files hold 324 of its 737 chunks and 65 of its 124 dev queries)."""
+        if n < 1:
+            raise InvalidInputError(f"first_documents({n}): give at least one document")
+        items = self.items[:n]
+        kept = {chunk.id for _, chunks in items for chunk in chunks}
+        return EvalCorpus(self.name, items, [q for q in self.queries if set(q.gold) <= kept])
+
     def validate(self) -> None:
         ids = {c.id for c in self.chunks}
         for q in self.queries:

@@ -24,6 +24,18 @@ def test_bundled_cookbook_corpus_loads_whole() -> None:
     assert corpus.queries[0].gold[0].endswith("_0")
 
 
+def test_the_first_documents_keep_only_the_queries_they_answer() -> None:
+    whole = load_cookbook()
+    first = whole.first_documents(45)
+    assert first.items == whole.items[:45] and (len(first.chunks), len(first.queries)) == (324, 65)
+    kept = {c.id for c in first.chunks}
+    assert [q for q in whole.queries if set(q.gold) <= kept] == first.queries
+    first.validate()  # every gold chunk of every kept query is in it
+    assert whole.first_documents(500).items == whole.items
+    with pytest.raises(InvalidInputError, match="at least one document"):
+        whole.first_documents(0)
+
+
 def test_pass_at_k_counts_gold_texts_found_per_query() -> None:
     text_of = {"a": "alpha", "b": "beta", "c": "gamma", "d": " alpha "}
     queries = [EvalQuery("q1", ("a", "b")), EvalQuery("q2", ("c",))]
