@@ -17,12 +17,15 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
 import sys
 import time
+from pathlib import Path
 
 from ctx_retrieval import MiniLMEmbedder
 from ctx_retrieval.evaluation import load_cookbook
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from busy import busy_loops
 
 
 def main() -> int:
@@ -34,17 +37,8 @@ def main() -> int:
     parser.add_argument("--busy", type=int, default=0, help="busy-loop processes beside the measurement")
     parser.add_argument("--spin", action="store_true", help="MiniLM's threads spin (onnxruntime's default)")
     args = parser.parse_args()
-    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.busy)]
-    try:
-        if hogs:
-            time.sleep(1.0)
+    with busy_loops(args.busy, settle_s=1.0):
         measure(args)
-        if hogs:
-            print(f"beside {len(hogs)} busy-loop processes: load average {os.getloadavg()[0]:.1f} over the last minute")
-    finally:
-        for hog in hogs:
-            hog.kill()
-            hog.wait()
     return 0
 
 

@@ -55,6 +55,7 @@ from ctx_retrieval.providers.base import DEFAULT_REQUEST_THREADS
 from ctx_retrieval.testing import FakeAnthropicServer
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from busy import busy_loops
 from floors import caching_floor, document_tokens
 from llama_index_extractor_vs_ours import EXTRACTOR_PYTHON, EXTRACTOR_SCRIPT
 
@@ -159,18 +160,8 @@ def main() -> int:
     parser.add_argument("--peer-threads", type=int, default=32,
                         help="the cookbook's threads and ours in flight for the equal-concurrency rows")
     args = parser.parse_args()
-    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(args.busy)]
-    try:
-        if hogs:
-            time.sleep(2.0)
-        code = compare(args)
-        if hogs:
-            print(f"beside {len(hogs)} busy-loop processes: load average {os.getloadavg()[0]:.1f} over the last minute")
-        return code
-    finally:
-        for hog in hogs:
-            hog.kill()
-            hog.wait()
+    with busy_loops(args.busy):
+        return compare(args)
 
 
 def compare(args: argparse.Namespace) -> int:
