@@ -78,19 +78,25 @@ def run_faulty_ingestion(
     max_concurrency: int = 16,
     latency_s: float = 0.01,
     timeout_s: float = 1.0,
+    slow_s: float | None = None,
+    fault_mix: dict[str, float] | None = None,
     seed: int = 1,
     api_key: str = "sk-ant-fault-run-000000000",
 ) -> FaultyRunFigures:
-    """Contextualize ``chunks`` synthetic chunks while ``fault_rate`` of requests fail, and account for them.
+    """Contextualize ``chunks`` synthetic chunks while ``fault_rate`` of requests fail (``fault_mix``, default
+    ``DEFAULT_FAULT_MIX``), and account for them. A ``slow`` answer ends ``slow_s`` late (default twice the client's
+    timeout).
 
-    A context counts as invented unless it is exactly what the fake answered for that chunk; duplicated when a
-    chunk was answered more than once (the generator paid twice); out of order when a result sits at another
-    position than its chunk.
+    A context counts as invented unless it is exactly an answer the fake sent for that chunk, on time or late: a
+    client starved of CPU may read a slow answer before its own timeout fires, and that answer is real. A chunk
+    counts as duplicated when it was answered on time more than once (the generator paid twice); out of order when
+    a result sits at another position than its chunk.
     """
     items = synthetic_corpus(chunks)
     with tempfile.TemporaryDirectory() as tmp, FakeAnthropicServer(
-            latency_s=latency_s, retry_after_s=0.2, slow_s=timeout_s * 2, seed=seed) as server:
-        server.set_fault_rate(fault_rate, DEFAULT_FAULT_MIX)
+            latency_s=latency_s, retry_after_s=0.2, slow_s=timeout_s * 2 if slow_s is None else slow_s,
+            seed=seed) as server:
+        server.set_fault_rate(fault_rate, DEFAULT_FAULT_MIX if fault_mix is None else fault_mix)
         provider = AnthropicProvider(api_key=api_key, base_url=server.base_url,
                                      timeout_s=timeout_s)
         generator = ContextGenerator(provider, cache=Path(tmp) / "contexts.sqlite", max_concurrency=max_concurrency,
@@ -99,16 +105,20 @@ def run_faulty_ingestion(
         started = time.perf_counter()
         run = generator.contextualize_many(items)
         wall = time.perf_counter() - started
-        answered: dict[str, list[str]] = {}  # chunk text -> every answer delivered for it
-        for record in server.successful():
-            if record.chunk_text is not None and record.response_text is not None:
+        answered: dict[str, list[str]] = {}  # chunk text -> every answer sent on time for it
+        sent: dict[str, set[str]] = {}  # chunk text -> every answer sent for it, the slow ones included
+        for record in list(server.requests):
+            if record.chunk_text is None or record.response_text is None or record.status != 200:
+                continue
+            sent.setdefault(record.chunk_text, set()).add(clean_context(record.response_text))
+            if record.fault is None:
                 answered.setdefault(record.chunk_text, []).append(record.response_text)
         faults = sum(1 for r in server.requests if r.fault is not None)
     expected = [(d.id, c.id, c.text) for d, cs in items for c in cs]
     out_of_order = sum(1 for (doc_id, chunk_id, _), r in zip(expected, run, strict=True)
                        if (r.document_id, r.chunk_id) != (doc_id, chunk_id))
     invented = sum(1 for (_, _, text), r in zip(expected, run, strict=True) if r.context is not None and r.context
-                   not in {clean_context(a) for a in answered.get(text.strip(), [])})
+                   not in sent.get(text.strip(), set()))
     duplicated = sum(len(v) - 1 for v in answered.values() if len(v) > 1)
     return FaultyRunFigures(
         chunks=len(expected), done=sum(1 for r in run if r.context), lost=sum(1 for r in run if r.context is None),

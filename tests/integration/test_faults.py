@@ -25,6 +25,16 @@ def test_thirty_percent_faults_every_chunk_once_in_order_nothing_invented() -> N
     assert figures.requests_per_ideal <= 1.55  # 1/(1-0.3) = 1.43 is the floor with independent faults
 
 
+def test_a_slow_answer_read_before_the_timeout_is_real_not_invented() -> None:
+    # A client starved of CPU can read a slow answer before its own timeout fires; here every slow answer ends
+    # 50 ms late against a 1 s timeout, so the client keeps each one, pays once and retries nothing.
+    figures = run_faulty_ingestion(40, fault_rate=0.5, fault_mix={"slow": 1.0}, slow_s=0.05)
+    assert figures.faults_injected >= 10
+    assert (figures.done, figures.lost, figures.duplicated, figures.invented, figures.out_of_order) == (
+        40, 0, 0, 0, 0)
+    assert figures.requests == 40
+
+
 WORKER = textwrap.dedent(
     """
     import sys
