@@ -11,9 +11,11 @@ comes from a ``Clock`` (tests pass one that moves only when slept on). The SDK's
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import dataclasses
 import heapq
 import itertools
+import math
 import random
 import time
 from collections import deque
@@ -24,8 +26,8 @@ from typing import Protocol, TypeVar, runtime_checkable
 from ctx_retrieval.errors import ConfigurationError, ProviderRequestError
 from ctx_retrieval.types import ErrorDecision, ServerLimit, ServerLimits
 
-__all__ = ["SYSTEM_CLOCK", "Clock", "ConcurrencyTuner", "Limiter", "PrioritySlots", "RateLimit", "RetryPolicy",
-           "SharedBudget", "TokenBucket", "pace_after", "paced_call"]
+__all__ = ["SYSTEM_CLOCK", "Clock", "ConcurrencyTuner", "Limiter", "PrioritySlots", "RateLimit", "RetryPolicy", "Send",
+           "SharedBudget", "TokenBucket", "departing", "pace_after", "paced_call"]
 
 T = TypeVar("T")
 
@@ -93,9 +95,12 @@ _TOKEN_ROUNDING = 500.0  # Anthropic reports input tokens remaining rounded to t
 _RATE_DECAY = 0.9  # weight of earlier reports in the refill-rate estimate
 _SENDS_KEPT_S = 900.0  # how long sends are remembered for syncing with the server's reports (> any timeout)
 _SENDS_KEPT = 4096
-# Requests go out from threads (``SDKProvider.in_thread``): one handed over a little before another may reach the
-# server after it, so a report cannot be trusted to include the sends of the last few milliseconds before its own.
+# Two requests that leave a few milliseconds apart may reach the server in the other order (its own threads pick
+# them up), so a report cannot be trusted to include the sends that left just before its own.
 _REORDER_S = 0.01
+# How far back from a report's own departure the later-sends scan looks, at least: a request handed to the provider
+# earlier may leave later (its thread waits for a core), and one not yet left is in no report.
+_SCAN_S = 1.0
 _RECHECK_S = 0.25
 _NO_WAIT_S = 1e-6
 
@@ -112,6 +117,33 @@ class Clock:
 
 
 SYSTEM_CLOCK = Clock()
+
+
+class Send:
+    """One request the limiter let through: when it was handed to the provider (``at``), when its bytes left
+    (``left``: stamped by the provider through ``departing``, from whichever thread sends it; None until then or
+    with a provider that does not stamp), and what it reserved on the server's buckets."""
+
+    __slots__ = ("at", "clock", "left", "output", "tokens")
+
+    def __init__(self, at: float, tokens: float, output: float, clock: Clock) -> None:
+        self.at, self.tokens, self.output, self.clock = at, tokens, output, clock
+        self.left: float | None = None
+
+
+_SENDING: contextvars.ContextVar[Send | None] = contextvars.ContextVar("ctx_retrieval_sending", default=None)
+
+
+def departing() -> None:
+    """A provider calls this as a request's bytes are about to leave, in the thread or task that sends them (the
+    context of the ``Limiter.sent`` call travels with the request: ``SDKProvider.in_thread`` carries it into the
+    thread). The report the answer brings describes the server from then on, not from when the run handed the
+    request over: on a machine short of CPU the request thread may start tenths of a second later, and the limiter
+    would credit that much refill the server never gave (and take requests handed over earlier but sent later as
+    counted already). Outside a paced send it does nothing."""
+    send = _SENDING.get()
+    if send is not None and send.left is None:
+        send.left = send.clock.monotonic()
 
 
 class TokenBucket:
@@ -145,8 +177,9 @@ class TokenBucket:
 
     def sync(self, reported: ServerLimit, elapsed_s: float, sent_since: float, now: float, *,
              rounding: float = 0.0) -> None:
-        """Set the bucket to what the server reported ``elapsed_s`` ago, refilled since, less our later sends.
-        ``rounding``: how far the reported remainder may be off (Anthropic rounds tokens to the thousand)."""
+        """Set the bucket to what the server reported for a request that left ``elapsed_s`` ago, refilled since (no
+        further than its reset allows), less our later sends. ``rounding``: how far the reported remainder may be off
+        (Anthropic rounds tokens to the thousand)."""
         deficit = reported.limit - reported.remaining
         if reported.full_in_s and deficit > 0:
             # The refill rate is deficit / time-to-full. Reports are rounded (the remainder to the thousand, the
@@ -157,6 +190,10 @@ class TokenBucket:
             self.rate = min(max(self._deficits / self._full_in, reported.limit / 60.0), reported.limit)
         self.capacity = reported.limit
         refilled = min(reported.limit, reported.remaining + elapsed_s * self.rate)
+        if reported.full_in_s is not None:
+            # The reset is an absolute time: the bucket is that far from full now, however long the request waited
+            # at the server before the remainder was counted (refill credited from when it left was not all given).
+            refilled = min(refilled, reported.limit - self.rate * max(0.0, reported.full_in_s - elapsed_s))
         self.level = refilled - sent_since - max(_SYNC_MARGIN * reported.limit, 2 * rounding)
         self.stamp = now
 
@@ -190,9 +227,11 @@ class Limiter:
         self._server_requests: TokenBucket | None = None
         self._server_tokens: TokenBucket | None = None
         self._server_output: TokenBucket | None = None
-        # (monotonic time, input tokens, output tokens reserved) of recent sends; only those after the oldest
-        # request still in flight are ever needed, so a bound far above any concurrency keeps memory flat.
-        self._sent: deque[tuple[float, float, float]] = deque(maxlen=_SENDS_KEPT)
+        # Recent sends, in the order they were handed over; only those after the oldest request still in flight
+        # are ever needed, so a bound far above any concurrency keeps memory flat.
+        self._sent: deque[Send] = deque(maxlen=_SENDS_KEPT)
+        self._departures = False  # the provider stamps when requests leave (``departing``)
+        self._lag = 0.0  # a decaying maximum of how long requests waited between hand-over and leaving
         self._reserved_requests, self._reserved_tokens = 0, 0.0  # passed acquire, not sent yet
         self._reserved_output = 0.0
         self._paused_until = 0.0
@@ -213,16 +252,19 @@ class Limiter:
             event, self._probe_answered = self._probe_answered, None
             event.set()
 
-    def sent(self, input_tokens: int, output_tokens: int = 0) -> float:
-        """Record that a request ``acquire`` let through is being sent now; the monotonic send time."""
+    def sent(self, input_tokens: int, output_tokens: int = 0) -> Send:
+        """Record that a request ``acquire`` let through is handed to the provider now; its ``Send``, which the
+        provider's ``departing`` stamps when the bytes leave (the current context carries it there)."""
         now = self.clock.monotonic()
         self._reserved_requests -= 1
         self._reserved_tokens -= input_tokens
         self._reserved_output -= output_tokens
-        self._sent.append((now, float(input_tokens), float(output_tokens)))
-        while self._sent[0][0] < now - _SENDS_KEPT_S:
+        send = Send(now, float(input_tokens), float(output_tokens), self.clock)
+        self._sent.append(send)
+        while self._sent[0].at < now - _SENDS_KEPT_S:
             self._sent.popleft()
-        return now
+        _SENDING.set(send)
+        return send
 
     def unsent(self, input_tokens: int, output_tokens: int = 0) -> None:
         """A request ``acquire`` let through will not be sent after all."""
@@ -230,23 +272,32 @@ class Limiter:
         self._reserved_tokens -= input_tokens
         self._reserved_output -= output_tokens
 
-    def observe(self, limits: ServerLimits, sent_at: float) -> None:
-        """Mirror the server's buckets as reported by the answer to a request sent at ``sent_at`` (monotonic):
-        what it had left then, refilled since, less what we sent after it or have let through unsent."""
+    def observe(self, limits: ServerLimits, send: Send) -> None:
+        """Mirror the server's buckets as reported by the answer to ``send``: what the server had left when the
+        request reached it (when it left, ``Send.left``, or else when it was handed over), refilled since, less
+        what we sent after it or have let through unsent."""
         now = self.clock.monotonic()
+        if send.left is not None:
+            self._departures = True
+        moment = send.at if send.left is None else send.left
+        self._lag = max(moment - send.at, self._lag * _RATE_DECAY)
         later_requests, later_tokens = self._reserved_requests, self._reserved_tokens
         later_output = self._reserved_output
-        itself = True  # the reporting request's own send is in its report
-        for stamp, tokens, output in reversed(self._sent):  # sends the report may not include yet
-            if stamp <= sent_at - _REORDER_S:
+        horizon = moment - _REORDER_S - max(_SCAN_S, 2 * self._lag)  # nothing handed over before it left later
+        for other in reversed(self._sent):  # sends the report may not include yet
+            if other.at <= horizon:
                 break
-            if stamp == sent_at and itself:
-                itself = False
+            if other is send:  # the reporting request's own send is in its report
+                continue
+            left = other.left
+            if left is None:
+                left = math.inf if self._departures else other.at  # not left yet: in no report
+            if left <= moment - _REORDER_S:
                 continue
             later_requests += 1
-            later_tokens += tokens
-            later_output += output
-        elapsed = max(0.0, now - sent_at)
+            later_tokens += other.tokens
+            later_output += other.output
+        elapsed = max(0.0, now - moment)
         if limits.requests is not None:
             self._server_requests = self._server_requests or TokenBucket(limits.requests.limit, now)
             self._server_requests.sync(limits.requests, elapsed, later_requests, now)
@@ -444,12 +495,12 @@ async def paced_call(call: Callable[[], Awaitable[T]], *, limiter: Limiter, poli
     failures, waited, seen = 0, 0.0, 0
     while True:
         probe = await limiter.acquire(input_tokens, output_tokens)
-        sent_at, paused = limiter.sent(input_tokens, output_tokens), False
+        send, paused = limiter.sent(input_tokens, output_tokens), False
         try:
             answer = await call()
             limits = limits_of(answer)
             if limits is not None:
-                limiter.observe(limits, sent_at)
+                limiter.observe(limits, send)
             return answer
         except Exception as exc:  # classified by type; anything unknown propagates
             decision = classify(exc)

@@ -214,7 +214,9 @@ class ProviderResponse:
 
     text: str
     usage: TokenUsage
-    limits: ServerLimits | None = None  # set by providers whose API reports its rate-limit state
+    # Set by providers whose API reports its rate-limit state; such a provider calls
+    # ``ctx_retrieval.pacing.departing()`` as the request leaves, so the report is read from then on.
+    limits: ServerLimits | None = None
     stop_reason: str | None = None
     cache_reported: bool = True  # False: the server says nothing about reused prompt tokens (not "0 reused")
 

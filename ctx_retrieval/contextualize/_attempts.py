@@ -113,7 +113,7 @@ class Attempts:
                 if state.leases is not None and not state.leases.trusted(plan):
                     return Lost()
                 state.report.requests += 1
-                sent_at, reserved = state.limiter.sent(tokens, request.max_tokens), False
+                send, reserved = state.limiter.sent(tokens, request.max_tokens), False
                 traced = state.tracers.start(traced_request(s, plan, request)) if state.tracers else []
                 try:
                     response = await s.provider.agenerate(request)
@@ -127,9 +127,9 @@ class Attempts:
                 state.overload_streak = state.outage_streak = 0
                 state.outage_since = None
                 if response.limits is not None:
-                    state.limiter.observe(response.limits, sent_at)
+                    state.limiter.observe(response.limits, send)
                 if state.tuner is not None:
-                    state.tuner.answered(sent_at)
+                    state.tuner.answered(send.at)  # the client's own delays count in the latency it tunes by
                 return Answered(response)
             except Exception as exc:  # classified by type; anything unknown propagates
                 decision = s.provider.classify_error(exc)

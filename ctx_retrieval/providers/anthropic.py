@@ -46,6 +46,7 @@ from ctx_retrieval.errors import (
     UnsupportedSettingError,
 )
 from ctx_retrieval.models import ModelInfo, check_not_retired, lookup_model_info
+from ctx_retrieval.pacing import departing
 from ctx_retrieval.providers.base import (
     DEADLINE_GRACE_S,
     DEFAULT_REQUEST_THREADS,
@@ -260,6 +261,7 @@ class AnthropicMessages(SDKProvider["anthropic_sdk.AsyncAnthropic"]):
         # generator paces the run by, as they stood when the server admitted the request: about when it was sent.
         async def send_from_loop(deadline: float) -> tuple[bytes, Any]:
             client = self._get_client()
+            departing()
             sent.append(_utc_now())
             async with client.messages.with_streaming_response.create(**params, timeout=deadline) as raw:
                 return await read_capped(raw.iter_bytes()), raw.headers
@@ -269,6 +271,7 @@ class AnthropicMessages(SDKProvider["anthropic_sdk.AsyncAnthropic"]):
 
             def call() -> tuple[bytes, Any]:
                 until = time.monotonic() + deadline + DEADLINE_GRACE_S
+                departing()  # the limiter reads the report from when the request left, not when it was queued
                 sent.append(_utc_now())
                 with client.messages.with_streaming_response.create(**params, timeout=deadline) as raw:
                     return read_capped_in_thread(raw.iter_bytes(), until), raw.headers

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import contextvars
 import json
 import os
 import threading
@@ -235,7 +236,8 @@ class SDKProvider(ProviderBase, Generic[ClientT]):
                     self._pool = concurrent.futures.ThreadPoolExecutor(self.request_threads,
                                                                        thread_name_prefix=f"{self.name}-request")
                 pool = self._pool
-        return await asyncio.get_running_loop().run_in_executor(pool, call)
+        # The caller's context goes with the call (as asyncio.to_thread does): pacing's ``departing`` reads it there.
+        return await asyncio.get_running_loop().run_in_executor(pool, contextvars.copy_context().run, call)
 
     def _resolved_key(self) -> str | None:
         return self._api_key if self._api_key is not None else os.environ.get(self._key_env)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import datetime
 import random
 
@@ -10,8 +11,8 @@ import pytest
 
 from ctx_retrieval import ConfigurationError, RateLimit, RetryPolicy
 from ctx_retrieval.contextualize._scheduling import AUTO_MAX_CONCURRENCY, AUTO_START_CONCURRENCY
-from ctx_retrieval.pacing import Limiter, PrioritySlots
-from ctx_retrieval.providers.anthropic import server_limits
+from ctx_retrieval.pacing import Limiter, PrioritySlots, departing
+from ctx_retrieval.providers.anthropic import AnthropicProvider, server_limits
 from ctx_retrieval.providers.base import ContextRequest, ProviderResponse, ServerLimit, ServerLimits
 from ctx_retrieval.testing.clock import VirtualClock
 from ctx_retrieval.testing.instant import InstantProvider
@@ -315,3 +316,99 @@ def test_a_send_just_before_the_reporting_one_is_not_taken_as_in_its_report() ->
         return clock.now - started
 
     assert asyncio.run(scenario()) == pytest.approx(11_000 / (100_000 / 60), rel=0.01)
+
+
+def test_a_report_describes_the_server_from_when_the_request_left_not_when_it_was_handed_over() -> None:
+    # The request's thread waited 3 s for a core before the bytes left, then the answer took 1 s: the server's
+    # report is 1 s old, not 4. Credited from the hand-over, the mirror would hold 4 s of refill the server never gave.
+    async def scenario() -> float:
+        clock = SteppedClock()
+        limiter = Limiter(None, clock=clock)
+        await limiter.acquire(1000)
+        send = limiter.sent(1000)
+        clock.now += 3.0
+        departing()  # the provider, as the bytes leave
+        assert send.left == clock.now
+        clock.now += 1.0
+        # 10,000 of 100,000 left, refilling at the per-minute rate (1,667/s): after 1 s, 10,000 + 1,667 less the
+        # headroom (1,000) are there, so 20,000 waits (20,000 - 10,667) / 1,667 s.
+        limiter.observe(ServerLimits(input_tokens=ServerLimit(100_000, 10_000, None)), send)
+        started = clock.now
+        await limiter.acquire(20_000)
+        return clock.now - started
+
+    assert asyncio.run(scenario()) == pytest.approx((20_000 - 10_000 - 100_000 / 60 + 1_000) / (100_000 / 60),
+                                                    rel=0.001)
+
+
+def test_a_request_handed_over_first_but_left_after_the_reporting_one_is_not_in_its_report() -> None:
+    async def scenario() -> float:
+        clock = SteppedClock()
+        limiter = Limiter(None, clock=clock)
+        await limiter.acquire(30_000)
+        limiter.sent(30_000)  # handed over first; its thread waits for a core
+        first = contextvars.copy_context()
+        clock.now += 0.05
+        await limiter.acquire(30_000)
+        reporting = limiter.sent(30_000)
+        departing()  # the second leaves at once
+        clock.now += 0.15
+        first.run(departing)  # the first leaves 0.1 s after the second: the second's report cannot include it
+        clock.now += 0.1
+        # 40,000 of 100,000 left, refilling at 1,667/s for the 0.25 s since the report: less the first request (30,000)
+        # and the headroom (1,000), 9,417 are left, so 20,000 more waits (20,000 - 9,417) / 1,667 s.
+        limiter.observe(ServerLimits(input_tokens=ServerLimit(100_000, 40_000, None)), reporting)
+        started = clock.now
+        await limiter.acquire(20_000)
+        return clock.now - started
+
+    rate = 100_000 / 60
+    assert asyncio.run(scenario()) == pytest.approx((20_000 - (40_000 + 0.25 * rate - 30_000 - 1_000)) / rate,
+                                                    rel=0.001)
+
+
+def test_the_request_threads_carry_the_send_to_where_the_bytes_leave() -> None:
+    async def scenario() -> tuple[float | None, float]:
+        clock = SteppedClock()
+        limiter = Limiter(None, clock=clock)
+        provider = AnthropicProvider(api_key="sk-ant-test-threads-0000", request_threads=1)
+        await limiter.acquire(1)
+        send = limiter.sent(1)
+        clock.now += 0.5
+        await provider.in_thread(departing)  # what the provider's thread calls before it sends
+        await provider.aclose()
+        return send.left, clock.now
+
+    left, now = asyncio.run(scenario())
+    assert left == now
+    departing()  # outside a paced send: nothing to stamp, no error
+
+
+def test_refill_since_a_report_is_credited_no_further_than_the_servers_own_reset_allows() -> None:
+    # The first report teaches 100,000 tokens/s (10,000 used, full 0.1 s after the request left). The second
+    # request waited 0.2 s at the server before it was admitted: 40,000 left then, full 0.6 s later, so 0.8 s
+    # after it left; its answer comes 0.3 s after it left. From the remainder, the refill since it left (0.3 s)
+    # would be credited although the server counted only 0.1 s of it; the reset, an absolute time, says how far
+    # from full the bucket is now whenever the request was admitted.
+    async def scenario() -> float:
+        clock = SteppedClock()
+        limiter = Limiter(None, clock=clock)
+        await limiter.acquire(10_000)
+        first = limiter.sent(10_000)
+        departing()
+        clock.now += 0.1
+        limiter.observe(ServerLimits(input_tokens=ServerLimit(100_000, 90_000, 0.1)), first)
+        await limiter.acquire(50_000)
+        second = limiter.sent(50_000)
+        departing()
+        clock.now += 0.3
+        limiter.observe(ServerLimits(input_tokens=ServerLimit(100_000, 40_000, 0.8)), second)
+        started = clock.now
+        await limiter.acquire(80_000)
+        return clock.now - started
+
+    rate = (0.9 * 10_000 + 60_000) / (0.9 * 0.1 + 0.8)  # the decaying ratio of deficits to times-to-full
+    from_reset = 100_000 - rate * (0.8 - 0.3)  # what the reset allows now
+    from_remainder = 40_000 + rate * 0.3  # the remainder refilled since the request left: 2,000 more
+    assert from_remainder - from_reset > 1_000
+    assert asyncio.run(scenario()) == pytest.approx((80_000 - from_reset + 1_000) / rate, rel=0.001)
