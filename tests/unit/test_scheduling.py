@@ -96,7 +96,7 @@ def test_reported_limits_subtract_what_was_sent_or_let_through_since() -> None:
         limiter = Limiter(None, clock=clock)
         await limiter.acquire(100)
         sent_at = limiter.sent(100)
-        clock.now += 0.001  # sends are told apart by their time
+        clock.now += 0.001  # a later send: outside the first request's report
         await limiter.acquire(30_000)
         limiter.sent(30_000)  # sent after the first request: its report cannot include it
         await limiter.acquire(30_000)  # let through, not sent yet
