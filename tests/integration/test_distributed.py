@@ -75,7 +75,11 @@ def test_four_actors_on_postgres_pay_each_chunk_once_under_one_shared_limit(clus
         totals = server.totals()
     assert len(rows) == chunks and set(rows[0]) == set(OUTPUT_COLUMNS)
     assert all(r["context"] and r["status"] in ("generated", "cached") for r in rows)
-    assert totals["ok"] == chunks and totals["rate_limited"] <= 2  # one answered request per chunk, ~no 429
+    assert totals["ok"] == chunks  # one answered request per chunk
+    # Few 429s: the budget spaces the hand-overs at 19 a second, but on a starved machine requests handed over apart
+    # can leave their threads together and a few land in one of the twin's 1-second intervals (3 beside two busy
+    # loops; 0-1 idle). Four actors with a limit each would offer 76 a second against the twin's 20.
+    assert totals["rate_limited"] <= chunks // 10
     assert totals["cache_entries_written"] == 6 and totals["max_writes_per_entry"] == 1
     # Held to the fleet's limit: 19 a second after the first 19. Four actor processes share that budget through the
     # store's time, which no test clock reaches into: a lower bound on the wall clock, which load only lengthens.

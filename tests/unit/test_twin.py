@@ -318,3 +318,22 @@ def test_the_models_api_lists_served_models_with_limits() -> None:
     assert "claude-sonnet-4-20250514" not in listing
     fable = listing["claude-fable-5-2"]
     assert (fable.max_input_tokens, fable.max_tokens) == (1_000_000, 128_000)  # type: ignore[attr-defined]
+
+
+def test_a_client_that_hangs_up_leaves_no_traceback_but_a_fault_of_the_fake_does(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    # A CLI test reads its run's stderr for tracebacks; the twin runs in that process, and a run quitting at a second
+    # Ctrl-C hangs up on answers being written (BrokenPipeError in the twin's thread) under load.
+    from ctx_retrieval.testing.loopback import LoopbackHandler, _Server
+
+    server = _Server(("127.0.0.1", 0), LoopbackHandler)
+    try:
+        for error in (BrokenPipeError(32, "Broken pipe"), ConnectionResetError(104, "reset"), ValueError("a bug")):
+            try:
+                raise error
+            except Exception:
+                server.handle_error(None, ("127.0.0.1", 1))
+    finally:
+        server.server_close()
+    err = capsys.readouterr().err
+    assert err.count("Traceback") == 1 and "ValueError: a bug" in err and "Broken pipe" not in err
