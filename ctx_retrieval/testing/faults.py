@@ -106,13 +106,13 @@ def run_faulty_ingestion(
         run = generator.contextualize_many(items)
         wall = time.perf_counter() - started
         answered: dict[str, list[str]] = {}  # chunk text -> every answer sent on time for it
+        for record in server.successful():
+            if record.chunk_text is not None and record.response_text is not None:
+                answered.setdefault(record.chunk_text, []).append(record.response_text)
         sent: dict[str, set[str]] = {}  # chunk text -> every answer sent for it, the slow ones included
         for record in list(server.requests):
-            if record.chunk_text is None or record.response_text is None or record.status != 200:
-                continue
-            sent.setdefault(record.chunk_text, set()).add(clean_context(record.response_text))
-            if record.fault is None:
-                answered.setdefault(record.chunk_text, []).append(record.response_text)
+            if record.chunk_text is not None and record.response_text is not None and record.status == 200:
+                sent.setdefault(record.chunk_text, set()).add(clean_context(record.response_text))
         faults = sum(1 for r in server.requests if r.fault is not None)
     expected = [(d.id, c.id, c.text) for d, cs in items for c in cs]
     out_of_order = sum(1 for (doc_id, chunk_id, _), r in zip(expected, run, strict=True)
