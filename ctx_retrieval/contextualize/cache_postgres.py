@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 import time
+import weakref
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
@@ -101,6 +103,14 @@ def _with_password(url: str) -> str:
     return url
 
 
+def _close_pool(pool: Any) -> None:
+    """Close ``pool``; from another thread when called in one of the pool's own (closing joins them all)."""
+    if threading.current_thread().name.startswith(f"{pool.name}-"):
+        threading.Thread(target=pool.close, name="ctx-retrieval-cache-close", daemon=True).start()
+    else:
+        pool.close()
+
+
 class PostgresContextCache:
     """The context cache in a PostgreSQL database, shared by every worker that names it."""
 
@@ -117,6 +127,9 @@ class PostgresContextCache:
         self._pool = pool.ConnectionPool(_with_password(url), min_size=min_connections, max_size=max_connections,
                                          kwargs={"autocommit": True, "connect_timeout": max(1, round(timeout_s))},
                                          timeout=timeout_s, open=False, name="ctx-retrieval-cache")
+        # A cache nobody closed closes its pool when it is collected, never through the pool's own ``__del__``: the
+        # collector can run in one of the pool's threads, and that ``__del__`` would then join the thread it runs in.
+        self._closer = weakref.finalize(self, _close_pool, self._pool)
         try:
             self._pool.open(wait=True, timeout=timeout_s)
             with self._connection() as conn, conn.transaction():
@@ -124,7 +137,7 @@ class PostgresContextCache:
                 for statement in _SCHEMA:
                     conn.execute(statement)
         except Exception as exc:
-            self._pool.close()
+            self._closer()
             if isinstance(exc, CacheError):
                 raise
             raise CacheError(f"the context cache at {self.url} cannot be used ({type(exc).__name__}: {exc}): check the "
@@ -350,7 +363,7 @@ class PostgresContextCache:
         self._run("DELETE FROM ctx_leases WHERE owner = %s", (owner,))
 
     def close(self) -> None:
-        self._pool.close()
+        self._closer()
 
     def __enter__(self) -> PostgresContextCache:
         return self

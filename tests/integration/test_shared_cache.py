@@ -175,20 +175,24 @@ def test_a_worker_stalled_past_its_lease_does_not_pay_for_what_the_next_one_wrot
 
 
 def test_an_expired_claim_of_another_machine_is_taken_over(cache_url: str) -> None:
-    items = synthetic_corpus(20)
+    items, other = synthetic_corpus(20), synthetic_corpus(2, first_document=1)
     with FakeAnthropicServer() as server:
         generator = ContextGenerator(AnthropicProvider(api_key=TEST_KEY, base_url=server.base_url), cache=cache_url,
                                      lease_ttl_s=2.0)
+        # The claim below lasts 2 s of the store's time: a first run pays the client's start (the SDK's import, its
+        # connection pool; over a second in a fresh process) so the run under test reaches the claim well inside it.
+        generator.contextualize_many(other)
         plan = generator._planner.plan(items)[0]
         store: Any = generator.cache
-        assert store.claim(DocumentLeases.key(plan), "another-host|another-boot/1|42|1|dead", 1.0) is None  # it died
         started = time.monotonic()
+        assert store.claim(DocumentLeases.key(plan), "another-host|another-boot/1|42|1|dead", 2.0) is None  # it died
         run = generator.contextualize_many(items)
         waited = time.monotonic() - started
     assert all(r.context for r in run) and run.report.generated == 20
+    generator.close()
     # It waited out the lease, then wrote the document. The lease runs on the store's own clock (the database's
     # time, shared by every worker), which no test clock can stand in for: a lower bound, which load only lengthens.
-    assert run.report.shared_documents == 1 and waited >= 0.9
+    assert run.report.shared_documents == 1 and waited >= 1.9
 
 
 def test_the_postgres_password_stays_out_of_reprs_and_pickles(postgres: Any, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -231,3 +235,29 @@ def test_ray_actors_never_receive_the_password(monkeypatch: pytest.MonkeyPatch) 
     monkeypatch.setenv(CACHE_URL_ENV, url)  # the actors can learn it from their environment
     assert b"s3cret-canary" not in pickle.dumps(_actor_cache(url))
     assert _actor_cache("postgresql://ctx@db-host/contexts") == "postgresql://ctx@db-host/contexts"
+
+
+def test_a_postgres_cache_nobody_closed_is_closed_even_when_collected_in_its_pools_thread(
+        postgres: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The collector runs in whichever thread allocates, one of the pool's own included; psycopg's pool closed there
+    by its ``__del__`` joins the thread it runs in (``RuntimeError``, reported as unraisable). The cache closes the
+    pool itself, from another thread when it must."""
+    import threading
+    import weakref
+
+    raised: list[str] = []  # not the exceptions: their tracebacks would keep the pool alive
+    monkeypatch.setattr(sys, "unraisablehook", lambda report: raised.append(repr(report.exc_value)))
+    holder = [open_context_cache(postgres.new_database())]
+    pool = weakref.ref(holder[0]._pool)  # type: ignore[attr-defined]
+    dropped = threading.Event()
+
+    class DropTheCache:  # a task the pool runs in one of its workers: the cache's last reference goes there
+        def run(self) -> None:
+            holder.clear()
+            dropped.set()
+
+    pool().run_task(DropTheCache())  # type: ignore[union-attr]
+    assert dropped.wait(60)
+    for closer in [t for t in threading.enumerate() if t.name == "ctx-retrieval-cache-close"]:
+        closer.join(60)
+    assert raised == [] and pool() is None  # nothing raised in the pool's threads; closed and collected
