@@ -96,8 +96,15 @@ _RATE_DECAY = 0.9  # weight of earlier reports in the refill-rate estimate
 _SENDS_KEPT_S = 900.0  # how long sends are remembered for syncing with the server's reports (> any timeout)
 _SENDS_KEPT = 4096
 # Two requests that leave a few milliseconds apart may reach the server in the other order (its own threads pick
-# them up), so a report cannot be trusted to include the sends that left just before its own.
+# them up), so a report cannot be trusted to include the sends that left just before its own. A large request is
+# counted later still: its body takes longer to arrive and be counted. Measured against the benchmark's twin
+# (benchmarks/ingestion_throughput.py, requests of 250-20,000 tokens): requests of 2,000-20,000 tokens reached the
+# count 10-43 ms after ones that left after them; with 10 ms for all, the mirror was optimistic beyond its headroom
+# in 0-9 reports a run (by up to 37,000 tokens, the source of the last 429s); with 5 ms more per 1,000 tokens, in 0
+# of 11 runs but one (by under 1,000), at the same wall time.
 _REORDER_S = 0.01
+_REORDER_S_PER_TOKEN = 5e-6
+_REORDER_MAX_S = 0.5
 # How far back from a report's own departure the later-sends scan looks, at least: a request handed to the provider
 # earlier may leave later (its thread waits for a core), and one not yet left is in no report.
 _SCAN_S = 1.0
@@ -283,7 +290,7 @@ class Limiter:
         self._lag = max(moment - send.at, self._lag * _RATE_DECAY)
         later_requests, later_tokens = self._reserved_requests, self._reserved_tokens
         later_output = self._reserved_output
-        horizon = moment - _REORDER_S - max(_SCAN_S, 2 * self._lag)  # nothing handed over before it left later
+        horizon = moment - _REORDER_MAX_S - max(_SCAN_S, 2 * self._lag)  # nothing handed over before it left later
         for other in reversed(self._sent):  # sends the report may not include yet
             if other.at <= horizon:
                 break
@@ -292,8 +299,8 @@ class Limiter:
             left = other.left
             if left is None:
                 left = math.inf if self._departures else other.at  # not left yet: in no report
-            if left <= moment - _REORDER_S:
-                continue
+            if left <= moment - min(_REORDER_MAX_S, _REORDER_S + other.tokens * _REORDER_S_PER_TOKEN):
+                continue  # left long enough before the reporting request to be in its report
             later_requests += 1
             later_tokens += other.tokens
             later_output += other.output
