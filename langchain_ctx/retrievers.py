@@ -223,6 +223,12 @@ class ContextualHybridRetriever(BaseRetriever):
         found = {str(d.id): d for d in self.vectorstore.get_by_ids(ids)}
         return [found.get(i, w) for i, w in zip(ids, windows, strict=True)]
 
+    def warm_up(self) -> None:
+        """Pay a fresh process's first-query costs now, before a query service's first request: one query through
+        both sides (no reranker) loads the embedding model, opens BM25 and the vector index."""
+        hybrid, chosen = self._hybrid(CallbackManagerForRetrieverRun.get_noop_manager(), None)
+        hybrid.retrieve("warm-up", 1, chosen)
+
     def _get_relevant_documents(
         self, query: str, *, run_manager: CallbackManagerForRetrieverRun, k: int | None = None,
         filter: Filter | None = None,  # noqa: A002 - LangChain's name for it

@@ -232,6 +232,12 @@ class ContextualHybridRetriever(BaseRetriever):
             results = postprocessor.postprocess_nodes(results, query_bundle=query_bundle)
         return results[: self.similarity_top_k]
 
+    def warm_up(self) -> None:
+        """Pay a fresh process's first-query costs now, before a query service's first request: one query through
+        both sides (no postprocessor) loads the embedding model, opens BM25 and the vector index."""
+        core, _, where = self._core(QueryBundle("warm-up"))
+        core.retrieve("warm-up", 1, where)
+
     def _retrieve(self, query_bundle: QueryBundle) -> list[NodeWithScore]:
         core, depth, where = self._core(query_bundle)
         return self._finish(query_bundle, core.retrieve(query_bundle.query_str, depth, where))

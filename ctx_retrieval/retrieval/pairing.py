@@ -762,7 +762,8 @@ class QueryGuard(Generic[T]):
         only = [self.codec.chunk_id(h.item) for h in hits if h.vector_rank is None and h.bm25_rank is not None]
         if not only:
             return False
-        gone = [i for i in only if i not in pairing._reader.records(only)]
+        held = pairing._reader.records(only)  # one read for every hit, not one a hit
+        gone = [i for i in only if i not in held]
         if not gone:
             return False
         logger.warning("%d BM25 hits are no longer in the vector store (deleted from it directly): removed from "

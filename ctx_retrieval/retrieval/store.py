@@ -199,6 +199,11 @@ class HybridStore:
                                     items_from="bm25")  # BM25 reads a chunk it ranked by its address
         return [SearchHit(h.item, h.score, h.vector_rank, h.bm25_rank) for h in retriever.retrieve(query, k)]
 
+    def warm_up(self) -> None:
+        """Pay a fresh process's first-query costs now: one query through both sides loads the embedding model,
+        opens BM25 and Chroma's vector index (what a query service calls before its first request)."""
+        self.search("warm-up", k=1)
+
     def add(self, chunks: Iterable[IndexedChunk], *, batch: int = 2000) -> int:
         """Add (or replace, by chunk id) chunks on both sides, ``batch`` at a time (embedded as they go)."""
         added = 0

@@ -28,6 +28,9 @@ SHOWS = {
                           r"[1-9]\d* nodes written by the LlamaIndex pipeline",
                           r"LangChain, Q: .*\n  1\. \[vector #\d+, bm25 #\d+\]",
                           r"LlamaIndex, Q: .*\n  1\. \[vector #\d+, bm25 #\d+\]"],
+    # a second process opens the job's store, warms up before its first request and answers over HTTP
+    "query_service": [r"\d+ chunks contextualized", r"service ready on port \d+ \(open \+ warm-up [\d.]+ s\)",
+                      r"Q: Who is ACME's new chief financial officer\? \(answered in \d+ ms\)"],
     # The fleet wrote every context once; both frameworks' steps then found all of them in the shared cache.
     "distributed_ingestion": [r"the fleet wrote (\d+) contexts \((\d+) of \2 chunks have one\)",
                               r"LlamaIndex pipeline: \d+ nodes, requests 0, from the cache [1-9]\d*",
@@ -48,7 +51,7 @@ def test_example_runs(example: Path, tmp_path: Path) -> None:
         assert report and report[1] == report[2] and int(report[1]) > 10, out[-3000:]  # every chunk got a context
     for pattern in SHOWS[example.stem]:
         assert re.search(pattern, out), f"{pattern!r} not in:\n{out[-3000:]}"
-    if example.stem.endswith("quickstart"):  # the revenue question's top 3 hold the revenue figures
+    if example.stem.endswith(("quickstart", "service")):  # the revenue question's top 3 hold the revenue figures
         answer = out.split("Q: How much did ACME's revenue grow", 1)[1].split("\nQ: ", 1)[0]
         assert "revenue grew by 3%" in answer or "Revenue was $314.2 million" in answer, answer
 
