@@ -4,8 +4,8 @@ first request.
     .venv/bin/python examples/query_service.py
 
 The job (one process) splits, contextualizes and indexes the sample report with LangChain into a Chroma folder
-(vectors) with its BM25 folder beside it and ends; then the service starts: a second process that opens the folder, calls
-``warm_up()`` (the embedding model loaded, BM25 and Chroma's index opened: a fresh process otherwise pays these in
+(vectors) with its BM25 folder beside it and ends; then the service starts: a second process that opens the folder,
+calls ``warm_up()`` (the embedding model loaded, BM25 and Chroma's index opened: a fresh process otherwise pays these in
 its first request) and answers ``GET /search?q=...`` as JSON on 127.0.0.1 until its standard input closes; this
 process asks the questions over HTTP. With ANTHROPIC_API_KEY set, Claude writes the contexts; without it the bundled
 fake Anthropic API does (canned contexts), and the example says so.
@@ -83,7 +83,7 @@ def serve(folder: Path) -> None:
     retriever.warm_up()
 
     class Search(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:  # noqa: N802 - http.server's name
+        def do_GET(self) -> None:
             query = urllib.parse.parse_qs(urllib.parse.urlparse(self.path).query).get("q", [""])[0]
             found = [{"text": d.page_content, "context": d.metadata.get("context"),
                       "vector_rank": d.metadata.get("vector_rank"), "bm25_rank": d.metadata.get("bm25_rank")}
