@@ -214,6 +214,24 @@ def test_a_followed_store_drops_bm25_hits_it_no_longer_holds_and_adds_what_it_ga
     assert "c" not in hits and hits["z"] == (1, 1) and set(pairing.bm25.ids()) == {"a", "b", "z"}
 
 
+def test_a_followed_store_is_read_once_a_query_however_many_bm25_only_hits_it_confirms(tmp_path: Path) -> None:
+    vectors = Vectors()
+    pairing = Pairing(vectors, BM25Store(tmp_path / "bm25"), follow=True)
+    pairing.add([rec(f"r{n}", f"rare{n} shared", "doc") for n in range(8)])
+    reads: list[list[str]] = []
+    real = vectors.records
+
+    def counting(chunk_ids: Sequence[str]) -> dict[str, Record]:
+        reads.append(list(chunk_ids))
+        return real(chunk_ids)
+
+    vectors.records = counting  # type: ignore[method-assign]
+    vectors.search = lambda query, k, where=None: Ranked([], [], [])  # type: ignore[method-assign]
+    hits = found(pairing, vectors, "shared")  # eight hits, all from BM25 alone: each confirmed against the store
+    assert len(hits) == 8 and all(v is None for v, _ in hits.values())
+    assert len(reads) == 1 and sorted(reads[0]) == [f"r{n}" for n in range(8)]
+
+
 def test_sync_reconciles_both_ways_and_reports_both_counts(tmp_path: Path) -> None:
     pairing, vectors = paired(tmp_path)
     del vectors.rows["a"]
