@@ -28,7 +28,7 @@ from ctx_retrieval.retrieval.hybrid import DEFAULT_CANDIDATES, HybridRetriever, 
 from ctx_retrieval.retrieval.hybrid import all_weights as check_weights
 
 from .milvus import ContextualMilvus, where_of
-from .sides import RetrieverSide, TracedSide, VectorSide, documents
+from .sides import RetrieverSide, TracedSide, VectorSide, documents, vector_side
 from .store import Codec, ContextualBM25Retriever, ContextualVectorStore, bm25_side, new_store
 
 __all__ = ["ContextualBM25Retriever", "ContextualHybridRetriever", "ContextualVectorStore"]
@@ -202,9 +202,11 @@ class ContextualHybridRetriever(BaseRetriever):
             return self.vectorstore.hybrid(candidates=self.candidates, weights=self.weights, rrf_k=self.rrf_k,
                                            callbacks=config["callbacks"]), where_of(chosen)
         store: ContextualVectorStore = self.vectorstore
-        vector = vector_sides(VectorSide(store.inner, self.search_kwargs, config),
-                              [VectorSide(s, self.search_kwargs, config) for s in store.also],
-                              self._wholes if self.embed_layout == "windows" else None)
+        windows = self.embed_layout == "windows"
+        side = VectorSide if windows else vector_side  # a window's id is not its chunk's
+        vector = vector_sides(side(store.inner, self.search_kwargs, config),
+                              [side(s, self.search_kwargs, config) for s in store.also],
+                              self._wholes if windows else None)
         screen = None
         if isinstance(self.bm25, ContextualBM25Retriever):
             bm25: Side[Document] = TracedSide(bm25_side(self.bm25.store), config["callbacks"])
@@ -215,8 +217,10 @@ class ContextualHybridRetriever(BaseRetriever):
         else:
             assert self.bm25 is not None
             bm25 = RetrieverSide(self.bm25, config)
+        # a hit both sides found is read from the store's own BM25 (its payload is the document as written: 0.6 ms
+        # for 20 against 2.3 ms from Chroma at 10k chunks)
         return HybridRetriever(vector, bm25, candidates=self.candidates, weights=self.weights, rrf_k=self.rrf_k,
-                               screen=screen), chosen
+                               screen=screen, items_from="bm25" if screen is not None else "vector"), chosen
 
     def _wholes(self, windows: Sequence[Document]) -> list[Document]:
         ids = [_CODEC.chunk_id(w) for w in windows]

@@ -10,6 +10,7 @@ from typing import Any
 from langchain_core.documents import Document
 from langchain_core.retrievers import BaseRetriever
 
+from ctx_retrieval.retrieval.dense import ChromaSide
 from ctx_retrieval.retrieval.fusion import chunk_key
 from ctx_retrieval.retrieval.hybrid import Hit, Ranked, Side
 
@@ -27,6 +28,32 @@ def documents(hits: list[Hit[Document]]) -> list[Document]:
 def _ranked(found: Sequence[Document]) -> Ranked[Document]:
     ids = [_CODEC.chunk_id(d) for d in found]
     return Ranked([chunk_key(i) for i in ids], found, ids)
+
+
+def vector_side(store: Any, search_kwargs: Mapping[str, Any], config: Any) -> Side[Document]:
+    """The wrapped store's side. A ``langchain_chroma.Chroma`` asked for nothing but a filter, with no one tracing
+    the query, is searched on its collection directly for ids alone (its documents read only for the hits that need
+    them): its own retriever reads all 150 candidates' documents and metadata and builds their ``Document``s, 1.8x
+    the core store's whole hybrid query at 10k chunks (``benchmarks/query_latency.py``). The ranking is the same
+    (the same embedding, the same Chroma query); anything else goes through the store's own retriever."""
+    if _is_chroma(store) and set(search_kwargs) <= {"filter"} and not config["callbacks"].handlers \
+            and store.embeddings is not None:
+        # langchain-chroma names its collection only privately; it is the collection its own search queries
+        return ChromaSide(store._collection, store.embeddings.embed_query, resolve=lambda ids: _by_ids(store, ids))
+    return VectorSide(store, search_kwargs, config)
+
+
+def _is_chroma(store: Any) -> bool:
+    try:
+        from langchain_chroma import Chroma
+    except ImportError:
+        return False
+    return isinstance(store, Chroma)
+
+
+def _by_ids(store: Any, ids: list[str]) -> list[Document]:
+    found = {str(d.id): d for d in store.get_by_ids(ids)}
+    return [found[i] for i in ids]
 
 
 class VectorSide:

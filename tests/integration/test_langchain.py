@@ -124,6 +124,35 @@ def test_the_revenue_chunk_is_found_only_through_its_context(tmp_path: Path, emb
     assert results["plain"][0].metadata["chunk_id"] != gold
 
 
+def test_chroma_is_queried_for_ids_alone_and_ranks_as_its_own_retriever_does(
+        tmp_path: Path, embeddings: MiniLMEmbeddings, monkeypatch: pytest.MonkeyPatch) -> None:
+    from langchain_core.callbacks import BaseCallbackHandler
+
+    from langchain_ctx import sides
+
+    docs = ContextualDocumentTransformer(HeuristicContextualizer()).transform_documents(
+        split((ACME, "acme.txt"), (GLOBEX, "globex.txt")))
+    retriever = ContextualHybridRetriever.from_documents(docs, embeddings, client=chromadb.EphemeralClient(),
+                                                         collection_name="fast", k=6)
+    own = sides.VectorSide.search
+    used: list[str] = []
+
+    def tracked(self: Any, query: str, k: int, where: Any = None) -> Any:
+        used.append(query)
+        return own(self, query, k, where)
+
+    monkeypatch.setattr(sides.VectorSide, "search", tracked)
+    for query, where in ((QUERY, None), ("Tucson foundry", {"source": "acme.txt"})):
+        fast = retriever.invoke(query, filter=where)
+        assert used == []  # the collection itself, not the store's retriever
+        traced = retriever.invoke(query, filter=where, config={"callbacks": [BaseCallbackHandler()]})
+        assert used == [query]  # someone traces the query: the store's own retriever, as a child run
+        used.clear()
+        assert [(d.id, d.page_content, d.metadata) for d in fast] == [(d.id, d.page_content, d.metadata)
+                                                                       for d in traced]
+        assert fast and all(d.metadata["source"] == "acme.txt" for d in fast if where)
+
+
 def test_bm25_survives_a_restart_and_follows_adds_and_deletes(tmp_path: Path, embeddings: MiniLMEmbeddings) -> None:
     docs = ContextualDocumentTransformer(HeuristicContextualizer()).transform_documents(
         split((ACME, "acme.txt")))
