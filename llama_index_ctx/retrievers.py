@@ -28,7 +28,7 @@ from ctx_retrieval.retrieval.hybrid import DEFAULT_CANDIDATES, Hit, HybridRetrie
 from ctx_retrieval.retrieval.hybrid import all_weights as check_weights
 
 from .milvus import ContextualMilvusVectorStore, where_for
-from .sides import IndexSide, RetrieverSide, TracedSide, annotated, unembedded
+from .sides import IndexSide, RetrieverSide, TracedSide, annotated, index_side, unembedded
 from .store import (
     Codec,
     ContextualBM25Retriever,
@@ -206,10 +206,16 @@ class ContextualHybridRetriever(BaseRetriever):
                                       trace=lambda side: TracedSide(side, self.callback_manager)
                                       ), depth, where_for(self.filters)
         # each index embeds the query with its own model (a retriever writes its vector on the bundle)
-        vector = vector_sides(IndexSide(self.index, query_bundle, self.callback_manager),
-                              [IndexSide(other, dataclasses.replace(query_bundle, embedding=None),
-                                         self.callback_manager) for other in self.also],
-                              self._wholes if self.embed_layout == "windows" else None)
+        windows = self.embed_layout == "windows"  # a window's id is not its node's: the index's own retriever
+
+        def side(index: VectorStoreIndex, bundle: QueryBundle) -> Side[BaseNode]:
+            if windows:
+                return IndexSide(index, bundle, self.callback_manager)
+            return index_side(index, bundle, self.callback_manager, self.filters)
+
+        vector = vector_sides(side(self.index, query_bundle),
+                              [side(other, dataclasses.replace(query_bundle, embedding=None)) for other in self.also],
+                              self._wholes if windows else None)
         screen = None
         if isinstance(self.bm25, ContextualBM25Retriever):
             bm25: Side[BaseNode] = TracedSide(bm25_side(self.bm25.store), self.callback_manager)
@@ -217,8 +223,9 @@ class ContextualHybridRetriever(BaseRetriever):
         else:
             assert self.bm25 is not None
             bm25 = RetrieverSide(self.bm25, query_bundle)
+        # a hit both sides found is read from the store's own BM25 (its payload is the node as written)
         core = HybridRetriever(vector, bm25, candidates=self.candidates, weights=self.weights, rrf_k=self.rrf_k,
-                               screen=screen)
+                               screen=screen, items_from="bm25" if screen is not None else "vector")
         return core, depth, self.filters
 
     def _wholes(self, children: Sequence[BaseNode]) -> list[BaseNode]:

@@ -12,10 +12,11 @@ from llama_index.core.callbacks import CallbackManager, CBEventType, EventPayloa
 from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle
 
 from ctx_retrieval.keys import RETRIEVAL_KEYS
+from ctx_retrieval.retrieval.dense import ChromaSide
 from ctx_retrieval.retrieval.fusion import chunk_key
 from ctx_retrieval.retrieval.hybrid import Hit, Ranked, Side
 
-from .store import parent_id
+from .store import ContextualVectorStore, parent_id
 
 
 def _ranked(found: Sequence[NodeWithScore]) -> Ranked[BaseNode]:
@@ -39,6 +40,39 @@ class IndexSide:
 
     async def asearch(self, query: str, k: int, where: Any = None) -> Ranked[BaseNode]:
         return _ranked(await self._retriever(k, where).aretrieve(self.bundle))
+
+
+def index_side(index: VectorStoreIndex, bundle: QueryBundle, callback_manager: CallbackManager,
+               filters: Any) -> Side[BaseNode]:
+    """The index's vector side. An index on a ``ChromaVectorStore`` queried without filters, with no callback
+    handler listening, is searched on its collection directly for ids alone (nodes read only for the hits that need
+    them): its own retriever builds all 150 candidates' nodes. The ranking is the same (the same query embedding,
+    the same Chroma query); anything else goes through the index's own retriever."""
+    store = index.vector_store
+    store = store.inner if isinstance(store, ContextualVectorStore) else store  # its queries go to the inner store
+    collection = _chroma_collection(store)
+    if filters is None and not callback_manager.handlers and collection is not None:
+        model = index._embed_model
+
+        def embed(query: str) -> Any:
+            return bundle.embedding or model.get_query_embedding(query)
+
+        return ChromaSide(collection, embed, resolve=lambda ids: _by_ids(store, ids))
+    return IndexSide(index, bundle, callback_manager)
+
+
+def _chroma_collection(store: Any) -> Any:
+    """The Chroma collection a ``ChromaVectorStore`` queries (the integration names it only privately), or None."""
+    try:
+        from llama_index.vector_stores.chroma import ChromaVectorStore
+    except ImportError:
+        return None
+    return store._collection if isinstance(store, ChromaVectorStore) else None
+
+
+def _by_ids(store: Any, ids: list[str]) -> list[BaseNode]:
+    found = {n.node_id: n for n in store.get_nodes(node_ids=ids)}
+    return [found[i] for i in ids]
 
 
 class RetrieverSide:

@@ -137,6 +137,35 @@ def test_the_revenue_chunk_is_found_only_through_its_context(tmp_path: Path, emb
     assert gold_text not in firsts["plain"]
 
 
+def test_chroma_is_queried_for_ids_alone_and_ranks_as_the_indexs_own_retriever_does(
+        embed_model: MiniLMEmbedding, monkeypatch: pytest.MonkeyPatch) -> None:
+    from llama_index.core.callbacks import CallbackManager, LlamaDebugHandler
+
+    from llama_index_ctx import sides
+
+    store = chroma_vector_store(client=chromadb.EphemeralClient(), collection_name="li-fast")
+    retriever = ContextualHybridRetriever.from_nodes(splitter()(documents()), vector_store=store,
+                                                     embed_model=embed_model, similarity_top_k=6)
+    own = sides.IndexSide.search
+    used: list[str] = []
+
+    def tracked(self: Any, query: str, k: int, where: Any = None) -> Any:
+        used.append(query)
+        return own(self, query, k, where)
+
+    monkeypatch.setattr(sides.IndexSide, "search", tracked)
+    for query in (QUERY, "Tucson foundry move"):
+        fast = retriever.retrieve(query)
+        assert used == []  # the collection itself, not the index's retriever
+        retriever.callback_manager = CallbackManager([LlamaDebugHandler()])
+        traced = retriever.retrieve(query)
+        retriever.callback_manager = CallbackManager([])
+        assert used == [query]  # a handler listens: the index's own retriever, as its event
+        used.clear()
+        assert [(r.node.node_id, r.node.get_content(), r.score, r.node.metadata) for r in fast] == [
+            (r.node.node_id, r.node.get_content(), r.score, r.node.metadata) for r in traced]
+
+
 def test_bm25_survives_a_restart_and_follows_inserts_and_deletes(tmp_path: Path, embed_model: MiniLMEmbedding) -> None:
     nodes = splitter()(documents())
     ContextualHybridRetriever.from_nodes(nodes, vector_store=chroma_vector_store(persist_directory=tmp_path / "db"),
