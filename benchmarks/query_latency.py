@@ -8,9 +8,10 @@ wrapped as a ContextualVectorStore whose BM25Store is filled from it), and ours:
 
 Synthetic corpora (seeded: chunks mixing the words of two cookbook chunks) with precomputed random unit vectors,
 so query embedding is not in the timings (a lookup stands in for the embedder); 150 candidates per side, top 20.
-Each (configuration, size) runs in its own process, which prints its build time, query p50/p95 and peak memory
-(max RSS). Sizes over --max-rank-bm25 skip the rank-bm25 configuration (its query time grows linearly and the
-index holds every document's token counts in Python dicts).
+Each (configuration, size) runs in its own process, which prints its build time, query p50/p95 (wall), CPU p50
+(this process and its threads) and peak memory (max RSS). Sizes over --max-rank-bm25 skip the rank-bm25
+configuration (its query time grows linearly and the index holds every document's token counts in Python dicts).
+--configs picks configurations (comma-separated; default all).
 """
 
 from __future__ import annotations
@@ -198,14 +199,16 @@ def run_one(config: str, size: int, n_queries: int) -> dict[str, Any]:
         build = time.perf_counter() - started
         for q in queries[:3]:
             search(q)  # warm-up
-        times = []
+        times, cpu = [], []
         for q in queries:
-            t = time.perf_counter()
+            t, c = time.perf_counter(), time.process_time()
             search(q)
             times.append(time.perf_counter() - t)
+            cpu.append(time.process_time() - c)
     times.sort()
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return {"config": config, "size": size, "build_s": build, "p50_ms": statistics.median(times) * 1000,
+            "cpu_p50_ms": statistics.median(cpu) * 1000,
             "p95_ms": times[int(0.95 * (len(times) - 1))] * 1000, "peak_mb": peak_mb}
 
 
@@ -214,6 +217,8 @@ def main() -> int:
     parser.add_argument("--sizes", default="10000,100000")
     parser.add_argument("--queries", type=int, default=50)
     parser.add_argument("--max-rank-bm25", type=int, default=100_000)
+    parser.add_argument("--configs", default="langchain,llama-index,langchain-vector,llama-index-vector,"
+                                               "langchain-ctx,llama-index-ctx,ours")
     parser.add_argument("--one", nargs=2, metavar=("CONFIG", "SIZE"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.one:
@@ -221,8 +226,7 @@ def main() -> int:
         return 0
     rows = []
     for size in (int(s) for s in args.sizes.split(",")):
-        for config in ("langchain", "llama-index", "langchain-vector", "llama-index-vector", "langchain-ctx",
-                       "llama-index-ctx", "ours"):
+        for config in args.configs.split(","):
             if config == "langchain" and size > args.max_rank_bm25:
                 rows.append({"config": config, "size": size, "skipped": "rank-bm25 over --max-rank-bm25"})
                 continue
@@ -235,15 +239,16 @@ def main() -> int:
                 rows.append(json.loads(done.stdout.strip().splitlines()[-1]))
             print(f"  {config} at {size:,}: done", file=sys.stderr)
     print(f"{'chunks':>9} {'configuration':>15} {'build s':>8} {'p50 ms':>8} {'p95 ms':>8} {'peak MB':>8} "
-          f"{'p50 x ours':>10}")
+          f"{'p50 x ours':>10} {'CPU p50 ms':>10} {'CPU x ours':>10}")
     ours = {r["size"]: r for r in rows if r["config"] == "ours" and "p50_ms" in r}
     for r in rows:
         if "skipped" in r:
             print(f"{r['size']:>9,} {r['config']:>15}   skipped: {r['skipped']}")
             continue
         ratio = r["p50_ms"] / ours[r["size"]]["p50_ms"] if r["size"] in ours else float("nan")
+        cpu_ratio = r["cpu_p50_ms"] / ours[r["size"]]["cpu_p50_ms"] if r["size"] in ours else float("nan")
         print(f"{r['size']:>9,} {r['config']:>15} {r['build_s']:>8.1f} {r['p50_ms']:>8.2f} {r['p95_ms']:>8.2f} "
-              f"{r['peak_mb']:>8.0f} {ratio:>10.1f}")
+              f"{r['peak_mb']:>8.0f} {ratio:>10.1f} {r['cpu_p50_ms']:>10.2f} {cpu_ratio:>10.2f}")
     return 0
 
 

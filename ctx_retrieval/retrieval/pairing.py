@@ -421,7 +421,15 @@ class Pairing:
                           listable=isinstance(vectors, RowListing))
         pairing = cls(vectors, store, layout=layout, **kwargs)
         if not len(store) and pairing._lister is not None:
-            pairing.sync()
+            rows = pairing._lister.count_rows()
+            if rows:  # said before and after: at 100k chunks this takes a minute or more
+                logger.warning("BM25 at %s is empty beside %d rows in the vector store: filling it from them once, "
+                               "before the first query", store, rows)
+            started = time.monotonic()
+            report = pairing.sync()
+            if rows:
+                logger.warning("BM25 at %s filled with %d chunks in %.1f s", store, report.added,
+                               time.monotonic() - started)
         return pairing
 
     def __repr__(self) -> str:

@@ -173,13 +173,15 @@ def test_bm25_survives_a_restart_and_follows_adds_and_deletes(tmp_path: Path, em
     assert all(d.id != "extra-1" for d in retriever.invoke("Zanzibar spice ledger"))
 
 
-def test_a_chroma_indexed_before_bm25_lived_beside_it_is_filled_once(tmp_path: Path,
-                                                                    embeddings: MiniLMEmbeddings) -> None:
+def test_a_chroma_indexed_before_bm25_lived_beside_it_is_filled_once(
+        tmp_path: Path, embeddings: MiniLMEmbeddings, caplog: pytest.LogCaptureFixture) -> None:
     docs = ContextualDocumentTransformer(HeuristicContextualizer()).transform_documents(split((ACME, "acme.txt")))
     store = Chroma(collection_name="old", embedding_function=embeddings, persist_directory=str(tmp_path / "db"))
     store.add_documents(docs, ids=[d.metadata["chunk_id"] for d in docs])  # no BM25 anywhere yet
-    retriever = ContextualHybridRetriever.from_vectorstore(store, k=3)
+    with caplog.at_level("WARNING"):
+        retriever = ContextualHybridRetriever.from_vectorstore(store, k=3)
     assert len(retriever.bm25.store) == len(docs)  # type: ignore[union-attr]
+    assert f"empty beside {len(docs)} rows" in caplog.text and f"filled with {len(docs)} chunks" in caplog.text
     assert any(d.metadata["bm25_rank"] for d in retriever.invoke("Tucson foundry"))
 
 
