@@ -24,6 +24,7 @@ from __future__ import annotations
 import hashlib
 import logging
 import os
+import re
 import tempfile
 import threading
 import time
@@ -131,17 +132,21 @@ def source_digest(file: str | os.PathLike[str]) -> str:
     stat = os.stat(file)
     memo = model_dir() / f".{Path(file).name}-{stat.st_size}-{stat.st_mtime_ns}.sha256"
     try:
-        return memo.read_text(encoding="ascii").strip()
-    except OSError:
+        kept = memo.read_text(encoding="ascii").strip()
+        if re.fullmatch(r"[0-9a-f]{16}", kept):
+            return kept
+    except (OSError, UnicodeDecodeError):
         pass
     digest = hashlib.sha256()
     with open(file, "rb") as handle:
         while block := handle.read(1 << 22):
             digest.update(block)
     value = digest.hexdigest()[:16]
-    try:
+    try:  # written whole (another process may read it meanwhile)
         memo.parent.mkdir(parents=True, exist_ok=True)
-        memo.write_text(value, encoding="ascii")
+        with tempfile.NamedTemporaryFile("w", dir=memo.parent, suffix=".tmp", delete=False) as out:
+            out.write(value)
+        os.replace(out.name, memo)
     except OSError:  # a read-only model folder: hash again next time
         pass
     return value
