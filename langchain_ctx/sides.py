@@ -14,7 +14,7 @@ from ctx_retrieval.retrieval.dense import ChromaSide
 from ctx_retrieval.retrieval.fusion import chunk_key
 from ctx_retrieval.retrieval.hybrid import Hit, Ranked, Side
 
-from .store import WHOLE_KEY, WINDOW_KEY, WINDOWS_KEY, Codec, document_filter
+from .store import WHOLE_KEY, WINDOW_KEY, WINDOWS_KEY, Codec, _is_chroma, document_filter
 
 _CODEC = Codec()
 
@@ -41,14 +41,6 @@ def vector_side(store: Any, search_kwargs: Mapping[str, Any], config: Any) -> Si
         # langchain-chroma names its collection only privately; it is the collection its own search queries
         return ChromaSide(store._collection, store.embeddings.embed_query, resolve=lambda ids: _by_ids(store, ids))
     return VectorSide(store, search_kwargs, config)
-
-
-def _is_chroma(store: Any) -> bool:
-    try:
-        from langchain_chroma import Chroma
-    except ImportError:
-        return False
-    return isinstance(store, Chroma)
 
 
 def _by_ids(store: Any, ids: list[str]) -> list[Document]:

@@ -16,7 +16,7 @@ from ctx_retrieval.retrieval.dense import ChromaSide
 from ctx_retrieval.retrieval.fusion import chunk_key
 from ctx_retrieval.retrieval.hybrid import Hit, Ranked, Side
 
-from .store import ContextualVectorStore, parent_id
+from .store import ContextualVectorStore, _chroma_collection, parent_id
 
 
 def _ranked(found: Sequence[NodeWithScore]) -> Ranked[BaseNode]:
@@ -59,15 +59,6 @@ def index_side(index: VectorStoreIndex, bundle: QueryBundle, callback_manager: C
 
         return ChromaSide(collection, embed, resolve=lambda ids: _by_ids(store, ids))
     return IndexSide(index, bundle, callback_manager)
-
-
-def _chroma_collection(store: Any) -> Any:
-    """The Chroma collection a ``ChromaVectorStore`` queries (the integration names it only privately), or None."""
-    try:
-        from llama_index.vector_stores.chroma import ChromaVectorStore
-    except ImportError:
-        return None
-    return store._collection if isinstance(store, ChromaVectorStore) else None
 
 
 def _by_ids(store: Any, ids: list[str]) -> list[BaseNode]:
