@@ -287,7 +287,7 @@ class E5Embedder(CachingEmbedder):
 
     def warn_if_truncated(self, texts: Sequence[str], what: str = "context + chunk") -> int:
         """Log once how many texts exceed the model's 512-token input (they are read in windows)."""
-        over = sum(1 for t in texts if self.count_tokens(t) > E5_MAX_TOKENS)
+        over = sum(1 for ids in self._content(texts, "passage: ") if len(ids) + 2 > E5_MAX_TOKENS)  # one batch
         if over and not self._warned_long:
             logger.warning("%d of %d texts (%s) exceed %s's %d-token input; they are embedded in windows. Smaller "
                            "chunks keep one vector to one passage.", over, len(texts), what, self.model_id,

@@ -217,6 +217,8 @@ def check_sizes(batch_size: int, batch_tokens: int | None, threads: int | None) 
                                  "core", setting="threads")
     if threads is None:
         embedding_threads()  # a wrong $CTX_RETRIEVAL_EMBED_THREADS fails here, not at the first text
+    if batch_tokens is None and batch_size < 1:  # an embedder without a token budget (E5Embedder) names one
+        raise ConfigurationError(f"batch_size={batch_size}: give 1 or more", setting="batch_size")
     if batch_size < 1 or (batch_tokens is not None and batch_tokens < 1):
         raise ConfigurationError(f"batch_size={batch_size}, batch_tokens={batch_tokens}: both must be 1 or more "
                                  "(batch_tokens=None: batch_size texts a batch whatever their length)",
