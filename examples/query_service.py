@@ -21,6 +21,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.parse
 import urllib.request
@@ -101,8 +102,6 @@ def serve(folder: Path) -> None:
     with ThreadingHTTPServer(("127.0.0.1", 0), Search) as http:
         print(f"ready on port {http.server_address[1]} (open + warm-up {time.perf_counter() - started:.1f} s)",
               flush=True)
-        import threading
-
         threading.Thread(target=http.serve_forever, daemon=True).start()
         sys.stdin.read()  # the job closes our standard input to stop us
         http.shutdown()
