@@ -223,7 +223,7 @@ def compare(args: argparse.Namespace) -> int:
                      "floor": None if floor is None else (floor.batch_usd if batch else floor.usd), "failed": failed,
                      "entries": f"{t['cache_writes']} ({t['cache_entries_written']})", "peak": peak})
         print(f"  done: {name} in {wall:.1f} s", file=sys.stderr)
-    ours = rows[-1]
+    ours = next(r for r in rows if r["name"] == "ctx-retrieval (defaults)")  # the row every ratio is to
     print(f"cookbook corpus, {chunks} chunks, {doc_tokens:,} document tokens ({MODEL}'s tokenizer); twin latency "
           f"{args.latency * 1000:.0f} ms + {args.per_token_latency * 1000:.0f} ms/output token; limits "
           f"{args.rpm:,.0f} requests and {args.itpm:,.0f} uncached input tokens per {args.window:g} s (token "

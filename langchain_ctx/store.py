@@ -30,7 +30,16 @@ from ctx_retrieval.keys import CHUNK_ID_KEY, CONTEXT_CHARS_KEY, CONTEXT_KEY, ORI
 from ctx_retrieval.retrieval.bm25_store import BM25Store, StoredEntry
 from ctx_retrieval.retrieval.filters import compile_where
 from ctx_retrieval.retrieval.hybrid import BM25Side
-from ctx_retrieval.retrieval.pairing import Pairing, Record, Row, StoreFacts, SyncReport, chunk_of, row_id
+from ctx_retrieval.retrieval.pairing import (
+    BM25Fill,
+    Pairing,
+    Record,
+    Row,
+    StoreFacts,
+    SyncReport,
+    chunk_of,
+    row_id,
+)
 from ctx_retrieval.text import indexed_text
 from ctx_retrieval.tokens import estimate_tokens
 
@@ -226,6 +235,10 @@ class ContextualVectorStore(VectorStore):
             retriever fuses every store's ranking with BM25 (three-way fusion). Not with the windows layout.
         follow: others write to ``inner`` directly (LangChain's ``index()`` on the plain store): queries heal BM25
             from it (set by the retriever when it wraps a plain store).
+        bm25_fill: when BM25 is empty beside a store that holds rows (a service on a second machine, with its own
+            BM25 folder), it is filled from them once: ``"wait"`` (default) before the constructor returns, with a
+            progress line a 10,000 rows; ``"background"`` on a thread, queries meanwhile answered by the vectors
+            alone (said once) and writes waiting for it (``store.pairing.wait_filled()`` waits too).
 
     Use:
         .. code-block:: python
@@ -238,7 +251,7 @@ class ContextualVectorStore(VectorStore):
     def __init__(self, inner: VectorStore, bm25: BM25Store | str | Path | None = None, *,
                  embed_layout: Literal["whole", "windows"] = "whole",
                  tokenizer: str | Callable[[str], list[str]] = "identifiers", also: Sequence[VectorStore] = (),
-                 follow: bool = False) -> None:
+                 follow: bool = False, bm25_fill: BM25Fill = "wait") -> None:
         if isinstance(inner, ContextualVectorStore):
             raise ConfigurationError("this store is already a ContextualVectorStore: use it as it is", setting="inner")
         self.inner = inner
@@ -248,7 +261,7 @@ class ContextualVectorStore(VectorStore):
         counter = embedder.count_tokens if embedder is not None else estimate_tokens
         self.pairing = Pairing.beside(rows_for(inner), bm25, tokenizer=tokenizer, owner={"items": _OWNER},
                                       layout=embed_layout, count_tokens=counter, follow=follow,
-                                      also=[rows_for(s) for s in self.also])
+                                      also=[rows_for(s) for s in self.also], fill=bm25_fill)
         self.bm25 = self.pairing.bm25
 
     def __repr__(self) -> str:

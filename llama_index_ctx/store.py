@@ -50,6 +50,7 @@ from ctx_retrieval.retrieval.bm25_store import BM25Store, StoredEntry
 from ctx_retrieval.retrieval.dense import cosine_collection
 from ctx_retrieval.retrieval.hybrid import BM25Side
 from ctx_retrieval.retrieval.pairing import (
+    BM25Fill,
     Pairing,
     Record,
     Row,
@@ -273,6 +274,10 @@ class ContextualVectorStore(BasePydanticVectorStore):
             ``embed_layout="windows"`` writes them so).
         follow: others write to ``inner`` directly: queries heal BM25 from it (set by the retriever when it wraps
             a plain store); docstore: where a store without text (``SimpleVectorStore``) finds its nodes.
+        bm25_fill: when BM25 is empty beside a store that holds rows (a service on a second machine, with its own
+            BM25 folder), it is filled from them once: ``"wait"`` (default) before the constructor returns, with a
+            progress line a 10,000 rows; ``"background"`` on a thread, queries meanwhile answered by the vectors
+            alone (said once) and writes waiting for it (``store.pairing.wait_filled()`` waits too).
 
     Use:
         .. code-block:: python
@@ -291,14 +296,14 @@ class ContextualVectorStore(BasePydanticVectorStore):
     def __init__(self, inner: BasePydanticVectorStore, bm25: BM25Store | str | Path | None = None, *,
                  tokenizer: str | Callable[[str], list[str]] = "identifiers",
                  embed_layout: Literal["whole", "windows"] = "whole", follow: bool = False, docstore: Any = None,
-                 count_tokens: Callable[[str], int] | None = None) -> None:
+                 count_tokens: Callable[[str], int] | None = None, bm25_fill: BM25Fill = "wait") -> None:
         if isinstance(inner, ContextualVectorStore):
             raise ConfigurationError("this store is already a ContextualVectorStore: use it as it is", setting="inner")
         super().__init__(inner=inner, stores_text=inner.stores_text,  # type: ignore[call-arg]
                          is_embedding_query=inner.is_embedding_query)
         self._pairing = Pairing.beside(rows_for(inner, docstore), bm25, tokenizer=tokenizer, owner={"items": _OWNER},
                                        layout=embed_layout, count_tokens=count_tokens or estimate_tokens,
-                                       follow=follow)
+                                       follow=follow, fill=bm25_fill)
 
     def __repr__(self) -> str:
         return f"ContextualVectorStore({type(self.inner).__name__}, {self.bm25!r})"

@@ -30,6 +30,7 @@ import json
 import math
 import numbers
 import os
+import re
 import shutil
 import threading
 import time
@@ -57,6 +58,7 @@ _MAX_TERM_BYTES = 1024  # longer ids and refs are indexed by their digest (the e
 _FILTERABLE_CHARS = 256  # string metadata longer than this is kept in the payload but not indexed for filters
 _EXACT_FLOAT = 2.0**53  # floats hold every integer below this, so a bound under it compares exactly
 _WRITER_HEAP = 64_000_000
+_SPACE = re.compile(r"\s")
 _HELD_KEPT = 200_000  # ids remembered as held per searcher (about 20 MB at most)
 _BATCH = 5000  # documents built and handed to the writer at a time (a million chunks never sit in memory at once)
 _SAFE_KEY = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
@@ -387,7 +389,11 @@ class BM25Store:
     def _tokens(self, text: str) -> list[str]:
         # Our tokens hold no whitespace; a callable's might: keep each one whole. A lone surrogate (text decoded
         # wrongly) cannot enter the engine: it reads as U+FFFD, in the index and in queries alike.
-        tokens = ["_".join(t.split()) for t in self._tokenize(text) if t and not t.isspace()]
+        tokens = self._tokenize(text)
+        joined = "".join(tokens)
+        if all(tokens) and not _SPACE.search(joined) and _encodable(joined):
+            return tokens  # what follows would return them as they are (checked on the whole, once)
+        tokens = ["_".join(t.split()) for t in tokens if t and not t.isspace()]
         return [t.encode("utf-8", "replace").decode("utf-8") if not _encodable(t) else t for t in tokens]
 
     # -- reading -----------------------------------------------------------------------------------------

@@ -76,6 +76,9 @@ T_contra = TypeVar("T_contra", contravariant=True)
 _WINDOW = re.compile(r"#w(\d+)$")
 _JOURNAL = ".pairing"
 _OPENERS = ".openers"
+_FILL_BATCH = 10_000  # rows a commit when BM25 is filled from the vector store
+_FILLING = ".filling"  # in the BM25 folder while it is filled: the next open finishes a fill a kill cut short
+BM25Fill = Literal["wait", "background"]
 
 
 def row_id(chunk_id: str, window: int) -> str:
@@ -400,6 +403,9 @@ class Pairing:
         self._warned: set[str] = set()
         self._added: list[str] = []  # what the last sync added to BM25
         self._follow_seen: tuple[int, int] | None = None
+        self._filled = threading.Event()  # cleared while BM25 is filled in the background
+        self._filled.set()
+        self._fill_failed = False
         facts = vectors.facts()
         self._openers: _Openers | None = None
         if facts.kind == "local" and facts.path is not None:
@@ -413,24 +419,67 @@ class Pairing:
 
     @classmethod
     def beside(cls, vectors: VectorRows, bm25: BM25Store | str | Path | None, *, tokenizer: Any,
-               owner: Mapping[str, str], layout: EmbedLayout = "whole", **kwargs: Any) -> Pairing:
+               owner: Mapping[str, str], layout: EmbedLayout = "whole", fill: BM25Fill = "wait",
+               **kwargs: Any) -> Pairing:
         """The pairing of a framework's store with the BM25 index where the rule puts it (``open_bm25``; ``owner``
-        names the adapter's item format and ``layout`` is recorded with it), filled from the store once when it is
-        empty and the store lists its rows (a store indexed before BM25 lived beside it)."""
+        names the adapter's item format and ``layout`` is recorded with it), filled from the store's rows once when
+        it is empty and the store lists them (a second machine's service, a store indexed before BM25 lived
+        beside it). ``fill="wait"`` fills it before returning; ``"background"`` returns at once and fills it on a
+        thread, queries meanwhile answered by the vectors alone (said once) and writes waiting for it."""
+        if fill not in ("wait", "background"):
+            raise ConfigurationError(f"bm25_fill must be 'wait' or 'background', not {fill!r}", setting="bm25_fill")
         store = open_bm25(bm25, vectors.facts(), tokenizer=tokenizer, owner={**owner, "layout": layout},
                           listable=isinstance(vectors, RowListing))
         pairing = cls(vectors, store, layout=layout, **kwargs)
-        if not len(store) and pairing._lister is not None:
-            rows = pairing._lister.count_rows()
-            if rows:  # said before and after: at 100k chunks this takes a minute or more
-                logger.warning("BM25 at %s is empty beside %d rows in the vector store: filling it from them once, "
-                               "before the first query", store, rows)
-            started = time.monotonic()
-            report = pairing.sync()
-            if rows:
-                logger.warning("BM25 at %s filled with %d chunks in %.1f s", store, report.added,
-                               time.monotonic() - started)
+        unfinished = store.path is not None and (store.path / _FILLING).exists()  # a fill cut short by a kill
+        rows = pairing._lister.count_rows() if (unfinished or not len(store)) and pairing._lister is not None else 0
+        if not rows:
+            return pairing
+        logger.warning("BM25 at %s is %s beside %d rows in the vector store: filling it from them once, %s",
+                       store, "part-filled (a fill was cut short)" if unfinished else "empty", rows,
+                       "before the first query" if fill == "wait" else
+                       "in the background (queries meanwhile are answered by the vectors alone)")
+        if fill == "wait":
+            pairing._refill(rows)
+        else:
+            pairing._filled.clear()
+            threading.Thread(target=pairing._refill, args=(rows,), name="ctx-bm25-fill", daemon=True).start()
         return pairing
+
+    def _refill(self, rows: int) -> None:
+        """Fill BM25 from the vector store's rows, a progress line a batch (on the fill thread in the background)."""
+        started = time.monotonic()
+        mark = self.bm25.path / _FILLING if self.bm25.path is not None else None
+        if mark is not None:
+            mark.touch()
+
+        def progress(read: int) -> None:
+            logger.warning("BM25 at %s: %d of %d rows read and indexed (%.0f s)", self.bm25, read, rows,
+                           time.monotonic() - started)
+
+        try:
+            report = self._sync(progress if rows > _FILL_BATCH else None)
+            logger.warning("BM25 at %s filled with %d chunks in %.1f s", self.bm25, report.added,
+                           time.monotonic() - started)
+            if mark is not None:
+                mark.unlink(missing_ok=True)
+        except Exception as exc:
+            if self._filled.is_set():
+                raise
+            logger.error("BM25 at %s could not be filled in the background (%s): queries stay on the vectors alone "
+                         "until sync() succeeds", self.bm25, exc)
+            self._fill_failed = True
+        finally:
+            self._filled.set()
+
+    def wait_filled(self, timeout: float | None = None) -> bool:
+        """Wait for a background fill of BM25 (``bm25_fill="background"``); True once it has ended."""
+        return self._filled.wait(timeout)
+
+    @property
+    def filling(self) -> bool:
+        """Whether BM25 is being filled in the background (queries are then answered by the vectors alone)."""
+        return not self._filled.is_set() or self._fill_failed
 
     def __repr__(self) -> str:
         return f"Pairing({type(self.vectors).__name__}, {self.bm25!r}, layout={self.layout!r})"
@@ -470,6 +519,8 @@ class Pairing:
         return out
 
     def _add(self, records: Sequence[Record], rows: Sequence[Row] | None) -> Generator[_Call, Any, list[str]]:
+        if not self._filled.is_set():
+            yield _Call(self, "wait_filled", (), local=True)
         yield from self._finish_open(mine_only=True)
         records = list(records)
         ids = [r.id for r in records]
@@ -499,6 +550,8 @@ class Pairing:
         return ids
 
     def _delete(self, ids: Sequence[str], refs: Sequence[str] = ()) -> Generator[_Call, Any, None]:
+        if not self._filled.is_set():
+            yield _Call(self, "wait_filled", (), local=True)
         yield from self._finish_open(mine_only=True)
         ids = list(dict.fromkeys([*(str(i) for i in ids), *self.bm25.ids_of_refs(refs)]))
         refs = [str(r) for r in refs]
@@ -614,7 +667,14 @@ class Pairing:
 
     def sync(self) -> SyncReport:
         """Reconcile both ways: finish interrupted writes, add to BM25 what the vector store holds and BM25 lacks,
-        remove from BM25 what the vector store no longer holds. Needs a store that lists its rows."""
+        remove from BM25 what the vector store no longer holds. Needs a store that lists its rows (and waits for a
+        background fill)."""
+        self.wait_filled()
+        report = self._sync(None)
+        self._fill_failed = False
+        return report
+
+    def _sync(self, progress: Callable[[int], None] | None) -> SyncReport:
         finished = self.recover()
         if self._lister is None:
             raise ConfigurationError(f"{type(self.vectors).__name__} cannot list its rows, so BM25 cannot be "
@@ -631,9 +691,11 @@ class Pairing:
             if record.id not in have and record.id not in busy:
                 batch.append(self._entry(record))
                 self._added.append(record.id)
-            if len(batch) >= 1000:
+            if len(batch) >= _FILL_BATCH:  # a commit a batch: other writers get their turn
                 added += self.bm25.upsert(batch)
                 batch = []
+                if progress is not None:
+                    progress(len(held))
         added += self.bm25.upsert(batch)
         gone = sorted(have - held - busy)
         self.bm25.delete(gone)
@@ -715,10 +777,16 @@ class QueryGuard(Generic[T]):
         self.codec = codec
 
     def prepare(self) -> None:
-        self.pairing._follow_changes()
+        if not self.pairing.filling:
+            self.pairing._follow_changes()
 
     def screen(self, vectors: list[Any], bm25: Any, again: Callable[[], Any] | None) -> tuple[list[Any], Any]:
         pairing = self.pairing
+        if pairing.filling:  # a partial BM25 ranking would favour what was read first: the vectors answer alone
+            pairing._warn_once("filling", "BM25 at %s is being filled from the vector store: queries are answered "
+                               "by the vectors alone until it is whole (bm25_fill='wait' waits for it instead)",
+                               pairing.bm25)
+            bm25 = again = None
         pending = pairing.journal.pending()
         deleting = {chunk_key(i) for intent in pending if intent.op == "delete" for i in intent.ids}
         deleting_refs = {r for intent in pending if intent.op == "delete" for r in intent.refs}

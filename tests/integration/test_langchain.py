@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -18,15 +19,19 @@ from langchain_tests.integration_tests import RetrieversIntegrationTests
 from langchain_text_splitters import RecursiveCharacterTextSplitter
 
 from ctx_retrieval import AnthropicProvider, ContextGenerator, HeuristicContextualizer, MiniLMEmbedder
+from ctx_retrieval.errors import ConfigurationError
+from ctx_retrieval.retrieval import pairing as pairing_module
 from ctx_retrieval.testing import FakeAnthropicServer
 from langchain_ctx import (
     ClaudeRerankCompressor,
     ContextualBM25Retriever,
     ContextualDocumentTransformer,
     ContextualHybridRetriever,
+    ContextualVectorStore,
     MiniLMEmbeddings,
     split_and_contextualize,
 )
+from langchain_ctx import store as store_module
 from langchain_ctx.transformer import UnplaceableChunkError, original_text
 from tests.helpers import ACME, GLOBEX, QUERY, TEST_KEY, filing_responder, peak_concurrency, reverse_ranking
 
@@ -174,15 +179,54 @@ def test_bm25_survives_a_restart_and_follows_adds_and_deletes(tmp_path: Path, em
 
 
 def test_a_chroma_indexed_before_bm25_lived_beside_it_is_filled_once(
-        tmp_path: Path, embeddings: MiniLMEmbeddings, caplog: pytest.LogCaptureFixture) -> None:
+        tmp_path: Path, embeddings: MiniLMEmbeddings, caplog: pytest.LogCaptureFixture,
+        monkeypatch: pytest.MonkeyPatch) -> None:
     docs = ContextualDocumentTransformer(HeuristicContextualizer()).transform_documents(split((ACME, "acme.txt")))
     store = Chroma(collection_name="old", embedding_function=embeddings, persist_directory=str(tmp_path / "db"))
     store.add_documents(docs, ids=[d.metadata["chunk_id"] for d in docs])  # no BM25 anywhere yet
+    monkeypatch.setattr(pairing_module, "_FILL_BATCH", 2)  # a commit and a progress line every 2 rows
     with caplog.at_level("WARNING"):
         retriever = ContextualHybridRetriever.from_vectorstore(store, k=3)
     assert len(retriever.bm25.store) == len(docs)  # type: ignore[union-attr]
     assert f"empty beside {len(docs)} rows" in caplog.text and f"filled with {len(docs)} chunks" in caplog.text
+    assert f"2 of {len(docs)} rows read and indexed" in caplog.text
     assert any(d.metadata["bm25_rank"] for d in retriever.invoke("Tucson foundry"))
+
+
+def test_a_service_fills_bm25_in_the_background_answering_from_the_vectors_meanwhile(
+        tmp_path: Path, embeddings: MiniLMEmbeddings, caplog: pytest.LogCaptureFixture,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    docs = ContextualDocumentTransformer(HeuristicContextualizer()).transform_documents(split((ACME, "acme.txt")))
+    chroma = Chroma(collection_name="served", embedding_function=embeddings, persist_directory=str(tmp_path / "db"))
+    chroma.add_documents(docs, ids=[d.metadata["chunk_id"] for d in docs])  # written on the ingestion machine
+    gate = threading.Event()
+    reading = store_module._ListedRows.iter_records
+
+    def held_back(self: Any) -> Any:  # the fill reads the rows only once the test lets it
+        gate.wait()
+        yield from reading(self)
+
+    monkeypatch.setattr(store_module._ListedRows, "iter_records", held_back)
+    with caplog.at_level("WARNING"):
+        store = ContextualVectorStore(chroma, bm25=tmp_path / "this-machine-bm25", bm25_fill="background")
+        retriever = ContextualHybridRetriever(vectorstore=store, k=3)
+        meanwhile = retriever.invoke("Tucson foundry")
+    assert store.pairing.filling and len(store.bm25) == 0
+    assert meanwhile and all(d.metadata["bm25_rank"] is None and d.metadata["vector_rank"] for d in meanwhile)
+    assert "answered by the vectors alone" in caplog.text
+    extra = Document(page_content="Zanzibar spice import ledger.", metadata={"chunk_id": "extra-1"}, id="extra-1")
+    writer = threading.Thread(target=store.add_documents, args=([extra],), kwargs={"ids": ["extra-1"]})
+    writer.start()
+    writer.join(0.2)
+    assert writer.is_alive() and not chroma.get_by_ids(["extra-1"])  # a write waits for the fill
+    gate.set()
+    assert store.pairing.wait_filled(60)
+    writer.join(60)
+    assert not store.pairing.filling and len(store.bm25) == len(docs) + 1
+    assert retriever.invoke("Zanzibar spice ledger")[0].id == "extra-1"
+    assert any(d.metadata["bm25_rank"] for d in retriever.invoke("Tucson foundry"))
+    with pytest.raises(ConfigurationError, match="bm25_fill must be 'wait' or 'background'"):
+        ContextualVectorStore(chroma, bm25=tmp_path / "other", bm25_fill="later")  # type: ignore[arg-type]
 
 
 def test_duplicate_texts_are_merged_by_chunk_id_not_by_text(embeddings: MiniLMEmbeddings) -> None:

@@ -28,6 +28,7 @@ from llama_index_ctx import (
     ContextualBM25Retriever,
     ContextualHybridRetriever,
     ContextualNodeTransform,
+    ContextualVectorStore,
     MiniLMEmbedding,
     chroma_vector_store,
 )
@@ -182,6 +183,20 @@ def test_bm25_survives_a_restart_and_follows_inserts_and_deletes(tmp_path: Path,
     remaining = {n.ref_doc_id for n in reopened.stored_nodes()}
     assert "globex" not in remaining and "acme" in remaining
     assert all("Globex" not in r.node.get_content() for r in reopened.retrieve("Globex household robots"))
+
+
+def test_a_second_machines_service_fills_bm25_from_the_index_in_the_background(
+        tmp_path: Path, embed_model: MiniLMEmbedding) -> None:
+    nodes = splitter()(documents())
+    ContextualHybridRetriever.from_nodes(nodes, vector_store=chroma_vector_store(persist_directory=tmp_path / "db"),
+                                         embed_model=embed_model)
+    store = ContextualVectorStore(chroma_vector_store(persist_directory=tmp_path / "db"),
+                                  bm25=tmp_path / "service-bm25", bm25_fill="background")  # its own BM25 folder
+    retriever = ContextualHybridRetriever.from_vector_store(store, embed_model=embed_model, similarity_top_k=2)
+    assert "Tucson" in retriever.retrieve("Tucson foundry move")[0].node.get_content()  # at once, or once filled
+    assert store.pairing.wait_filled(60) and not store.pairing.filling
+    assert len(store.bm25) == len(nodes)
+    assert retriever.retrieve("Tucson foundry move")[0].node.metadata["bm25_rank"] == 1
 
 
 def test_bm25_side_splits_identifiers_and_sees_the_context_metadata() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import random
+import re
 from pathlib import Path
 
 import pytest
@@ -49,6 +50,17 @@ def test_tokenizer_splits_identifiers_keeps_them_whole_and_keeps_scripts() -> No
 
     with pytest.raises(ConfigurationError, match="identifiers, folded, thai, parts"):
         BM25Index(["a"], ["a"], tokenizer="whitespace")
+
+
+def test_ascii_text_is_cut_as_every_identifier_is_on_its_own() -> None:
+    from ctx_retrieval.retrieval.bm25 import _identifier_tokens
+
+    rng = random.Random(3)
+    letters = "aAbBzZ09_ .-("
+    texts = ["".join(rng.choice(letters) for _ in range(rng.randint(0, 14))) for _ in range(5000)]
+    texts += ["DiffExecutor.run_target HTTPServer parseJSON2Html Claude2 X2abc ABC A a1 __init__ _x_ 2026 iOS"]
+    for text in texts:  # the fast path for ASCII text, against the identifier rule it shortcuts
+        assert tokenize(text) == [t for word in re.findall(r"\w+", text) for t in _identifier_tokens(word)], text
 
 
 def test_scores_follow_the_bm25_formula() -> None:

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from ctx_retrieval import SearchIndexError
+from ctx_retrieval.retrieval import pairing as pairing_module
 from ctx_retrieval.retrieval.bm25_store import BM25Store
 from ctx_retrieval.retrieval.fusion import chunk_key
 from ctx_retrieval.retrieval.hybrid import BM25Side, HybridRetriever, Ranked
@@ -239,6 +240,31 @@ def test_sync_reconciles_both_ways_and_reports_both_counts(tmp_path: Path) -> No
     report = pairing.sync()
     assert (report.added, report.removed) == (1, 1) and sorted(pairing.bm25.ids()) == ["b", "c", "y"]
     assert "1 chunks added to BM25, 1 removed" in str(report)
+
+
+def test_a_fill_cut_short_is_finished_by_the_next_open_and_a_full_one_is_not_redone(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    vectors = Vectors()
+    for n in range(5):
+        vectors.rows[f"r{n}"] = Row(f"r{n}", f"row {n} foundry", rec(f"r{n}", f"row {n} foundry"))
+    monkeypatch.setattr(pairing_module, "_FILL_BATCH", 2)
+    listing = Vectors.iter_records
+
+    def killed_after_two(self: Vectors) -> Iterator[Record]:  # the process dies after the first commit
+        for n, record in enumerate(listing(self)):
+            if n == 3:
+                raise KeyboardInterrupt
+            yield record
+
+    monkeypatch.setattr(Vectors, "iter_records", killed_after_two)
+    with pytest.raises(KeyboardInterrupt):
+        Pairing.beside(vectors, tmp_path / "bm25", tokenizer="identifiers", owner={"items": "test"})
+    assert len(BM25Store(tmp_path / "bm25")) == 2  # one batch committed: not empty, yet not whole
+    monkeypatch.setattr(Vectors, "iter_records", listing)
+    pairing = Pairing.beside(vectors, tmp_path / "bm25", tokenizer="identifiers", owner={"items": "test"})
+    assert sorted(pairing.bm25.ids()) == sorted(vectors.rows)
+    monkeypatch.setattr(Vectors, "count_rows", lambda self: pytest.fail("a whole BM25 is not refilled"))
+    Pairing.beside(vectors, tmp_path / "bm25", tokenizer="identifiers", owner={"items": "test"})
 
 
 KILLED = textwrap.dedent("""
