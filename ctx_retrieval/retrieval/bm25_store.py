@@ -444,9 +444,16 @@ class BM25Store:
                 text_query = tantivy.Query.boolean_query([
                     (tantivy.Occur.Must, text_query),
                     (tantivy.Occur.Must, tantivy.Query.const_score_query(restriction, 0.0))])
-        if predicate is None:
-            return self._search_stable(searcher, text_query, k)
-        return self._search_kept(searcher, text_query, k, predicate)
+        try:
+            if predicate is None:
+                return self._search_stable(searcher, text_query, k)
+            return self._search_kept(searcher, text_query, k, predicate)
+        except ValueError as exc:
+            if "corrupt" not in str(exc).lower():
+                raise
+            raise SearchIndexError(f"the BM25 index at {self.path} is damaged ({exc}): delete its files but the "
+                                   "pairing journal (.pairing) and open the store again: the next open refills it "
+                                   "from the vector store", path=str(self.path)) from exc
 
     def _search_stable(self, searcher: Any, query: Any, k: int) -> BM25Results:
         """The top ``k`` with ties broken by write order (as an index built in one go breaks them), not by where

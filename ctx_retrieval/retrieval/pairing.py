@@ -30,6 +30,7 @@ import atexit
 import contextlib
 import json
 import logging
+import math
 import os
 import re
 import threading
@@ -42,7 +43,13 @@ from typing import Any, Generic, Literal, Protocol, TypeVar, runtime_checkable
 
 from ctx_retrieval._paths import cache_dir
 from ctx_retrieval._process import dead_here, same_process, worker_id
-from ctx_retrieval.errors import ConfigurationError, CtxRetrievalError, InvalidInputError, SharedStoreError
+from ctx_retrieval.errors import (
+    ConfigurationError,
+    CtxRetrievalError,
+    InvalidInputError,
+    SearchIndexError,
+    SharedStoreError,
+)
 from ctx_retrieval.retrieval.bm25_store import BM25Entry, BM25Store, StoredEntry
 from ctx_retrieval.retrieval.fusion import chunk_key
 from ctx_retrieval.retrieval.hybrid import IdentifiedRanking
@@ -74,9 +81,11 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 T_contra = TypeVar("T_contra", contravariant=True)
 _WINDOW = re.compile(r"#w(\d+)$")
-_JOURNAL = ".pairing"
+JOURNAL = ".pairing"  # the folder, in a BM25 index's, of the writes in progress
 _OPENERS = ".openers"
 _FILL_BATCH = 10_000  # rows a commit when BM25 is filled from the vector store
+_INTENT_TTL_S = 900.0  # a write's entry another machine may finish after this (its writer's life cannot be seen)
+_STALE_TMP_S = 60.0  # an entry file never named after this long belongs to a write that never began
 _FILLING = ".filling"  # in the BM25 folder while it is filled: the next open finishes a fill a kill cut short
 BM25Fill = Literal["wait", "background"]
 
@@ -224,26 +233,68 @@ def bm25_beside(facts: StoreFacts) -> Path | None:
     return None
 
 
-class _Intent:
-    """One write in progress, as the journal holds it."""
+class _DamagedEntryError(ValueError):
+    """A journal entry that does not read as one (cut short, edited, of another version)."""
 
-    def __init__(self, name: str, data: Mapping[str, Any]) -> None:
+
+class _Intent:
+    """One write in progress, as the journal holds it; an entry is checked field by field when read."""
+
+    def __init__(self, name: str, data: Any) -> None:
+        if not isinstance(data, dict):
+            raise _DamagedEntryError("not a JSON object")
         self.name = name
-        self.op: str = str(data.get("op"))
-        self.ids: list[str] = [str(i) for i in data.get("ids", [])]
-        self.refs: list[str] = [str(r) for r in data.get("refs", [])]
-        self.rows: list[str] = [str(r) for r in data.get("rows", [])]
-        self.writer: str = str(data.get("writer", ""))
-        self.failed: bool = bool(data.get("failed"))
+        self.op: str = data.get("op")  # type: ignore[assignment]
+        if self.op not in ("add", "delete"):
+            raise _DamagedEntryError(f"unknown op {self.op!r}")
+        self.ids, self.refs, self.rows = (_strings(data, key) for key in ("ids", "refs", "rows"))
+        self.writer: str = data.get("writer")  # type: ignore[assignment]
+        if not isinstance(self.writer, str) or not self.writer:
+            raise _DamagedEntryError("no writer")
+        self.failed = data.get("failed", False)
+        self.expires = data.get("expires", 0.0)
+        if not isinstance(self.failed, bool) or isinstance(self.expires, bool) or \
+                not isinstance(self.expires, (int, float)) or not math.isfinite(self.expires):
+            raise _DamagedEntryError("failed or expires of the wrong type")
 
     def data(self) -> dict[str, Any]:
         return {"op": self.op, "ids": self.ids, "refs": self.refs, "rows": self.rows, "writer": self.writer,
-                "failed": self.failed}
+                "failed": self.failed, "expires": self.expires}
 
     @property
     def open(self) -> bool:
-        """Whether it may be finished now: it failed, or its writer is dead (not merely still at work)."""
-        return self.failed or dead_here(self.writer) or (same_process(self.writer) and self.writer not in _LIVE)
+        """Whether it may be finished now: it failed, its writer is dead, or it is past its expiry and its writer
+        is not this process (another machine or container, whose liveness cannot be seen from here)."""
+        if self.failed or dead_here(self.writer):
+            return True
+        if same_process(self.writer):
+            return self.writer not in _LIVE
+        return time.time() > float(self.expires)
+
+
+def _strings(data: Mapping[str, Any], key: str) -> list[str]:
+    value = data.get(key, [])
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise _DamagedEntryError(f"{key} is not a list of strings")
+    return list(value)
+
+
+_STRING = re.compile(r'"((?:[^"\\]|\\.)*)"')
+
+
+def _salvage(text: str) -> dict[str, Any] | None:
+    """What a cut-short entry still says: its op and the ids, refs and rows written in full before the cut."""
+    op = re.search(r'"op":\s*"(add|delete)"', text)
+    if op is None:
+        return None
+    found: dict[str, Any] = {"op": op.group(1), "writer": "salvaged", "failed": True}
+    for key in ("ids", "refs", "rows"):
+        start = re.search(f'"{key}":\\s*\\[', text)
+        if start is not None:
+            body = text[start.end():].split("]", 1)[0]
+            with contextlib.suppress(ValueError):
+                found[key] = [json.loads(f'"{m}"') for m in _STRING.findall(body)]
+    return found if found.get("ids") or found.get("refs") else None
 
 
 _LIVE: set[str] = set()  # writer ids of writes running in this process right now
@@ -251,19 +302,29 @@ _LIVE_LOCK = threading.Lock()
 
 
 class _Journal:
-    """Writes in progress: one JSON file each in ``<bm25 folder>/.pairing/`` (or in memory), written before the
-    first step and removed after the last; a query reads the folder again only when it changed."""
+    """Writes in progress: one JSON file each in ``<bm25 folder>/.pairing/`` (or in memory), written (and synced to
+    disk) before the first step and removed after the last; a query reads the folder again only when its listing
+    changed (names, inodes, sizes: not timestamps alone, which a coarse filesystem may not move)."""
 
     def __init__(self, folder: Path | None) -> None:
-        self.folder = folder / _JOURNAL if folder is not None else None
+        self.folder = folder / JOURNAL if folder is not None else None
         self._memory: dict[str, _Intent] = {}
-        self._seen: tuple[int, list[_Intent]] | None = None
+        self._seen: tuple[Any, list[_Intent]] | None = None
         if self.folder is not None:
-            self.folder.mkdir(parents=True, exist_ok=True)
+            try:
+                self.folder.mkdir(parents=True, exist_ok=True)
+            except (FileExistsError, NotADirectoryError):
+                raise self._not_a_folder() from None
+
+    def _not_a_folder(self) -> SearchIndexError:
+        return SearchIndexError(f"{self.folder} is a file, where the journal of writes in progress keeps its folder: "
+                                "move the file away (the journal starts empty) and run sync() to reconcile both "
+                                "sides", path=str(self.folder))
 
     def begin(self, op: str, ids: Sequence[str], refs: Sequence[str] = (), rows: Sequence[str] = ()) -> _Intent:
         intent = _Intent(f"{time.time_ns():020d}-{uuid.uuid4().hex[:8]}.json",
-                         {"op": op, "ids": list(ids), "refs": list(refs), "rows": list(rows), "writer": worker_id()})
+                         {"op": op, "ids": list(ids), "refs": list(refs), "rows": list(rows), "writer": worker_id(),
+                          "expires": time.time() + _INTENT_TTL_S})
         with _LIVE_LOCK:
             _LIVE.add(intent.writer)
         self._write(intent)
@@ -274,7 +335,10 @@ class _Journal:
             self._memory[intent.name] = intent
             return
         temporary = self.folder / f".{intent.name}.tmp"
-        temporary.write_text(json.dumps(intent.data()), encoding="utf-8")
+        with temporary.open("w", encoding="utf-8") as file:
+            file.write(json.dumps(intent.data()))
+            file.flush()
+            os.fsync(file.fileno())  # a crash of the machine cannot leave the entry cut short
         os.replace(temporary, self.folder / intent.name)
 
     def fail(self, intent: _Intent) -> None:
@@ -299,19 +363,57 @@ class _Journal:
         if self.folder is None:
             return list(self._memory.values())
         try:
-            stamp = self.folder.stat().st_mtime_ns
+            with os.scandir(self.folder) as listing:
+                entries = sorted((e.name, e.inode(), e.stat().st_size, e.stat().st_mtime) for e in listing
+                                 if e.is_file())
         except FileNotFoundError:
             return []
-        if self._seen is not None and self._seen[0] == stamp:
+        except NotADirectoryError:
+            raise self._not_a_folder() from None
+        if self._seen is not None and self._seen[0] == entries:
             return self._seen[1]
         found = []
-        for path in sorted(self.folder.glob("*.json")):
-            with contextlib.suppress(OSError, ValueError):
-                data = json.loads(path.read_text(encoding="utf-8"))
-                if isinstance(data, dict):
-                    found.append(_Intent(path.name, data))
-        self._seen = (stamp, found)
+        for name, _, _, modified in entries:
+            path = self.folder / name
+            if name.endswith(".json.tmp"):  # a kill between writing an entry and naming it: its write never began
+                if time.time() - modified > _STALE_TMP_S:
+                    with contextlib.suppress(OSError):
+                        path.unlink()
+                continue
+            if not name.endswith(".json"):
+                continue
+            try:
+                text = path.read_text(encoding="utf-8", errors="replace")
+            except FileNotFoundError:  # finished meanwhile
+                continue
+            try:
+                found.append(_Intent(name, json.loads(text)))
+            except (ValueError, RecursionError) as exc:
+                intent = self._quarantine(path, text, exc)
+                if intent is not None:
+                    found.append(intent)
+        self._seen = (entries, found)
         return found
+
+    def _quarantine(self, path: Path, text: str, why: Exception) -> _Intent | None:
+        """Move a damaged entry to ``.pairing/damaged/`` (one warning); what it still says of a delete or an add is
+        kept as a failed write, so its chunks are dropped from queries and the next write or ``sync()`` finishes it."""
+        assert self.folder is not None
+        salvaged = _salvage(text)
+        damaged = self.folder / "damaged"
+        with contextlib.suppress(OSError):
+            damaged.mkdir(exist_ok=True)
+            os.replace(path, damaged / path.name)
+        intent = None
+        if salvaged is not None:
+            intent = _Intent(path.name, salvaged)
+            with contextlib.suppress(OSError):
+                self._write(intent)
+        logger.warning("a damaged entry of the pairing journal (%s: %s) was moved to %s; %s. Run sync() to "
+                       "reconcile both sides", path.name, why, damaged,
+                       f"it still names a {intent.op} of {len(intent.ids)} chunks and {len(intent.refs)} documents, "
+                       "kept to be finished" if intent is not None else "nothing in it could be read")
+        return intent
 
 
 class _Openers:
@@ -585,7 +687,8 @@ class Pairing:
             if not intent.open or (mine_only and not same_process(intent.writer)):
                 continue
             if intent.op == "delete":
-                yield from self._delete_steps(intent.ids, intent.refs, intent.rows)
+                rows = list(dict.fromkeys([*intent.rows, *self.row_ids(intent.ids)]))  # a salvaged entry lacks some
+                yield from self._delete_steps(intent.ids, intent.refs, rows)
             elif self._reader is not None:
                 held = self._reader.records(intent.ids)
                 if held:

@@ -30,7 +30,7 @@ from ctx_retrieval.retrieval.dense import ADD_BATCH, ChromaSide, cosine_collecti
 from ctx_retrieval.retrieval.fusion import DEFAULT_RRF_K
 from ctx_retrieval.retrieval.hybrid import BM25Side, HybridRetriever, Side, WindowedSide
 from ctx_retrieval.retrieval.layout import EMBED_LAYOUTS, EmbedLayout
-from ctx_retrieval.retrieval.pairing import Pairing, Record, Row, StoreFacts, SyncReport, chunk_of, window_of
+from ctx_retrieval.retrieval.pairing import JOURNAL, Pairing, Record, Row, StoreFacts, SyncReport, chunk_of, window_of
 from ctx_retrieval.text import indexed_text
 
 __all__ = ["HybridStore", "IndexedChunk", "SearchHit", "build_store", "open_store"]
@@ -298,8 +298,10 @@ def open_store(path: str | Path, *, embedder: Embedder, client: Any = None, toke
     collection = client.get_collection(COLLECTION, embedding_function=MiniLMChromaEmbeddingFunction(embedder))
     bm25_dir = path / _BM25_DIR
     migrate = _outdated(bm25_dir)
-    if migrate:  # a store from before this release: its BM25 folder is rebuilt (the chunks are kept elsewhere)
-        shutil.rmtree(bm25_dir, ignore_errors=True)
+    if migrate:  # a store from before this release, or an unreadable manifest: its BM25 index is rebuilt (the
+        for entry in (bm25_dir.iterdir() if bm25_dir.is_dir() else ()):  # chunks are kept elsewhere); the journal
+            if entry.name != JOURNAL:  # of writes in progress is kept, so a journaled delete is finished first
+                shutil.rmtree(entry) if entry.is_dir() else entry.unlink()
     bm25 = BM25Store(bm25_dir, owner=_OWNER, tokenizer=tokenizer or meta.get("bm25_tokenizer", "identifiers"))
     store = HybridStore(path, collection, bm25, embedder, meta.get("embed_layout", "whole"))
     if migrate:

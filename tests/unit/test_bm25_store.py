@@ -331,3 +331,12 @@ def test_a_million_chunks_are_indexed_a_batch_at_a_time(tmp_path: Path) -> None:
     store._document = document  # type: ignore[method-assign]
     assert store.upsert(entries()) == 12_000 and len(store) == 12_000
     assert max(high_water) <= 5000  # one batch, however long the stream
+
+
+def test_a_segment_file_gone_is_a_typed_error_naming_the_rebuild(tmp_path: Path) -> None:
+    store = BM25Store(tmp_path / "bm25")
+    store.upsert([BM25Entry("a", "acme revenue grew"), BM25Entry("b", "globex foundry")])
+    for positions in (tmp_path / "bm25").glob("*.pos"):
+        positions.unlink()
+    with pytest.raises(SearchIndexError, match=r"is damaged .* refills it from the vector store"):
+        BM25Store(tmp_path / "bm25").search("acme")

@@ -4,11 +4,15 @@ deleted chunk nor silently missing an added one, and ``sync()`` or the next open
 
 from __future__ import annotations
 
+import json
 import logging
+import os
+import shutil
 import signal
 import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -312,3 +316,81 @@ def test_a_writer_killed_between_the_two_writes_is_finished_by_the_next_open(
     else:
         assert "c" not in ids and not store.bm25.get(["c"])  # the delete finished on both sides
         assert "c" not in {h.chunk.chunk_id for h in store.search("foundry Tucson", k=5)}
+
+
+def entry(pairing: Pairing, name: str, text: str) -> Path:
+    assert pairing.bm25.path is not None
+    path = pairing.bm25.path / ".pairing" / name
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_damaged_journal_entries_are_quarantined_and_what_they_still_say_of_a_delete_is_kept(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    pairing, vectors = paired(tmp_path)
+    entry(pairing, "01-cut.json", '{"op": "delete", "ids": ["a", "b')  # cut short: "a" is still readable
+    entry(pairing, "02-typed.json", '{"op": "delete", "ids": 5, "writer": "w"}')
+    entry(pairing, "03-op.json", '{"op": "move", "ids": ["c"], "writer": "w"}')
+    entry(pairing, "04-writer.json", '{"op": "add", "ids": ["c"]}')
+    left = entry(pairing, ".05-killed.json.tmp", '{"op": "add"')  # a kill before the entry was named
+    os.utime(left, (time.time() - 3600, time.time() - 3600))
+    with caplog.at_level(logging.WARNING):
+        hits = found(pairing, vectors, "acme revenue foundry")  # no raw TypeError, and "a" is not served
+    assert "a" not in hits and {"b", "c"} <= set(hits)
+    assert caplog.text.count("damaged entry of the pairing journal") == 4
+    assert "still names a delete of 1 chunks" in caplog.text
+    damaged = pairing.bm25.path / ".pairing" / "damaged"  # type: ignore[operator]
+    assert sorted(p.name for p in damaged.iterdir()) == ["01-cut.json", "02-typed.json", "03-op.json",
+                                                         "04-writer.json"]
+    assert not left.exists()
+    report = pairing.sync()  # finishes the salvaged delete; "c" (named by the unknown op) is not skipped
+    assert report.finished == 2 and "a" not in vectors.rows and "a" not in set(pairing.bm25.ids())
+    assert not pairing.journal.pending() and sorted(pairing.bm25.ids()) == ["b", "c"]
+
+
+def test_an_intent_of_a_writer_on_another_machine_is_finished_once_it_expires(tmp_path: Path) -> None:
+    pairing, vectors = paired(tmp_path)
+    other = "another-host|boot-1|4242|-|abcdef01"  # its life cannot be seen from here
+    intent = {"op": "delete", "ids": ["b"], "refs": [], "rows": [], "writer": other, "failed": False,
+              "expires": time.time() + 3600}
+    path = entry(pairing, "01-other.json", json.dumps(intent))
+    pairing.bm25.delete(["b"])  # it died after its BM25 step
+    assert "b" not in found(pairing, vectors, "globex foundry")  # being deleted: dropped
+    pairing.sync()
+    assert path.exists() and "b" in vectors.rows  # still within its lease: not another's to finish
+    path.write_text(json.dumps({**intent, "expires": time.time() - 1}), encoding="utf-8")
+    assert pairing.sync().finished == 1 and "b" not in vectors.rows and not path.exists()
+    pairing.add([rec("b", "globex opened a foundry", "globex")])  # added again: found again
+    assert "b" in found(pairing, vectors, "globex foundry")
+
+
+def test_the_journal_folder_replaced_by_a_file_is_a_typed_error_and_same_tick_writes_are_seen(
+        tmp_path: Path) -> None:
+    pairing, _ = paired(tmp_path)
+    folder = pairing.bm25.path / ".pairing"  # type: ignore[operator]
+    assert pairing.journal.pending() == []
+    before = folder.stat()
+    entry(pairing, "01-late.json", json.dumps({"op": "delete", "ids": ["a"], "writer": "w|x|1|-|y"}))
+    os.utime(folder, ns=(before.st_atime_ns, before.st_mtime_ns))  # a filesystem whose clock did not tick
+    assert [i.ids for i in pairing.journal.pending()] == [["a"]]
+    shutil.rmtree(folder)
+    folder.write_text("not a folder", encoding="utf-8")
+    with pytest.raises(SearchIndexError, match="move the file away"):
+        Pairing(Vectors(), BM25Store(tmp_path / "bm25"))
+    with pytest.raises(SearchIndexError, match="move the file away"):
+        pairing.journal.pending()
+
+
+def test_an_unreadable_manifest_rebuilds_bm25_but_keeps_the_journal(tmp_path: Path, embedder: Any) -> None:
+    from ctx_retrieval.retrieval.store import IndexedChunk, build_store, open_store
+
+    chunks = [IndexedChunk("a", "acme", "Acme revenue grew three percent.", None),
+              IndexedChunk("c", "acme", "Acme moved its foundry to Tucson.", None)]
+    build_store(tmp_path / "store", chunks, embedder=embedder).close()
+    bm25 = tmp_path / "store" / "bm25-store"
+    (bm25 / ".pairing" / "01-delete.json").write_text(json.dumps(  # a delete that failed after its BM25 step
+        {"op": "delete", "ids": ["c"], "refs": [], "rows": [], "writer": "w|x|1|-|y", "failed": True}))
+    (bm25 / "ctx_bm25.json").write_text("{cut", encoding="utf-8")
+    store = open_store(tmp_path / "store", embedder=embedder)
+    assert "c" not in {h.chunk.chunk_id for h in store.search("foundry Tucson", k=5)}
+    assert "c" not in set(store.collection.get(include=[])["ids"]) and sorted(store.bm25.ids()) == ["a"]
