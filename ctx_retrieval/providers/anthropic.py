@@ -32,6 +32,7 @@ from __future__ import annotations
 import datetime
 import json
 import logging
+import math
 import os
 import time
 from typing import TYPE_CHECKING, Any, Literal
@@ -378,8 +379,8 @@ def _server_limit(headers: Any, name: str, at: datetime.datetime) -> ServerLimit
         remaining = float(headers.get(f"anthropic-ratelimit-{name}-remaining") or "")
     except ValueError:
         return None
-    if limit <= 0 or remaining < 0:
-        return None
+    if not (math.isfinite(limit) and math.isfinite(remaining)) or limit < 1 or remaining < 0:
+        return None  # no bucket holds less than one request or token: a value like nan or 1e-300 is not a limit
     full_in: float | None = None
     reset = headers.get(f"anthropic-ratelimit-{name}-reset")
     if reset:

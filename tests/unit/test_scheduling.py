@@ -125,6 +125,12 @@ def test_rate_limit_headers_are_parsed_and_bad_values_ignored() -> None:
                             "anthropic-ratelimit-requests-reset": "2001-01-01T00:00:00Z"})
     assert skewed is not None and skewed.requests == ServerLimit(50, 0, None)  # a reset in the past: clock skew
     assert server_limits({"content-type": "application/json"}) is None and server_limits(None) is None
+    for value in ("nan", "inf", "1e-300", "0.5", "-1"):  # not limits a bucket can hold: ignored, not a stall
+        odd = server_limits({"anthropic-ratelimit-requests-limit": value, "anthropic-ratelimit-requests-remaining": "0",
+                             "anthropic-ratelimit-requests-reset": soon})
+        assert odd is None, value
+    assert server_limits({"anthropic-ratelimit-requests-limit": "50",
+                          "anthropic-ratelimit-requests-remaining": "nan"}) is None
 
 
 def _fast_refill_answer() -> tuple[datetime.datetime, dict[str, str]]:

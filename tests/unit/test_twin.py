@@ -337,3 +337,17 @@ def test_a_client_that_hangs_up_leaves_no_traceback_but_a_fault_of_the_fake_does
         server.server_close()
     err = capsys.readouterr().err
     assert err.count("Traceback") == 1 and "ValueError: a bug" in err and "Broken pipe" not in err
+
+
+@pytest.mark.parametrize(("option", "value", "says"), [
+    ("--port", "-1", "from 0 to 65535"), ("--port", "70000", "from 0 to 65535"), ("--port", "x", "not an integer"),
+    ("--rpm", "nan", "above 0"), ("--rpm", "-5", "above 0"), ("--latency", "inf", "from 0"),
+    ("--fault-rate", "2", "from 0 to 1")])
+def test_the_twins_server_refuses_options_it_cannot_serve_by_before_it_starts(
+        option: str, value: str, says: str, capsys: pytest.CaptureFixture[str]) -> None:
+    from ctx_retrieval.testing.__main__ import serve
+
+    with pytest.raises(SystemExit) as exit_:
+        serve([option, value])
+    err = capsys.readouterr().err
+    assert exit_.value.code == 2 and f"argument {option}: " in err and says in err and "Traceback" not in err
