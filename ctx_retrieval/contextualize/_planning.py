@@ -204,6 +204,7 @@ class Planner:
     def __init__(self, settings: RunSettings, exact_counts: dict[tuple[str, str], int]) -> None:
         self.settings = settings
         self.exact_counts = exact_counts  # (model, text digest) -> the API's count: the generator's, across runs
+        self.no_count_endpoint = False  # a 404 to a count: estimates from then on
 
     # -- limits and views ------------------------------------------------------------------------------
 
@@ -427,7 +428,8 @@ class Planner:
     def token_counter(self) -> TokenCountingProvider | None:
         """The provider, when exact counts are wanted and it can give them now."""
         counter = self.settings.traits.counter
-        if self.settings.exact_token_counts is False or counter is None or not counter.can_count_tokens:
+        if self.settings.exact_token_counts is False or counter is None or not counter.can_count_tokens or \
+                self.no_count_endpoint:
             return None
         return counter
 
@@ -464,6 +466,12 @@ class Planner:
                     decision = provider.classify_error(exc)
                     if decision is None:
                         raise
+                    if decision.kind == "not_found":  # a gateway without the endpoint: the first request says
+                        if not self.no_count_endpoint:  # whether the model itself is served
+                            logger.warning("the endpoint answered 404 to a token count (%s serves no count_tokens): "
+                                           "planning with estimates", provider.cache_namespace)
+                        self.no_count_endpoint = True
+                        return
                     if decision.action == "fail_run":
                         raise provider.run_error(decision, exc) from exc
                     rate_limited = decision.kind == "rate_limited"

@@ -291,7 +291,10 @@ class AnthropicMessages(SDKProvider["anthropic_sdk.AsyncAnthropic"]):
         """The API's exact count of ``text`` as one user message (``messages.count_tokens``, free of charge)."""
         result = await self._get_client().messages.count_tokens(
             model=self._model, messages=[{"role": "user", "content": text}])
-        return int(result.input_tokens)
+        tokens = vars(result).get("input_tokens")  # a gateway's {} or null is read without validation
+        if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0:
+            raise MalformedAnswer(f"a token count without input_tokens ({tokens!r})")
+        return tokens
 
     def classify_error(self, exc: BaseException) -> ErrorDecision | None:
         import anthropic

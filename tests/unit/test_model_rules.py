@@ -298,3 +298,28 @@ def test_requests_that_never_reached_the_server_are_not_counted() -> None:
         generator.contextualize(document, chunks)
     report = caught.value.report
     assert report is not None and report.requests == 0 and report.retries > 0  # probes were made, none reached it
+
+
+@pytest.mark.parametrize(("status", "body"), [(200, {}), (200, {"input_tokens": None}), (200, {"type": "error"}),
+                                              (404, {"type": "error", "error": {"type": "not_found_error"}})])
+def test_a_token_count_a_gateway_cannot_give_leaves_the_estimate_and_the_run_going(
+        status: int, body: dict[str, Any], caplog: pytest.LogCaptureFixture) -> None:
+    import anthropic
+    import httpx2 as httpx
+
+    counts: list[str] = []
+
+    def gateway(request: httpx.Request) -> httpx.Response:  # serves messages, not counts
+        counts.append(request.url.path)
+        return httpx.Response(status, json=body)
+
+    client = anthropic.AsyncAnthropic(api_key=TEST_KEY, base_url="http://gateway.invalid", max_retries=0,
+                                      http_client=httpx.AsyncClient(transport=httpx.MockTransport(gateway)))
+    items = [make_document(f"d{n}", paragraphs=6, words=40) for n in range(3)]
+    generator = ContextGenerator(AnthropicProvider("claude-haiku-5-5", client=client), cache=False,
+                                 exact_token_counts=True)
+    with caplog.at_level("WARNING"):
+        estimate = generator.estimate(items)  # no TypeError, no UnknownModelError
+    assert estimate.documents == 3 and counts and set(counts) == {"/v1/messages/count_tokens"}
+    if status == 404:
+        assert len(counts) <= 3 and caplog.text.count("answered 404 to a token count") == 1
