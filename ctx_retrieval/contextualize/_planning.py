@@ -100,10 +100,19 @@ def check_prices(settings: RunSettings) -> None:
             "model_info=ModelInfo(...) to the provider", setting="budget_usd")
 
 
+def iterable_items(items: DocumentItems) -> DocumentItems:
+    """``items`` when it can be read as (document, chunks) pairs; a typed error naming the shape otherwise."""
+    if not isinstance(items, Iterable) or isinstance(items, (str, bytes)):
+        raise InvalidInputError(f"items must be an iterable of (SourceDocument, list of Chunk) pairs, not "
+                                f"{type(items).__name__}: e.g. [(document, chunks)]")
+    return items
+
+
 def waves(items: DocumentItems, size: int) -> Iterator[list[tuple[SourceDocument, Sequence[Chunk]]]]:
     """``items`` in lists of ``size``, read lazily."""
     if size < 1:
         raise ConfigurationError("documents_per_wave must be >= 1", setting="documents_per_wave")
+    items = iterable_items(items)
     wave: list[tuple[SourceDocument, Sequence[Chunk]]] = []
     for item in items:
         wave.append(item)

@@ -23,6 +23,7 @@ from ctx_retrieval.contextualize._planning import (
     OnError,
     Planner,
     check_settings,
+    iterable_items,
     model_token_estimate,
     request_max_tokens,
     waves,
@@ -261,7 +262,7 @@ class ContextGenerator:
         decision boundary are counted with the API's free token counter when a key is set, every document with
         ``exact=True``). Counts are kept (by this generator, and in its cache), so the run does not count again;
         output is priced at the mean length of the contexts the cache holds for this model and prompt."""
-        items, planner = list(items), self._planner
+        items, planner = list(iterable_items(items)), self._planner
         plans = planner.plan(items)  # validates before any request
         near = (lambda _tokens: True) if exact and self.exact_token_counts is not False else planner.near_boundary
         if run_sync(planner.count_exact(items, near=near, close=True)):
@@ -314,6 +315,7 @@ class ContextGenerator:
     async def _arun(self, items: DocumentItems, *, batch: BatchOptions | None = None,
                     progress: bool | None = None, refresh: bool = False) -> ContextRun:
         started = time.perf_counter()
+        iterable_items(items)  # before the provider is checked: the shape is the first thing to fix
         self._check_open()
         self.provider.check_ready()
         self._starting += 1

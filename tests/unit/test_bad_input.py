@@ -16,6 +16,7 @@ from ctx_retrieval import (
     ChunkTooLargeError,
     ContextGenerator,
     DuplicateChunkIdError,
+    InvalidInputError,
     InvalidTextError,
     ModelInfo,
     ProviderAuthenticationError,
@@ -211,3 +212,13 @@ def test_an_absurd_retry_after_is_bounded_in_the_give_up_message(make_generator:
                              retry=RetryPolicy(max_rate_limit_wait_s=10)).contextualize(document, chunks[:1])
     (failed,) = run.report.failures
     assert failed.error_kind == "rate_limited" and "86400 s" in failed.message and len(failed.message) < 400
+
+
+@pytest.mark.parametrize("items", [None, 5, "a document"])
+def test_items_that_are_not_pairs_are_a_typed_error_in_every_entry_point(items: Any, fake_server: Any,
+                                                                         make_generator: Any) -> None:
+    generator = make_generator()
+    for call in (generator.estimate, generator.contextualize_many):
+        with pytest.raises(InvalidInputError, match=r"an iterable of \(SourceDocument, list of Chunk\) pairs"):
+            call(items)
+    assert fake_server.requests == []
