@@ -477,8 +477,9 @@ class Planner:
                         raise
                     if decision.kind == "not_found":  # a gateway without the endpoint: the first request says
                         if not self.no_count_endpoint:  # whether the model itself is served
-                            logger.warning("the endpoint answered 404 to a token count (%s serves no count_tokens): "
-                                           "planning with estimates", provider.cache_namespace)
+                            logger.warning("%s answered 404 to a token count (a gateway without count_tokens, or a "
+                                           "model it does not serve: the first request says which); planning with "
+                                           "estimates", provider.cache_namespace)
                         self.no_count_endpoint = True
                         return
                     if decision.action == "fail_run":

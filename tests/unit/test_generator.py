@@ -357,7 +357,8 @@ def test_unknown_model_stops_the_run(make_generator: Any) -> None:
         with pytest.raises(UnknownModelError, match="claude-9-imaginary"):
             make_generator(server=server, provider_kwargs={"model": "claude-9-imaginary"}).contextualize(
                 document, chunks)
-        assert len(server.requests) == 1
+        # a 404 to the free token count may be a gateway's: the first request stops the run
+        assert [r.path for r in server.requests] == ["/v1/messages/count_tokens", "/v1/messages"]
 
 
 def test_budget_cap_stops_cleanly_and_resumes(fake_server: Any, make_generator: Any) -> None:
