@@ -530,5 +530,14 @@ def add_eval_output_args(parser: argparse.ArgumentParser) -> None:
 
 
 def milvus_uri(store: str) -> str | None:
-    """The Milvus URI of a ``--store milvus:URI`` (``None`` for an index folder)."""
-    return store[len("milvus:"):] if store.startswith("milvus:") else None
+    """The Milvus URI of a ``--store milvus:URI`` (``None`` for an index folder); a URI that names no server and no
+    Milvus Lite file in an existing folder is an ``InvalidInputError`` naming the forms."""
+    if not store.startswith("milvus:"):
+        return None
+    uri = store[len("milvus:"):]
+    if "://" not in uri and not uri.startswith("unix:"):
+        folder = Path(uri).expanduser().parent
+        if not uri.endswith(".db") or not folder.is_dir():
+            raise InvalidInputError(f"--store {store!r}: give milvus:./chunks.db (a Milvus Lite file in an existing "
+                                    "folder) or milvus:http://host:19530 (a server)")
+    return uri

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from ctx_retrieval.cli._common import (
@@ -25,6 +26,8 @@ from ctx_retrieval.naming import printable
 def _cmd_index(args: Args) -> int:
     from ctx_retrieval.retrieval.store import IndexedChunk, build_store
 
+    if milvus_uri(args.store) is None and Path(args.store).exists() and not Path(args.store).is_dir():
+        raise InvalidInputError(f"--store {args.store} is a file: give an index folder (or milvus:URI)")  # unpaid
     embedder = offline_embedder(progress=not args.quiet, name=resolve_embedder(args))  # sizes the chunks, embeds them
     items = load_documents(args.inputs, splitter_for(args, embedder), max_bytes=int(args.max_input_mb * 2**20))
     for document, _ in items:  # before any request: an index's ids are text (a vector store refuses other bytes)

@@ -256,7 +256,11 @@ def build_store(path: str | Path, chunks: Iterable[IndexedChunk], *, embedder: E
     from ctx_retrieval.retrieval.chroma import MiniLMChromaEmbeddingFunction, persistent_client
 
     path = Path(path)
-    path.mkdir(parents=True, exist_ok=True)
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InvalidInputError(f"the index folder {path} cannot be made ({exc.strerror or exc}): give a folder path "
+                                "where you may write (an existing file cannot be one)") from exc
     client = client or persistent_client(path / "chroma")
     # A wide HNSW search: the store answers as exact search does on the corpora it is built for (the dev ablation
     # through it matches the evaluation's exact vectors; at ef 150 one HNSW build in two did not).

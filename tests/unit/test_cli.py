@@ -532,3 +532,18 @@ def test_the_twin_served_as_a_process_and_a_cache_that_survives_its_new_port(
             assert twin.wait(timeout=60) == 0
     assert "generated 6, from context cache 0" in reports[0]
     assert "generated 0, from context cache 6" in reports[1]  # the port changed, the endpoint did not
+
+
+def test_stores_that_cannot_be_are_named_before_any_work(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "a.md").write_text("Acme revenue grew three percent.", encoding="utf-8")
+    (tmp_path / "a-file").write_text("x", encoding="utf-8")
+    for argv, says in [(["query", "milvus:", "q"], "milvus:./chunks.db"),
+                       (["query", f"milvus:{tmp_path}/missing/x.db", "q"], "in an existing folder"),
+                       (["index", str(tmp_path / "docs"), "--store", str(tmp_path / "a-file"),
+                         "--contextualizer", "heuristic"], "is a file"),
+                       (["index", str(tmp_path / "docs"), "--store", str(tmp_path / "a-file" / "below"),
+                         "--contextualizer", "heuristic"], "cannot be made")]:
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert says in err and "Traceback" not in err, err
