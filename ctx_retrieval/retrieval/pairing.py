@@ -505,10 +505,11 @@ class Pairing:
         self._warned: set[str] = set()
         self._added: list[str] = []  # what the last sync added to BM25
         self._follow_seen: tuple[int, int] | None = None
+        self._local_stamp: tuple[int, int] | None = None  # the local Chroma file as the last query saw it
         self._filled = threading.Event()  # cleared while BM25 is filled in the background
         self._filled.set()
         self._fill_failed = False
-        facts = vectors.facts()
+        facts = self.facts = vectors.facts()
         self._openers: _Openers | None = None
         if facts.kind == "local" and facts.path is not None:
             self._openers = _Openers(facts.path)
@@ -696,8 +697,9 @@ class Pairing:
                 missing = [i for i in intent.ids if i not in held]
                 if missing:
                     yield _Call(self.bm25, "delete", (missing,), local=True)
-            else:
-                yield from self._delete_steps(intent.ids, (), intent.rows)
+            else:  # a store that cannot be read by id: what it holds (an old version, or the new one) stays, and
+                # BM25 forgets these chunks until a query finds them (rolled back as a delete, an update lost both)
+                yield _Call(self.bm25, "delete", (list(intent.ids),), local=True)
             self.journal.done(intent)
             finished += 1
             logger.info("finished an interrupted %s of %d chunks (%s)", intent.op, len(intent.ids), self.bm25)
@@ -816,6 +818,15 @@ class Pairing:
         never lets go) is logged, never raised to the query."""
         try:
             written = self.bm25.upsert(self._entry(r) for r in records)
+            # A delete may have finished between the query's vector search and this write: what it deleted, or a
+            # delete journaled meanwhile names, leaves BM25 again (else it would be served from BM25 from now on).
+            ids = {r.id for r in records}
+            deleted = {i for intent in self.journal.pending() if intent.op == "delete" for i in intent.ids} & ids
+            if self._reader is not None and self.layout == "whole":
+                deleted |= ids - set(self._reader.records(list(ids)))
+            if deleted:
+                self.bm25.delete(sorted(deleted))
+                written -= len(deleted)
         except CtxRetrievalError as exc:
             logger.warning("%d chunks the vector store holds could not be added to %s (%s): they are found by "
                            "vectors only until sync() succeeds", len(records), self.bm25, exc)
@@ -828,8 +839,15 @@ class Pairing:
 
     def _follow_changes(self) -> bool:
         """Over a store others write directly: reconcile when its row count is not BM25's; True when BM25 changed."""
-        if not self.follow or self._lister is None or self.layout != "whole":
-            return False
+        if not (self.follow or self.facts.kind == "local") or self._lister is None or self.layout != "whole":
+            return False  # a local folder another process writes is refused at the next query: see below
+        if not self.follow and self.facts.path is not None:  # a stat, not a count, while the folder is unchanged
+            with contextlib.suppress(OSError):
+                found = os.stat(self.facts.path / "chroma.sqlite3")
+                stamp = (found.st_mtime_ns, found.st_size)
+                if stamp == self._local_stamp:
+                    return False
+                self._local_stamp = stamp
         rows, chunks = self._lister.count_rows(), len(self.bm25)
         if rows == chunks or self._follow_seen == (rows, chunks):
             return False
@@ -921,7 +939,10 @@ class QueryGuard(Generic[T]):
             records = []
             for side, ranking in enumerate(vectors):
                 positions = [position for s, position in missing.values() if s == side]
-                records.extend(self.codec.record(item) for item in (ranking.items(positions) if positions else []))
+                # an item without an id or a text names no chunk: given one at random, it would be added anew at
+                # every query
+                records.extend(self.codec.record(item) for item in (ranking.items(positions) if positions else [])
+                               if self.codec.chunk_id(item))
         records = [r for r in records if r.ref not in refs]
         return pairing._backfill(records, "vector candidates BM25 did not know") if records else 0
 
@@ -933,24 +954,29 @@ class QueryGuard(Generic[T]):
         return ranking if len(keep) == len(ranking.keys) else _Screened(ranking, keep)
 
     def confirm(self, hits: Sequence[Any]) -> bool:
-        """Over a followed store: drop (and delete from BM25) the BM25-only hits the store no longer holds; True
-        when some were, and the query should run again."""
+        """Over a store others write (followed, or a server other machines write with their own BM25 copies):
+        every hit BM25 found is checked against the store in one read, by id and by text; a chunk the store no
+        longer holds is deleted from BM25, one it holds in another version is replaced by it. True when BM25
+        changed, and the query should run again."""
         pairing = self.pairing
-        if not pairing.follow or pairing._reader is None:
+        if not (pairing.follow or pairing.facts.kind == "server") or pairing._reader is None:
             return False
-        only = [self.codec.chunk_id(h.item) for h in hits if h.vector_rank is None and h.bm25_rank is not None]
-        if not only:
+        found = {self.codec.chunk_id(h.item): h.item for h in hits if h.bm25_rank is not None}
+        if not found:
             return False
-        held = pairing._reader.records(only)  # one read for every hit, not one a hit
-        gone = [i for i in only if i not in held]
-        if not gone:
+        held = pairing._reader.records(list(found))  # one read for every hit, not one a hit
+        gone = [i for i in found if i not in held]
+        changed = [held[i] for i, item in found.items() if i in held and held[i].text != self.codec.record(item).text]
+        if not gone and not changed:
             return False
-        logger.warning("%d BM25 hits are no longer in the vector store (deleted from it directly): removed from "
-                       "BM25; delete through ContextualVectorStore so both sides are written together", len(gone))
+        pairing._warn_once("behind", "BM25 at %s was behind the vector store (%d hits deleted from it, %d written "
+                           "anew, by another process or machine): repaired at this query, and from now on for each "
+                           "hit; sync() reconciles every chunk at once", pairing.bm25, len(gone), len(changed))
         try:
             pairing.bm25.delete(gone)
+            pairing.bm25.upsert(pairing._entry(r) for r in changed)
         except CtxRetrievalError as exc:
-            logger.warning("could not remove them from %s (%s)", pairing.bm25, exc)
+            logger.warning("could not repair %s (%s)", pairing.bm25, exc)
             return False
         return True
 

@@ -37,8 +37,10 @@ QUERY = "Zanzibar foundry move"
 COLLECTION = "filings"
 
 SERVICE = textwrap.dedent("""
-    import json, sys
+    import json, os, sys
     sys.path.insert(0, {root!r})
+    if {machine!r}:  # another machine: its own cache folder, so its own BM25 copy of the server's collection
+        os.environ["CTX_RETRIEVAL_CACHE_DIR"] = {machine!r}
     import chromadb
     from ctx_retrieval import MiniLMEmbedder
     framework, where, flow = {framework!r}, {where!r}, {flow!r}
@@ -82,9 +84,9 @@ SERVICE = textwrap.dedent("""
 class Service(LineService):
     """A query service in its own process, over the store ``flow`` makes of the collection at ``where``."""
 
-    def __init__(self, framework: str, where: str, flow: str, cache: Path) -> None:
+    def __init__(self, framework: str, where: str, flow: str, cache: Path, machine: Path | None = None) -> None:
         super().__init__(SERVICE.format(root=str(ROOT), framework=framework, where=where, flow=flow,
-                                        cache=str(cache / "embeddings.sqlite")))
+                                        cache=str(cache / "embeddings.sqlite"), machine=str(machine or "")))
 
 
 def lc_chunks(*texts_and_sources: tuple[str, str]) -> list[LCDocument]:
@@ -155,6 +157,32 @@ def test_a_query_service_sees_every_write_of_an_ingestion_job_on_both_sides(
 
 
 @pytest.mark.parametrize("framework", ["langchain", "llama_index"])
+def test_a_service_on_a_second_machine_never_returns_what_the_job_deleted_or_replaced(
+        framework: str, chroma_server: ChromaServer, embedder: MiniLMEmbedder, shared_cache_dir: Path,
+        tmp_path: Path) -> None:
+    job = JOBS[framework](chroma_server.client(), "wrapped", embedder)
+    job.write((GLOBEX, "globex"), (ACME, "acme"))
+    service = Service(framework, str(chroma_server.port), "wrapped", shared_cache_dir, machine=tmp_path / "machine-b")
+    try:
+        assert service.first == {"ready": True}, service.first  # its BM25 filled from the server
+        assert any("Tucson" in text and bm25 for text, _, bm25 in service.ask("foundry Tucson"))
+        job.write((GLOBEX, "globex"), (EDITED, "acme"))  # Acme's page edited: its chunks replaced
+        for _ in range(2):  # the first query repairs the service's BM25, the second finds it repaired
+            answer = service.ask("foundry Tucson")
+            assert all("Tucson" not in text for text, _, _ in answer), answer
+        assert any("Zanzibar" in text for text, _, _ in service.ask(QUERY))
+        job.write((GLOBEX, "globex"))  # ... and the page deleted
+        assert all("Zanzibar" not in text and "Tucson" not in text for text, _, _ in service.ask(QUERY))
+    finally:
+        assert service.close() == 0
+    again = Service(framework, str(chroma_server.port), "wrapped", shared_cache_dir, machine=tmp_path / "machine-b")
+    try:  # restarted on the same machine: its BM25 copy kept nothing stale
+        assert all("Zanzibar" not in text and "Tucson" not in text for text, _, _ in again.ask("foundry Tucson"))
+    finally:
+        assert again.close() == 0
+
+
+@pytest.mark.parametrize("framework", ["langchain", "llama_index"])
 def test_a_local_chroma_folder_open_in_a_job_is_refused_to_a_second_process_with_the_fix(
         framework: str, tmp_path: Path, embedder: MiniLMEmbedder, shared_cache_dir: Path) -> None:
     import chromadb
@@ -168,16 +196,17 @@ def test_a_local_chroma_folder_open_in_a_job_is_refused_to_a_second_process_with
     assert "chroma run --path" in service.first["message"] and "HttpClient" in service.first["message"]
 
 
+@pytest.mark.parametrize("served", ["usual", "wrapped"])
 @pytest.mark.parametrize("framework", ["langchain", "llama_index"])
 def test_a_local_chroma_folder_written_by_a_plain_job_is_refused_at_the_services_next_query(
-        framework: str, tmp_path: Path, embedder: MiniLMEmbedder, shared_cache_dir: Path) -> None:
+        framework: str, served: str, tmp_path: Path, embedder: MiniLMEmbedder, shared_cache_dir: Path) -> None:
     """A job that never imports ctx-retrieval cannot say it has the folder open: the service finds out when the
     folder holds rows its own Chroma client cannot search, and says so instead of answering from one side."""
     import chromadb
 
     job = JOBS[framework](chromadb.PersistentClient(path=str(tmp_path / "db")), "usual", embedder)
     job.write((GLOBEX, "globex"))
-    service = Service(framework, str(tmp_path / "db"), "usual", shared_cache_dir)
+    service = Service(framework, str(tmp_path / "db"), served, shared_cache_dir)  # the plain store, or wrapped
     try:
         assert service.first == {"ready": True}, service.first
         job.write((GLOBEX, "globex"), (EDITED, "acme"))

@@ -394,3 +394,104 @@ def test_an_unreadable_manifest_rebuilds_bm25_but_keeps_the_journal(tmp_path: Pa
     store = open_store(tmp_path / "store", embedder=embedder)
     assert "c" not in {h.chunk.chunk_id for h in store.search("foundry Tucson", k=5)}
     assert "c" not in set(store.collection.get(include=[])["ids"]) and sorted(store.bm25.ids()) == ["a"]
+
+
+class ServerVectors(Vectors):
+    """A server's collection: other machines write it, each with its own BM25 copy."""
+
+    def facts(self) -> StoreFacts:
+        return StoreFacts("server", identity="server/collection")
+
+
+def test_over_a_server_every_bm25_hit_is_checked_against_it_by_id_and_text(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    vectors = ServerVectors()
+    pairing = Pairing(vectors, BM25Store(tmp_path / "bm25"))
+    pairing.add(CHUNKS)
+    vectors.rows["c"] = Row("c", "acme moved its plant to zanzibar", rec("c", "acme moved its plant to zanzibar"))
+    del vectors.rows["b"]  # another machine replaced one chunk and deleted another
+    with caplog.at_level(logging.WARNING):
+        hits = {h.item.id: h.item.text for h in hybrid(pairing, vectors).retrieve("tucson foundry globex", 10)}
+    assert "b" not in hits and hits.get("c", "acme moved its plant to zanzibar") == "acme moved its plant to zanzibar"
+    assert sorted(pairing.bm25.ids()) == ["a", "c"] and "1 hits deleted from it, 1 written anew" in caplog.text
+    assert "c" in found(pairing, vectors, "zanzibar plant")  # BM25 holds the new version
+    assert found(pairing, vectors, "tucson") == {}
+
+
+class DeletingWhileSearched(Vectors):
+    """A delete finishes between the query's vector search and its screen."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.then: Any = None
+
+    def search(self, query: str, k: int, where: Any = None) -> Ranked[Record]:
+        found = super().search(query, k, where)
+        if self.then is not None:
+            then, self.then = self.then, None
+            then()
+        return found
+
+
+def test_a_delete_that_finishes_during_a_query_is_not_written_back_to_bm25(tmp_path: Path) -> None:
+    vectors = DeletingWhileSearched()
+    pairing = Pairing(vectors, BM25Store(tmp_path / "bm25"))
+    pairing.add(CHUNKS[:2])
+    vectors.add_rows([Row("c", CHUNKS[2].text, CHUNKS[2])])  # written by another machine: this BM25 never held it
+    vectors.then = lambda: pairing.delete(["c"])
+    hybrid(pairing, vectors).retrieve("tucson foundry", 10)
+    assert "c" not in set(pairing.bm25.ids()) and "c" not in vectors.rows
+    assert "c" not in found(pairing, vectors, "tucson foundry")
+
+
+class Nameless(Codec):
+    """A framework whose store returns items without an id or a text: its record gets an id at random."""
+
+    def chunk_id(self, item: Record) -> str:
+        return item.id or item.text
+
+    def record(self, item: Record) -> Record:
+        return rec(self.chunk_id(item) or f"random-{len(str(id(item)))}-{time.time_ns()}", item.text)
+
+
+def test_items_without_id_or_text_are_never_added_to_bm25(tmp_path: Path) -> None:
+    pairing, vectors = paired(tmp_path)
+    vectors.rows["x"] = Row("x", "zanzibar ledger", Record("", "", "", None, None, {}, b"", None))
+    retriever = HybridRetriever(vectors, BM25Side(pairing.bm25, decode), screen=pairing.guard(Nameless()))
+    for _ in range(3):
+        retriever.retrieve("zanzibar ledger", 10)
+    assert len(pairing.bm25) == 3
+
+
+class Unreadable:
+    """A store that cannot read rows back by id (no ``get_by_ids``): an interrupted add cannot be rolled forward."""
+
+    def __init__(self) -> None:
+        self.inner = Vectors()
+
+    def facts(self) -> StoreFacts:
+        return StoreFacts("memory")
+
+    def add_rows(self, rows: Sequence[Row]) -> None:
+        self.inner.add_rows(rows)
+
+    def delete_rows(self, ids: Sequence[str]) -> None:
+        self.inner.delete_rows(ids)
+
+    async def aadd_rows(self, rows: Sequence[Row]) -> None:
+        self.inner.add_rows(rows)
+
+    async def adelete_rows(self, ids: Sequence[str]) -> None:
+        self.inner.delete_rows(ids)
+
+
+def test_an_update_that_failed_over_an_unreadable_store_never_loses_the_chunk(tmp_path: Path) -> None:
+    store = Unreadable()
+    pairing = Pairing(store, BM25Store(tmp_path / "bm25"))  # type: ignore[arg-type]
+    pairing.add(CHUNKS)
+    store.inner.fail = "add_rows"
+    with pytest.raises(ConnectionError):
+        pairing.add([rec("a", "acme revenue grew four percent", "acme")])  # the update fails once
+    pairing.add([rec("z", "zanzibar ledger", "zed")])  # the next write finishes the failed one
+    assert "a" in store.inner.rows  # the store keeps the version it holds; BM25 re-learns it when found
+    assert "a" in found(pairing, store.inner, "acme revenue")
