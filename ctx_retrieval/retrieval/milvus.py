@@ -23,6 +23,7 @@ import base64
 import hashlib
 import json
 import logging
+import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
@@ -77,6 +78,29 @@ def _word(token: str) -> str:
 _OPS = {"$eq": "==", "$ne": "!=", "$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
 
 
+def _literal(value: Any) -> str:
+    """A value as a Milvus expression literal: JSON with every character written as it is (Milvus's parser reads
+    ``\\"``, ``\\\\``, ``\\n`` and ``\\t`` but no ``\\u`` escape: ``café``, ``東京`` and emoji go in as they are)."""
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(_literal(v) for v in value) + "]"
+    if isinstance(value, float) and not math.isfinite(value):
+        raise InvalidInputError(f"a filter value must be a finite number, not {value}")
+    if isinstance(value, str) and any((c < " " and c not in "\n\t\r") or "\ud800" <= c <= "\udfff" for c in value):
+        raise InvalidInputError(f"the filter value {value[:40]!r} holds control characters or a lone surrogate, "
+                                "which Milvus expressions cannot write: filter on a value without them")
+    return json.dumps(value, ensure_ascii=False)
+
+
+def _ids(values: Sequence[str], what: str) -> list[str]:
+    """Ids as Milvus can hold them (its id fields end at 1,024 bytes)."""
+    out = [str(v) for v in values]
+    for value in out:
+        if len(value.encode("utf-8", "surrogatepass")) > _ID_MAX:
+            raise InvalidInputError(f"a {what} of {len(value)} characters is over Milvus's {_ID_MAX}-byte id field: "
+                                    "use shorter ids (a digest of a long one)")
+    return out
+
+
 def milvus_filter(where: Mapping[str, Any] | None) -> str:
     """Our ``where`` dict as a Milvus boolean expression over the ``meta`` JSON field (``""``: no filter)."""
     if not where:
@@ -89,13 +113,17 @@ def milvus_filter(where: Mapping[str, Any] | None) -> str:
             inner = [f"({milvus_filter(w)})" for w in value]
             parts.append(f" {key[1:]} ".join(inner))
             continue
-        field = f"meta[{json.dumps(str(key))}]"
+        field = f"meta[{_literal(str(key))}]"
         tests = value if isinstance(value, Mapping) else {"$eq": value}
         for op, operand in tests.items():
             if op in _OPS:
-                parts.append(f"{field} {_OPS[op]} {json.dumps(operand)}")
-            elif op in ("$in", "$nin"):
-                parts.append(f"{field} {'in' if op == '$in' else 'not in'} {json.dumps(list(operand))}")
+                parts.append(f"{field} {_OPS[op]} {_literal(operand)}")
+            elif op in ("$in", "$nin"):  # as == or != each value: Milvus refuses ``in`` on a JSON field's key
+                values = [_literal(v) for v in operand]
+                if op == "$in":
+                    parts.append(" or ".join(f"{field} == {v}" for v in values) or f"{field} == 0 and {field} != 0")
+                elif values:
+                    parts.append(" and ".join(f"{field} != {v}" for v in values))
             else:
                 raise InvalidInputError(f"unknown filter operator {op!r}: use $eq, $ne, $gt, $gte, $lt, $lte, $in, "
                                         "$nin, $and, $or")
@@ -271,6 +299,8 @@ class MilvusStore:
         if len(vectors) != len(records):
             raise InvalidInputError(f"{len(vectors)} vectors for {len(records)} chunks: pass one vector per chunk")
         rows: list[dict[str, Any]] = []
+        _ids([r.id for r in records], "chunk id")
+        _ids([r.ref for r in records if r.ref], "document id")
         for r, vector in zip(records, vectors, strict=True):
             payload = r.payload.decode("utf-8", "surrogatepass")
             for what, value in (("chunk", r.text), ("stored chunk", payload)):
@@ -286,11 +316,11 @@ class MilvusStore:
 
     def delete(self, chunk_ids: Sequence[str]) -> None:
         if chunk_ids:
-            self.client.delete(self.collection, ids=list(chunk_ids))
+            self.client.delete(self.collection, ids=_ids(chunk_ids, "chunk id"))
 
     def delete_documents(self, document_ids: Sequence[str]) -> None:
         if document_ids:
-            self.client.delete(self.collection, filter=f"document_id in {json.dumps(list(document_ids))}")
+            self.client.delete(self.collection, filter=f"document_id in {_literal(_ids(document_ids, 'document id'))}")
 
     def __len__(self) -> int:
         return int(self.client.get_collection_stats(self.collection).get("row_count", 0))
