@@ -122,7 +122,15 @@ class DocumentLeases:
     @contextlib.asynccontextmanager
     async def kept_alive(self) -> AsyncIterator[DocumentLeases]:
         """Renew this run's claims in the background while the block runs; when it ends, however (finished,
-        stopped, cancelled), give back every claim left, so no worker waits out a lease this run abandoned."""
+        stopped, cancelled), give back every claim left, so no worker waits out a lease this run abandoned. The run
+        itself holds a lease too (``run:<owner>``, renewed with the others) from its start: ``prune`` keeps what was
+        written since the oldest live lease began, so nothing this run paid for is pruned under it, between its
+        documents' leases as well."""
+        try:
+            self.store.claim(f"run:{self.owner}", self.owner, self.ttl_s)
+        except Exception as exc:  # the cache is unreachable for a moment: the documents' own leases still guard
+            logger.warning("could not record this run in the cache's leases (%s): a prune meanwhile keeps only what "
+                           "its documents' leases cover", exc)
         renewer = asyncio.ensure_future(self.renew_forever())
         try:
             yield self

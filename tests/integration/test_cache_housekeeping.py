@@ -116,3 +116,28 @@ def test_prune_never_deletes_what_a_live_run_wrote_under_its_lease(cache_url: st
         assert cache.prune(keep_documents=[]) == 1 and cache.get("paid") is None
     finally:
         cache.close()
+
+
+def test_a_prune_during_a_run_keeps_every_context_the_run_paid_for(cache_url: str) -> None:
+    from ctx_retrieval.testing import FakeAnthropicServer
+
+    items = [make_document(name, paragraphs=3) for name in ("alpha", "beta", "gamma")]
+    pruned: list[int] = []
+
+    def pruning_meanwhile(body: dict[str, Any]) -> str:  # a housekeeping job prunes while gamma is written
+        document = body["messages"][0]["content"][0]["text"]
+        if "gamma" in document.lower() and not pruned:
+            other: Any = open_context_cache(cache_url)
+            try:
+                pruned.append(other.prune(keep_documents=[]))  # nothing is live by its list
+            finally:
+                other.close()
+        return "A context."
+
+    with FakeAnthropicServer(responder=pruning_meanwhile) as server:
+        provider = AnthropicProvider(api_key=TEST_KEY, base_url=server.base_url)
+        first = ContextGenerator(provider, cache=cache_url, max_concurrency=1).contextualize_many(items)
+        assert pruned == [0] and first.report.generated == 9  # alpha and beta were done, their leases released
+        server.reset()
+        again = ContextGenerator(provider, cache=cache_url).contextualize_many(items)
+        assert again.report.cached == 9 and server.requests == []  # nothing paid for was lost
