@@ -461,6 +461,7 @@ class Planner:
                 wanted.pop((counter.model, digest), None)
                 learned = True
         slots = asyncio.Semaphore(self.settings.max_concurrency or AUTO_START_CONCURRENCY)
+        failed: list[str] = []  # why each count that failed did
 
         async def count(key: tuple[str, str], text: str) -> None:
             async with slots:
@@ -485,13 +486,16 @@ class Planner:
                     if decision.action == "fail_run":
                         raise provider.run_error(decision, exc) from exc
                     rate_limited = decision.kind == "rate_limited"
-                    logger.info("token count failed (%s): planning with the estimate", decision.kind)
+                    failed.append(decision.kind)
                 finally:
                     if probe:
                         limiter.answered(rate_limited=rate_limited)
 
         await asyncio.gather(*(count(key, text) for key, text in wanted.items()))
-        return learned or bool(wanted)
+        if failed:
+            logger.warning("%d of %d exact token counts failed (%s): those documents are planned with the estimate",
+                           len(failed), len(wanted), ", ".join(sorted(set(failed))))
+        return learned or any(key in self.exact_counts for key in wanted)
 
     async def count_exact(self, items: list[tuple[SourceDocument, Sequence[Chunk]]], *,
                           near: Callable[[int], bool], close: bool = False) -> bool:

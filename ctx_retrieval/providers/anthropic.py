@@ -289,7 +289,9 @@ class AnthropicMessages(SDKProvider["anthropic_sdk.AsyncAnthropic"]):
 
     async def acount_tokens(self, text: str) -> int:
         """The API's exact count of ``text`` as one user message (``messages.count_tokens``, free of charge)."""
-        result = await self._get_client().messages.count_tokens(
+        # One attempt: a count is an optimisation (the planner keeps its estimate when it fails), not worth the SDK's
+        # retries and their backoff against an endpoint that is down.
+        result = await self._get_client().with_options(max_retries=0).messages.count_tokens(
             model=self._model, messages=[{"role": "user", "content": text}])
         tokens = vars(result).get("input_tokens")  # a gateway's {} or null is read without validation
         if isinstance(tokens, bool) or not isinstance(tokens, int) or tokens < 0:

@@ -323,3 +323,24 @@ def test_a_token_count_a_gateway_cannot_give_leaves_the_estimate_and_the_run_goi
     assert estimate.documents == 3 and counts and set(counts) == {"/v1/messages/count_tokens"}
     if status == 404:
         assert len(counts) <= 3 and caplog.text.count("answered 404 to a token count") == 1
+
+
+def test_exact_counts_against_an_endpoint_that_is_down_are_tried_once_and_said(
+        caplog: pytest.LogCaptureFixture) -> None:
+    import anthropic
+    import httpx2 as httpx
+
+    tried: list[str] = []
+
+    def down(request: httpx.Request) -> httpx.Response:
+        tried.append(request.url.path)
+        raise httpx.ConnectError("connection refused", request=request)
+
+    client = anthropic.AsyncAnthropic(api_key=TEST_KEY, base_url="http://down.invalid",
+                                      http_client=httpx.AsyncClient(transport=httpx.MockTransport(down)))
+    items = [make_document(f"d{n}", paragraphs=6, words=40) for n in range(3)]
+    generator = ContextGenerator(AnthropicProvider("claude-haiku-5-5", client=client), cache=False)
+    with caplog.at_level("WARNING"):
+        estimate = generator.estimate(items, exact=True)
+    assert estimate.documents == 3 and len(tried) == 3  # one attempt a document: no SDK retries and backoff
+    assert "3 of 3 exact token counts failed (unreachable)" in caplog.text
