@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import socket
 import threading
 import time
 import weakref
@@ -103,6 +104,17 @@ def _with_password(url: str) -> str:
     return url
 
 
+def _shut(conn: Any) -> None:
+    """Shut a connection's socket from another thread (the statement waiting on it then fails at once): through a
+    duplicate of its descriptor, since shutting acts on the socket, not on one descriptor."""
+    with contextlib.suppress(OSError, ValueError, AttributeError):
+        duplicate = socket.socket(fileno=os.dup(conn.fileno()))
+        try:
+            duplicate.shutdown(socket.SHUT_RDWR)
+        finally:
+            duplicate.close()
+
+
 def _close_pool(pool: Any) -> None:
     """Close ``pool``; from another thread when called in one of the pool's own (closing joins them all)."""
     if threading.current_thread().name.startswith(f"{pool.name}-"):
@@ -162,12 +174,36 @@ class PostgresContextCache:
             raise CacheError(f"the context cache at {self.url} refused a statement ({type(exc).__name__}: {exc})",
                              path=self.url) from exc
 
-    def _retried(self, work: Any) -> Any:
-        """``work(conn)`` on a pooled connection; once more on a new one when the first was dropped (a server
-        restart leaves every pooled connection broken). Idempotent statements only: every one here is."""
+    def _bounded(self, conn: Any, work: Any, deadline_s: float | None) -> Any:
+        """``work(conn)``, its connection's socket shut when it has not answered within ``deadline_s``: a frozen
+        server (its processes stopped, its kernel still acknowledging every packet) holds a statement for ever, and
+        neither the pool's timeout nor TCP's notice. Shut, it fails as an outage, which the run waits out for
+        ``RetryPolicy.max_outage_s``."""
+        if deadline_s is None:
+            return work(conn)
+        timer = threading.Timer(deadline_s, _shut, (conn,))
+        timer.daemon = True
+        timer.start()
+        try:
+            return work(conn)
+        except self._psycopg.OperationalError:
+            if timer.is_alive():
+                raise
+            raise CacheError(f"the context cache at {self.url} did not answer within {deadline_s:g} s (a server that "
+                             "hangs): the run waits for it, then stops with this error", path=self.url,
+                             transient=True) from TimeoutError(deadline_s)
+        finally:
+            timer.cancel()
+
+    def _retried(self, work: Any, *, deadline_s: float | None = -1.0) -> Any:
+        """``work(conn)`` on a pooled connection, within ``deadline_s`` (default: twice the pool's timeout; None:
+        none, for a prune); once more on a new one when the first was dropped (a server restart leaves every pooled
+        connection broken). Idempotent statements only: every one here is."""
+        if deadline_s is not None and deadline_s < 0:
+            deadline_s = max(2 * self.timeout_s, 1.0)
         try:
             with self._connection() as conn:
-                return work(conn)
+                return self._bounded(conn, work, deadline_s)
         except CacheError as exc:
             if not isinstance(exc.__cause__, self._psycopg.OperationalError):
                 raise  # not a dropped connection (a refused statement, no server at all): a retry would not help
@@ -175,7 +211,7 @@ class PostgresContextCache:
         # dropped one, the pool drops every idle connection the server no longer answers, then the work runs again.
         self._pool.check()
         with self._connection() as conn:
-            return work(conn)
+            return self._bounded(conn, work, deadline_s)
 
     def __repr__(self) -> str:
         return f"PostgresContextCache(url={self.url!r})"
@@ -183,11 +219,11 @@ class PostgresContextCache:
     def __reduce__(self) -> tuple[type[PostgresContextCache], tuple[str]]:
         return PostgresContextCache, (self.url,)  # never the password: the receiving worker supplies it
 
-    def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
-        return list(self._retried(lambda conn: conn.execute(sql, params).fetchall()))
+    def _rows(self, sql: str, params: Sequence[Any] = (), deadline_s: float | None = -1.0) -> list[tuple[Any, ...]]:
+        return list(self._retried(lambda conn: conn.execute(sql, params).fetchall(), deadline_s=deadline_s))
 
-    def _run(self, sql: str, params: Sequence[Any] = ()) -> int:
-        return int(self._retried(lambda conn: conn.execute(sql, params).rowcount))
+    def _run(self, sql: str, params: Sequence[Any] = (), deadline_s: float | None = -1.0) -> int:
+        return int(self._retried(lambda conn: conn.execute(sql, params).rowcount, deadline_s=deadline_s))
 
     # -- contexts ------------------------------------------------------------------------------------------
 
@@ -286,10 +322,10 @@ class PostgresContextCache:
 
         if dry_run:
             return int(self._rows(f"SELECT COUNT(*) FROM ctx_contexts WHERE {where('created_at')}", params)[0][0])
-        deleted = self._run(f"DELETE FROM ctx_contexts WHERE {where('created_at')}", params)
-        self._run(f"DELETE FROM ctx_document_versions WHERE {where('seen_at')}", params)
+        deleted = self._run(f"DELETE FROM ctx_contexts WHERE {where('created_at')}", params, None)  # may be long
+        self._run(f"DELETE FROM ctx_document_versions WHERE {where('seen_at')}", params, None)
         if compact:
-            self._run("VACUUM ctx_contexts")
+            self._run("VACUUM ctx_contexts", (), None)
         return deleted
 
     def output_tokens(self, provider: str, model: str, prompt_version: str) -> tuple[float, int] | None:

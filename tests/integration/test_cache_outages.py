@@ -213,3 +213,39 @@ def test_a_server_whose_starter_is_killed_is_stopped_and_its_folder_deleted(tmp_
     assert not Path(folder).exists()
     with pytest.raises(OSError):
         socket.create_connection(("127.0.0.1", port), timeout=5).close()
+
+
+def _server_processes(postgres: Any) -> list[int]:
+    """The test server's postmaster and its children (every backend): what freezing the server stops."""
+    postmaster = int((postgres.folder / "data" / "postmaster.pid").read_text().split()[0])
+    children = Path(f"/proc/{postmaster}/task/{postmaster}/children").read_text().split()
+    return [postmaster, *map(int, children)]
+
+
+def test_a_frozen_postgres_is_an_outage_not_a_hang(postgres: Any) -> None:
+    import signal
+
+    cache = PostgresContextCache(postgres.new_database(), timeout_s=0.5)
+    cache.put("k", CachedContext("a context", "anthropic", "m", "ctx-v1", TokenUsage(), "doc"))
+    outcome: list[BaseException | object] = []
+
+    def read() -> None:
+        try:
+            outcome.append(cache.get_many(["k"]))
+        except BaseException as exc:
+            outcome.append(exc)
+
+    frozen = _server_processes(postgres)
+    for pid in frozen:  # SIGSTOP: the server's processes stop; its kernel still acknowledges every packet
+        os.kill(pid, signal.SIGSTOP)
+    try:
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
+        reader.join(120)  # it would wait for ever: the statement is cut after twice the pool's timeout
+        assert not reader.is_alive(), "a statement to a frozen server never returned"
+    finally:
+        for pid in frozen:
+            os.kill(pid, signal.SIGCONT)
+    assert isinstance(outcome[0], CacheError) and outcome[0].transient and "did not answer within" in str(outcome[0])
+    assert "k" in cache.get_many(["k"])  # thawed: the pool replaced the connection it cut
+    cache.close()
