@@ -59,6 +59,7 @@ _FILTERABLE_CHARS = 256  # string metadata longer than this is kept in the paylo
 _EXACT_FLOAT = 2.0**53  # floats hold every integer below this, so a bound under it compares exactly
 _WRITER_HEAP = 64_000_000
 _SPACE = re.compile(r"\s")
+_VERSION_KEY = "ctx_text_version"  # kept beside the filterable metadata (no schema change), read back apart
 _HELD_KEPT = 200_000  # ids remembered as held per searcher (about 20 MB at most)
 _BATCH = 5000  # documents built and handed to the writer at a time (a million chunks never sit in memory at once)
 _SAFE_KEY = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
@@ -88,6 +89,7 @@ class StoredEntry:
     metadata: dict[str, Any]
     payload: bytes
     rows: int = 1
+    version: str | None = None  # ``text_version`` of the text indexed (None: written before versions were kept)
 
 
 class BM25Results:
@@ -112,13 +114,20 @@ class BM25Results:
         return [_entry(self._searcher.doc(self._addresses[p])) for p in wanted]
 
 
+def text_version(text: str) -> str:
+    """A short digest of a chunk's indexed text: what tells two versions of one chunk apart."""
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+
+
 def _entry(document: Any) -> StoredEntry:
     fields = document.to_dict()
-    meta = fields.get("meta") or [{}]
+    meta = dict((fields.get("meta") or [{}])[0])
+    version = meta.pop(_VERSION_KEY, None)
     ref = fields.get("ref") or [None]
     payload = fields.get("payload") or [b""]
     rows = fields.get("rows") or [1]
-    return StoredEntry(fields["id"][0], ref[0], dict(meta[0]), bytes(payload[0]), int(rows[0]))
+    return StoredEntry(fields["id"][0], ref[0], meta, bytes(payload[0]), int(rows[0]),
+                       version if isinstance(version, str) else None)
 
 
 def _term(value: str) -> str:
@@ -381,7 +390,8 @@ class BM25Store:
             document.add_text("ref_term", _term(ref))
         document.add_text("body", " ".join(self._tokens(entry.text)))
         filterable = _filterable(entry.metadata)
-        document.add_json("meta", json.dumps(filterable, ensure_ascii=False))
+        document.add_json("meta", json.dumps({**filterable, _VERSION_KEY: text_version(entry.text)},
+                                             ensure_ascii=False))
         document.add_json("nums", json.dumps({k: float(v) for k, v in filterable.items() if not isinstance(v, str)}))
         document.add_bytes("payload", bytes(entry.payload))
         return document

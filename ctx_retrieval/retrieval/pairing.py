@@ -50,7 +50,7 @@ from ctx_retrieval.errors import (
     SearchIndexError,
     SharedStoreError,
 )
-from ctx_retrieval.retrieval.bm25_store import BM25Entry, BM25Store, StoredEntry
+from ctx_retrieval.retrieval.bm25_store import BM25Entry, BM25Store, StoredEntry, text_version
 from ctx_retrieval.retrieval.fusion import chunk_key
 from ctx_retrieval.retrieval.hybrid import IdentifiedRanking
 from ctx_retrieval.retrieval.layout import EMBED_LAYOUTS, EmbedLayout, chunk_windows
@@ -210,15 +210,16 @@ class ItemCodec(Protocol[T_contra]):
 @dataclass(frozen=True)
 class SyncReport:
     """What ``sync()`` changed: chunks added to BM25 (the vector store held them), removed from BM25 (it no longer
-    does) and interrupted writes finished."""
+    does), interrupted writes finished, and chunks BM25 held in another version than the store's, written anew."""
 
     added: int
     removed: int
     finished: int
+    updated: int = 0
 
     def __str__(self) -> str:
-        return (f"{self.added} chunks added to BM25, {self.removed} removed, {self.finished} interrupted writes "
-                "finished")
+        return (f"{self.added} chunks added to BM25, {self.removed} removed, {self.updated} updated, {self.finished} "
+                "interrupted writes finished")
 
 
 def bm25_beside(facts: StoreFacts) -> Path | None:
@@ -789,23 +790,41 @@ class Pairing:
         have = set(self.bm25.ids())
         held: set[str] = set()
         batch: list[BM25Entry] = []
-        added = 0
+        known: list[BM25Entry] = []  # entries BM25 holds under these ids: compared with its copy a batch at a time
+        added = updated = 0
         self._added = []
+
+        def changed() -> list[BM25Entry]:  # another text than BM25's copy: written anew
+            stored = self.bm25.get([e.id for e in known])
+            found = [e for e in known if e.id in stored and stored[e.id].version not in (None, text_version(e.text))]
+            known.clear()
+            return found
+
         for record in self._lister.iter_records():
             held.add(record.id)
-            if record.id not in have and record.id not in busy:
+            if record.id in busy:
+                continue
+            if record.id not in have:
                 batch.append(self._entry(record))
                 self._added.append(record.id)
+            else:
+                known.append(self._entry(record))
+                if len(known) >= 1000:
+                    fresh = changed()
+                    updated += len(fresh)
+                    batch += fresh
             if len(batch) >= _FILL_BATCH:  # a commit a batch: other writers get their turn
                 added += self.bm25.upsert(batch)
                 batch = []
                 if progress is not None:
                     progress(len(held))
-        added += self.bm25.upsert(batch)
+        fresh = changed() if known else []
+        updated += len(fresh)
+        added += self.bm25.upsert(batch + fresh) - updated
         gone = sorted(have - held - busy)
         self.bm25.delete(gone)
         self._follow_seen = None
-        return SyncReport(added, len(gone), finished)
+        return SyncReport(added, len(gone), finished, updated)
 
     # -- queries -------------------------------------------------------------------------------------------------
 
