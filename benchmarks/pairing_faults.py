@@ -3,6 +3,7 @@ held by a real second process's writer, and writers are SIGKILLed between the tw
 next query (and at the end ``sync()``) is checked against what the operations meant.
 
     .venv/bin/python benchmarks/pairing_faults.py [--operations 300] [--fault-rate 0.3] [--kills 6]
+        [--damage-rate 0.1] [--soak 400]
 
 The cookbook corpus's chunks (recorded contexts) in a store on disk, vectors from the offline MiniLM embedder
 (cached). Each operation adds a new chunk (a unique word in it) or deletes a live one; with ``--fault-rate`` the
@@ -11,6 +12,9 @@ run in a child process killed (SIGKILL) between the two writes. After each opera
 a deleted chunk returned counts as a wrong answer; an added chunk missing from the next query counts as missed (a
 failed add the caller was told about, by its exception, is not expected). Printed: operations, faults, kills,
 deleted chunks returned, added chunks missed without an error, and what ``sync()`` found left to do at the end.
+With ``--damage-rate``, that share of operations first writes a damaged entry into the journal (cut short, wrong
+types, an unknown op, no writer: issue 51), which must change no answer. ``--soak N`` then runs the stateful test of
+two machines over one collection (``tests/unit/test_pairing_stateful.py``) with N examples and prints its outcome.
 """
 
 from __future__ import annotations
@@ -76,6 +80,8 @@ def main() -> int:
     parser.add_argument("--fault-rate", type=float, default=0.3)
     parser.add_argument("--kills", type=int, default=6)
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--damage-rate", type=float, default=0.1)
+    parser.add_argument("--soak", type=int, default=0, help="examples of the two-machine stateful test")
     args = parser.parse_args()
 
     from ctx_retrieval import MiniLMEmbedder, SearchIndexError
@@ -93,7 +99,9 @@ def main() -> int:
         store = core.open_store(path, embedder=embedder)
         live: dict[str, str] = {}  # chunk id -> its unique word, for the chunks this run added
         deleted: dict[str, str] = {}
-        faults = kills = wrong = missed = told = 0
+        faults = kills = wrong = missed = told = damaged = 0
+        damages = ['{"op": "delete", "ids": ["', '{"op": "delete", "ids": 5, "writer": "w"}', '{"op": "move"}',
+                   '{"op": "add", "ids": []}', "", "[1, 2"]
         kill_at = set(rng.sample(range(args.operations), min(args.kills, args.operations)))
         real = {name: getattr(core._ChromaRows, name) for name in ("add_rows", "delete_rows")}
         for n in range(args.operations):
@@ -102,6 +110,10 @@ def main() -> int:
             word = f"zeta{n}q" if adding else live[chunk_id]
             fault = rng.random() < args.fault_rate
             holder = None
+            if rng.random() < args.damage_rate:  # a damaged entry beside the writes: it must change no answer
+                damaged += 1
+                with open(os.path.join(path, "bm25-store", ".pairing", f"{n:06d}-damaged.json"), "w") as entry:
+                    entry.write(rng.choice(damages))
             if n in kill_at:
                 kills += 1
                 store.close()
@@ -160,11 +172,18 @@ def main() -> int:
         left_deleted = sum(1 for i in deleted if i in ids or store.bm25.get([i]))
         left_missing = sum(1 for i in live if i not in ids or not store.bm25.get([i]))
     print(f"{args.operations} operations ({faults} with a fault, {kills} killed between the two writes, {told} "
-          f"raised to the caller)")
+          f"raised to the caller, {damaged} beside a damaged journal entry)")
     print(f"deleted chunks returned by the next query: {wrong}")
     print(f"added chunks missed by the next query without an error: {missed}")
     print(f"sync() at the end: {report}; deleted chunks still held: {left_deleted}; added chunks not on both "
           f"sides: {left_missing}")
+    if args.soak:
+        soak = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                               os.path.join(ROOT, "tests", "unit", "test_pairing_stateful.py")], cwd=ROOT,
+                              env={**os.environ, "CTX_STATEFUL_EXAMPLES": str(args.soak)}, capture_output=True,
+                              text=True)
+        print(f"two machines, stateful soak of {args.soak} examples: "
+              f"{(soak.stdout.strip().splitlines() or ['no output'])[-1]}")
     return 0
 
 
