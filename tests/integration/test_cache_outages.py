@@ -246,6 +246,9 @@ def test_a_frozen_postgres_is_an_outage_not_a_hang(postgres: Any) -> None:
     finally:
         for pid in frozen:
             os.kill(pid, signal.SIGCONT)
-    assert isinstance(outcome[0], CacheError) and outcome[0].transient and "did not answer within" in str(outcome[0])
+    # a transient outage either way: the statement cut after its deadline, or (a loaded machine) no pooled
+    # connection free in time
+    assert isinstance(outcome[0], CacheError) and outcome[0].transient, outcome
+    assert "did not answer within" in str(outcome[0]) or "does not answer (PoolTimeout)" in str(outcome[0])
     assert "k" in cache.get_many(["k"])  # thawed: the pool replaced the connection it cut
     cache.close()
