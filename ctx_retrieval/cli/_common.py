@@ -523,7 +523,7 @@ def add_eval_output_args(parser: argparse.ArgumentParser) -> None:
     add_analysis_args(parser)
     parser.add_argument("--work-dir", default=str(WORK_DIR), help="Chroma data and outputs (default %(default)s)")
     parser.add_argument("--json", help="write the results as JSON here (default WORK_DIR/eval/*.json)")
-    parser.add_argument("--chart", help="write the Pass@k chart here (default WORK_DIR/eval/*.png)")
+    parser.add_argument("--chart", help="write the Pass@k chart here (default: beside the JSON, as .png)")
     parser.add_argument("--rerank", choices=["none", "claude"], default="none",
                         help="rerank the contextual hybrid candidates with Claude (needs ANTHROPIC_API_KEY); there is "
                              "no offline reranker: no cross-encoder weights ship on PyPI")

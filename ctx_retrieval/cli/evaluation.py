@@ -204,7 +204,7 @@ def _write_outputs(result: Any, args: Args, stem: str) -> None:
     json_path = Path(args.json) if args.json else work / "eval" / f"{stem}.json"
     json_path.parent.mkdir(parents=True, exist_ok=True)
     json_path.write_text(json.dumps(result.to_dict(), indent=2), encoding="utf-8")
-    chart_path = Path(args.chart) if args.chart else work / "eval" / f"{stem}.png"
+    chart_path = Path(args.chart) if args.chart else json_path.with_suffix(".png")  # beside the JSON and the report
     try:
         result.chart(chart_path)
     except ImportError as exc:

@@ -20,7 +20,13 @@ from typing import Any
 from ctx_retrieval._names import former_keywords
 from ctx_retrieval.errors import InvalidInputError
 from ctx_retrieval.evaluation.corpus import EvalCorpus
-from ctx_retrieval.evaluation.metrics import K_VALUES, bootstrap_interval, pass_at_k, pass_per_query
+from ctx_retrieval.evaluation.metrics import (
+    K_VALUES,
+    bootstrap_interval,
+    mean_reciprocal_rank,
+    pass_at_k,
+    pass_per_query,
+)
 from ctx_retrieval.evaluation.models import as_embedder, embed_queries
 from ctx_retrieval.evaluation.report import EvalResult, VariantScore
 from ctx_retrieval.protocols import Embedder, TokenCountingEmbedder
@@ -66,7 +72,7 @@ def _rankings(vector: Side[str] | list[Side[str]] | None, bm25: Side[str] | None
 
 def _score(name: str, results: list[list[str]], corpus: EvalCorpus, text_of: dict[str, str]) -> VariantScore:
     passes = {k: pass_at_k(results, corpus.queries, text_of, k) for k in K_VALUES}
-    return VariantScore(name, passes, 1.0 - passes[20])
+    return VariantScore(name, passes, 1.0 - passes[20], mrr=mean_reciprocal_rank(results, corpus.queries, text_of))
 
 
 def _with_intervals(rows: list[VariantScore], rankings: dict[str, list[list[str]]], corpus: EvalCorpus,
@@ -274,9 +280,8 @@ def run_ablation(
         extra_reranked[name] = rerank(queries, rankings["contextual hybrid"], contextual_text)
         rows.append(_score(name, extra_reranked[name], corpus, text_of))
     base = rows[0].failure_at_20
-    rows = [VariantScore(r.name, r.pass_at, r.failure_at_20,
-                         None if i == 0 or base == 0 else (base - r.failure_at_20) / base)
-            for i, r in enumerate(rows)]
+    rows = [dataclasses.replace(r, failure_reduction_vs_plain_dense=None if i == 0 or base == 0 else
+                                (base - r.failure_at_20) / base) for i, r in enumerate(rows)]
     if reranker is not None:
         rankings["contextual hybrid + rerank"] = reranked
     rankings.update(extra_reranked)

@@ -77,8 +77,9 @@ def render_html(result: Any, *, chart: str | Path | None = None, verdict: str | 
              "</p>"]
     if verdict:
         parts.append(f'<p class="verdict" id="verdict">{_e(verdict)}</p>')
-    parts += ["<h2>Variants</h2>", "<table id=\"ablation\"><thead><tr><th>variant</th><th>Pass@5</th><th>Pass@10"
-              "</th><th>Pass@20</th><th>failure@20 [95% CI]</th><th>vs (points) [95% CI]</th></tr></thead><tbody>"]
+    parts += ["<h2>Variants</h2>", "<table id=\"ablation\"><thead><tr><th>variant</th><th>Pass@1</th><th>Pass@5"
+              "</th><th>Pass@10</th><th>Pass@20</th><th>MRR</th><th>failure@20 [95% CI]</th><th>vs (points) [95% CI]"
+              "</th></tr></thead><tbody>"]
     for row in result.rows:
         interval = (f" [{row.failure_interval[0]:.1%}, {row.failure_interval[1]:.1%}]" if row.failure_interval
                     else "")
@@ -86,8 +87,10 @@ def render_html(result: Any, *, chart: str | Path | None = None, verdict: str | 
         if row.difference is not None and row.difference_interval is not None:
             lo, hi = row.difference_interval
             versus = f"{row.difference * 100:+.1f} [{lo * 100:+.1f}, {hi * 100:+.1f}] vs {row.compared_with}"
-        parts.append(f"<tr><td>{_e(row.name)}</td><td class=\"num\">{row.pass_at[5]:.1%}</td><td class=\"num\">"
-                     f"{row.pass_at[10]:.1%}</td><td class=\"num\">{row.pass_at[20]:.1%}</td><td class=\"num\">"
+        mrr = f"{row.mrr:.3f}" if row.mrr is not None else ""
+        parts.append(f"<tr><td>{_e(row.name)}</td><td class=\"num\">{row.pass_at[1]:.1%}</td><td class=\"num\">"
+                     f"{row.pass_at[5]:.1%}</td><td class=\"num\">{row.pass_at[10]:.1%}</td><td class=\"num\">"
+                     f"{row.pass_at[20]:.1%}</td><td class=\"num\">{mrr}</td><td class=\"num\">"
                      f"{row.failure_at_20:.1%}{interval}</td><td>{_e(versus)}</td></tr>")
     parts.append("</tbody></table>")
     note = result.meta.get("queries_note")

@@ -6,10 +6,10 @@ from collections.abc import Sequence
 
 from ctx_retrieval.evaluation.corpus import EvalQuery
 
-__all__ = ["BOOTSTRAP_RESAMPLES", "COPIED_BY_USERS", "K_VALUES", "bootstrap_interval", "copied_share", "pass_at_k",
-           "pass_per_query"]
+__all__ = ["BOOTSTRAP_RESAMPLES", "COPIED_BY_USERS", "K_VALUES", "bootstrap_interval", "copied_share",
+           "mean_reciprocal_rank", "pass_at_k", "pass_per_query"]
 
-K_VALUES = (5, 10, 20)
+K_VALUES = (1, 5, 10, 20)  # Pass@1: question answering reads the first hit
 
 
 def pass_per_query(results: Sequence[Sequence[str]], queries: Sequence[EvalQuery], text_of: dict[str, str],
@@ -25,6 +25,17 @@ def pass_per_query(results: Sequence[Sequence[str]], queries: Sequence[EvalQuery
 def pass_at_k(results: Sequence[Sequence[str]], queries: Sequence[EvalQuery], text_of: dict[str, str], k: int) -> float:
     """The cookbook's Pass@k: per query, gold chunk texts found among the top-k texts / gold count; averaged."""
     values = pass_per_query(results, queries, text_of, k)
+    return sum(values) / len(values) if values else 0.0
+
+
+def mean_reciprocal_rank(results: Sequence[Sequence[str]], queries: Sequence[EvalQuery],
+                         text_of: dict[str, str]) -> float:
+    """MRR: per query, 1 / the rank of the first result whose text is a gold chunk's (0 when none is ranked)."""
+    values = []
+    for retrieved, query in zip(results, queries, strict=True):
+        gold = {text_of[g].strip() for g in query.gold}
+        values.append(next((1.0 / rank for rank, r in enumerate(retrieved, start=1) if text_of[r].strip() in gold),
+                           0.0))
     return sum(values) / len(values) if values else 0.0
 
 

@@ -22,6 +22,7 @@ class VariantScore:
     compared_with: str | None = None  # the plain variant this one is read against
     difference: float | None = None  # failure@20 minus compared_with's (negative: fewer failures)
     difference_interval: tuple[float, float] | None = None
+    mrr: float | None = None  # mean reciprocal rank of the first gold chunk
 
 
 @dataclass
@@ -136,8 +137,8 @@ class EvalResult:
     def to_markdown(self) -> str:
         lines = [f"Retrieval on {self.corpus} ({self.chunks} chunks, {self.queries} queries); contexts: "
                  f"{self.contextualizer}", "",
-                 "| variant | Pass@5 | Pass@10 | Pass@20 | failure@20 [95% CI] | vs plain (points) [95% CI] |",
-                 "|---|---|---|---|---|---|"]
+                 "| variant | Pass@1 | Pass@5 | Pass@10 | Pass@20 | MRR | failure@20 [95% CI] | vs plain (points) "
+                 "[95% CI] |", "|---|---|---|---|---|---|---|---|"]
         for row in self.rows:
             interval = (f" [{row.failure_interval[0]:.1%}, {row.failure_interval[1]:.1%}]"
                         if row.failure_interval else "")
@@ -145,8 +146,9 @@ class EvalResult:
             if row.difference is not None and row.difference_interval is not None:
                 lo, hi = row.difference_interval
                 versus = f"{row.difference * 100:+.1f} [{lo * 100:+.1f}, {hi * 100:+.1f}] vs {row.compared_with}"
-            lines.append(f"| {row.name} | {row.pass_at[5]:.1%} | {row.pass_at[10]:.1%} | {row.pass_at[20]:.1%} | "
-                         f"{row.failure_at_20:.1%}{interval} | {versus} |")
+            mrr = f"{row.mrr:.3f}" if row.mrr is not None else ""
+            lines.append(f"| {row.name} | {row.pass_at[1]:.1%} | {row.pass_at[5]:.1%} | {row.pass_at[10]:.1%} | "
+                         f"{row.pass_at[20]:.1%} | {mrr} | {row.failure_at_20:.1%}{interval} | {versus} |")
         lines += ["", f"Intervals: {BOOTSTRAP_RESAMPLES} bootstrap resamples of the queries (seeded), paired for "
                       f"differences; one query is {100 / max(self.queries, 1):.1f} points."]
         return "\n".join(lines)
@@ -157,7 +159,7 @@ class EvalResult:
                 "verdict": self.verdict(self.meta.get("ingestion")), "contexts": self.contexts}
 
     def chart(self, path: str | Path) -> Path:
-        """A PNG bar chart of Pass@5/10/20 per variant (needs matplotlib: ``ctx-retrieval[eval]``)."""
+        """A PNG bar chart of Pass@1/5/10/20 per variant (needs matplotlib: ``ctx-retrieval[eval]``)."""
         from ctx_retrieval._optional import require
 
         require("matplotlib", "eval")
@@ -169,14 +171,14 @@ class EvalResult:
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         fig, ax = plt.subplots(figsize=(10, 4.8), dpi=110)
-        width = 0.26
+        width = 0.2
         xs = range(len(self.rows))
         for n, k in enumerate(K_VALUES):
             values = [r.pass_at[k] * 100 for r in self.rows]
-            bars = ax.bar([x + (n - 1) * width for x in xs], values, width, label=f"Pass@{k}")
+            bars = ax.bar([x + (n - 1.5) * width for x in xs], values, width, label=f"Pass@{k}")
             ax.bar_label(bars, fmt="%.1f", fontsize=7, padding=1)
         ax.set_xticks(list(xs), [r.name.replace(" ", "\n") for r in self.rows], fontsize=8)
-        low = min(r.pass_at[5] for r in self.rows) * 100
+        low = min(r.pass_at[1] for r in self.rows) * 100
         ax.set_ylim(max(0, low - 10), 100)
         ax.set_ylabel("Pass@k (%)")
         ax.set_title(f"{self.corpus}, contexts: {self.contextualizer}", fontsize=10)

@@ -120,6 +120,10 @@ def test_eval_on_a_small_corpus_writes_table_json_and_chart(tmp_path: Path, caps
     result = json.loads((tmp_path / "work" / "eval" / "ablation.json").read_text(encoding="utf-8"))
     assert result["contexts"][gold].startswith("From ACME Corp")
     assert (tmp_path / "work" / "eval" / "ablation.png").exists()
+    elsewhere = tmp_path / "runs" / "second.json"  # --json elsewhere: the chart and the report go beside it
+    assert main(["eval", "--documents", str(docs), "--queries", str(queries), "--contextualizer", "heuristic",
+                 "--vector-store", "numpy", "--work-dir", str(tmp_path / "work"), "--json", str(elsewhere)]) == 0
+    assert elsewhere.exists() and elsewhere.with_suffix(".png").exists() and elsewhere.with_suffix(".html").exists()
 
 
 @pytest.mark.parametrize(

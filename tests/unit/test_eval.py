@@ -94,6 +94,23 @@ def test_ablation_finds_the_context_only_chunk_with_contexts(tmp_path: Path) -> 
     assert "| contextual hybrid |" in result.to_markdown()
     data = json.loads(json.dumps(result.to_dict()))
     assert data["rows"][0]["name"] == "plain dense" and data["meta"]["vector_store"] == "numpy"
+    # Pass@1 and MRR, for question answering, in the table, the JSON and the report
+    contextual = next(r for r in data["rows"] if r["name"] == "contextual BM25")
+    plain = next(r for r in data["rows"] if r["name"] == "plain BM25")
+    assert contextual["pass_at"]["1"] == 1.0 and contextual["mrr"] == 1.0 and plain["mrr"] < 1.0
+    assert "| Pass@1 |" in result.to_markdown() and "| 100.0% | 100.0% | 100.0% | 100.0% | 1.000 |" in \
+        result.to_markdown()
+    assert "<th>MRR</th>" in result.to_html(tmp_path / "report.html").read_text(encoding="utf-8")
+
+
+def test_mrr_reads_the_rank_of_the_first_gold_chunk() -> None:
+    from ctx_retrieval.evaluation.metrics import mean_reciprocal_rank
+
+    text_of = {"a": "alpha", "b": "beta", "c": "gamma", "a2": "alpha "}  # a2: the same text as a
+    queries = [EvalQuery("q1", ("a",)), EvalQuery("q2", ("c",)), EvalQuery("q3", ("b",))]
+    results = [["b", "a2", "c"], ["c"], ["a", "c"]]  # ranks 2 (by text), 1, none
+    assert mean_reciprocal_rank(results, queries, text_of) == pytest.approx((0.5 + 1.0 + 0.0) / 3)
+    assert pass_at_k(results, queries, text_of, 1) == pytest.approx(1 / 3)
 
 
 def test_ablation_with_a_reranker_adds_a_row(tmp_path: Path) -> None:
