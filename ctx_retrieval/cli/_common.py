@@ -203,6 +203,24 @@ def make_contextualizer(args: Args) -> ContextWriter:
     return made
 
 
+def _is_twin(base_url: str) -> bool:
+    """Whether ``base_url`` is the Anthropic API twin (``python -m ctx_retrieval.testing serve``): its answers name it
+    in their Server header. One request to the URL's root; anything else (no answer, another server) is not."""
+    import urllib.error
+    import urllib.request
+
+    from ctx_retrieval.testing.fake_anthropic import TWIN_SERVER
+
+    try:
+        with urllib.request.urlopen(base_url.rstrip("/") + "/", timeout=2) as answer:
+            server = answer.headers.get("Server", "")
+    except urllib.error.HTTPError as error:
+        server = error.headers.get("Server", "")
+    except (OSError, ValueError):
+        return False
+    return str(server).startswith(TWIN_SERVER)
+
+
 def llm_for(args: Args, choice: str) -> tuple[Any, Any, str]:
     """The provider for an LLM choice (``anthropic``, ``openai``, or ``fake``: the API twin, started here), the
     twin server to stop after (or None), and the label the command prints."""
@@ -223,6 +241,9 @@ def llm_for(args: Args, choice: str) -> tuple[Any, Any, str]:
         return provider, server, "the local FAKE Anthropic API (canned answers, real request flow)"
     if choice in LLM_CHOICES:
         provider = llm_provider(args, choice)
+        if choice == "anthropic" and args.base_url and _is_twin(args.base_url):
+            return provider, None, (f"the Anthropic API twin at {args.base_url} (canned answers: a title and the "
+                                    "chunk's first words, not evidence of what contexts do)")
         label = {"anthropic": f"Claude ({args.model})", "bedrock": f"Claude on Amazon Bedrock ({provider.model})",
                  "vertex": f"Claude on Vertex AI ({args.model})"}.get(
             choice, f"{args.model} at {args.base_url} (OpenAI-compatible)")

@@ -45,6 +45,7 @@ from ctx_retrieval.testing.twin_limits import RateBuckets
 __all__ = ["FAULT_KINDS", "FakeAnthropicServer", "RecordedRequest", "default_responder"]
 
 COUNT_PATH = "/v1/messages/count_tokens"
+TWIN_SERVER = "ctx-retrieval-twin"  # the Server header of every answer
 
 
 @dataclass
@@ -439,6 +440,9 @@ def _error_body(kind: str, message: str, request_id: str | None = None, details:
 
 
 class _Handler(LoopbackHandler):
+    server_version = TWIN_SERVER  # every answer says it is the twin's (the CLI never labels its answers Claude's)
+    sys_version = ""
+
     @property
     def fake(self) -> FakeAnthropicServer:
         return cast(FakeAnthropicServer, self.owner)

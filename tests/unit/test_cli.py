@@ -531,6 +531,8 @@ def test_the_twin_served_as_a_process_and_a_cache_that_survives_its_new_port(
                          "--endpoint-id", "acme-twin", "--cache", str(tmp_path / "c.sqlite"), "--chunk-chars", "80",
                          "--out", str(tmp_path / "out.jsonl")]) == 0
             reports.append(capsys.readouterr().err)
+            assert "contextualizer: the Anthropic API twin at" in reports[-1]  # its canned answers are not Claude's
+            assert "Claude (" not in reports[-1]
         finally:
             twin.send_signal(signal.SIGTERM)
             assert twin.wait(timeout=60) == 0
