@@ -47,7 +47,13 @@ def split_by_tokens(text: str, max_tokens: int, count_tokens: Callable[[str], in
     pieces: list[str] = []
     for paragraph in _cut(text, _PARAGRAPH):
         pieces.extend(_fit(paragraph, max_tokens, count_tokens, 0))
-    return _merge(pieces, max_tokens, count_tokens)
+    chunks: list[str] = []
+    for chunk in _merge(pieces, max_tokens, count_tokens):  # whitespace alone is no chunk: it joins its neighbour
+        if chunks and (not chunk.strip() or not chunks[-1].strip()):
+            chunks[-1] += chunk
+        else:
+            chunks.append(chunk)
+    return chunks
 
 
 def _cut(text: str, boundary: re.Pattern[str]) -> list[str]:

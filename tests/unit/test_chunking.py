@@ -165,3 +165,13 @@ def test_without_the_tokenizer_the_cli_names_both_fixes(tmp_path: Path, monkeypa
     assert 'pip install "ctx-retrieval[local]"' in err and "--chunk-chars N" in err
     assert main(["contextualize", str(doc), "--contextualizer", "none", "--chunk-chars", "450",
                  "--out", str(tmp_path / "o.jsonl")]) == 0
+
+
+def test_whitespace_alone_is_never_a_chunk() -> None:
+    def count(text: str) -> int:  # a newline is a token, as some tokenizers count it
+        return len(text.split()) + text.count("\n")
+
+    text = "one two three\n\nfour five six\n"  # the last paragraph fills a chunk exactly, then its line end
+    chunks = split_by_tokens(text, 3, count)
+    assert "".join(chunks) == text and all(chunk.strip() for chunk in chunks), chunks
+    assert split_by_tokens("\n\n\n\none two", 2, count)[0].strip() == "one two"
