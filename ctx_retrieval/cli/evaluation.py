@@ -75,7 +75,11 @@ def _corpus_from_inputs(args: Args) -> Any:
         raise InvalidInputError("eval INPUTS needs queries: --queries FILE (query, gold_chunk_ids), or "
                                 "--generate-queries N to have the LLM write N of them")
     corpus = EvalCorpus(name, items, queries)
-    corpus.validate()
+    how = (f"{args.chunk_chars} characters" if args.chunk_chars is not None else
+           f"{args.chunk_tokens} tokens of {args.embedder} (--embedder {args.embedder})")
+    corpus.validate(f"these chunks are cut in {how}, and chunk ids follow the cut: evaluate with the --embedder and "
+                    "--chunk-tokens the queries were written over, or write them again over these chunks "
+                    f"(ctx-retrieval queries ... --embedder {args.embedder})")
     return corpus
 
 

@@ -51,13 +51,15 @@ class EvalCorpus:
         kept = {chunk.id for _, chunks in items for chunk in chunks}
         return EvalCorpus(self.name, items, [q for q in self.queries if set(q.gold) <= kept])
 
-    def validate(self) -> None:
+    def validate(self, chunked: str | None = None) -> None:
+        """Every query names gold chunks the corpus holds; ``chunked`` says how its chunks were cut (and how to cut
+        them as the queries' were), for the error."""
         ids = {c.id for c in self.chunks}
         for q in self.queries:
             missing = [g for g in q.gold if g not in ids]
             if missing:
                 raise InvalidInputError(f"query {q.query[:60]!r} names gold chunks not in the corpus: {missing[:3]}; "
-                                        "check that the queries file belongs to this corpus")
+                                        + (chunked or "check that the queries file belongs to this corpus"))
             if not q.gold:
                 raise InvalidInputError(f"query {q.query[:60]!r} has no gold chunk ids")
 

@@ -553,3 +553,16 @@ def test_stores_that_cannot_be_are_named_before_any_work(tmp_path: Path, capsys:
         assert main(argv) == 2
         err = capsys.readouterr().err
         assert says in err and "Traceback" not in err, err
+
+
+def test_gold_ids_of_another_cut_name_the_embedder_and_the_command(tmp_path: Path,
+                                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "acme.md").write_text(ACME, encoding="utf-8")
+    queries = tmp_path / "q.jsonl"  # written over chunks cut another way: an id this cut never makes
+    queries.write_text(json.dumps({"query": "ACME revenue", "gold_chunk_ids": ["acme.md:97"]}), encoding="utf-8")
+    assert main(["eval", str(tmp_path / "docs"), "--queries", str(queries), "--embedder", "minilm",
+                 "--contextualizer", "heuristic", "--vector-store", "numpy", "--work-dir", str(tmp_path / "w")]) == 2
+    err = capsys.readouterr().err
+    assert "gold chunks not in the corpus" in err and "tokens of minilm (--embedder minilm)" in err
+    assert "ctx-retrieval queries ... --embedder minilm" in err
