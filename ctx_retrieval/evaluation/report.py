@@ -7,7 +7,13 @@ from pathlib import Path
 from typing import Any
 
 from ctx_retrieval.evaluation.corpus import EvalQuery
-from ctx_retrieval.evaluation.metrics import BOOTSTRAP_RESAMPLES, COPIED_BY_USERS, K_VALUES
+from ctx_retrieval.evaluation.metrics import (
+    BOOTSTRAP_RESAMPLES,
+    COPIED_BY_USERS,
+    K_VALUES,
+    bootstrap_interval,
+    pass_per_query,
+)
 
 __all__ = ["EvalResult", "VariantScore"]
 
@@ -104,13 +110,21 @@ class EvalResult:
         return text + self._better_than_hybrid(contextual)
 
     def _better_than_hybrid(self, contextual: VariantScore) -> str:
-        """A sentence when another variant of the run misses at least one query fewer than contextual hybrid (a
-        single side beating the fusion means the other side drags it down), with the setting that fixes it."""
+        """A sentence when another variant of the run misses fewer queries than contextual hybrid beyond the paired
+        95% interval of the difference (a single side beating the fusion means the other side drags it down), with
+        the setting that fixes it; nothing from a difference the queries cannot tell from chance."""
         n = max(self.queries, 1)
         best = min((r for r in self.rows if r.name != "contextual hybrid"), key=lambda r: r.failure_at_20,
                    default=None)
         if best is None or (contextual.failure_at_20 - best.failure_at_20) * n < 1 - 1e-9:
             return ""
+        if best.name not in self.rankings or "contextual hybrid" not in self.rankings or not self.query_list:
+            return ""  # no per-query rankings (a result read back from JSON): no interval, no advice
+        fails = {name: [1.0 - v for v in pass_per_query(self.rankings[name], self.query_list, self.chunk_texts, 20)]
+                 for name in (best.name, "contextual hybrid")}
+        _, hi = bootstrap_interval(fails[best.name], against=fails["contextual hybrid"])
+        if hi >= 0:
+            return ""  # within chance: one or two questions of many are no advice
         fewer = round((contextual.failure_at_20 - best.failure_at_20) * n)
         if best.name.endswith("BM25"):
             fix = ("the dense side drags the fusion down here: embed with a model that fits the corpus (--embedder e5 "

@@ -226,21 +226,32 @@ def test_a_huge_context_is_cut_and_a_query_that_is_not_text_still_renders(tmp_pa
     assert "odd \ufffd query" in written.read_text(encoding="utf-8")
 
 
-def test_the_verdict_says_when_a_single_side_beats_the_hybrid_and_what_fixes_it() -> None:
+def test_the_verdict_says_when_a_single_side_beats_the_hybrid_beyond_chance_and_what_fixes_it() -> None:
     from ctx_retrieval.evaluation.report import EvalResult, VariantScore
 
+    queries = [EvalQuery(f"question {n}", (f"g{n}",)) for n in range(100)]
+    texts = {**{f"g{n}": f"gold {n}" for n in range(100)}, "other": "another chunk"}
+
     def row(name: str, failure: float, **kwargs: Any) -> VariantScore:
-        return VariantScore(name, {5: 1 - failure, 10: 1 - failure, 20: 1 - failure}, failure, **kwargs)
+        return VariantScore(name, {1: 1 - failure, 5: 1 - failure, 10: 1 - failure, 20: 1 - failure}, failure,
+                            **kwargs)
+
+    def ranked(failure: float) -> list[list[str]]:  # the first failures * 100 queries miss their gold chunk
+        return [["other"] if n < round(failure * 100) else [f"g{n}"] for n in range(100)]
 
     def result(bm25: float) -> EvalResult:
-        return EvalResult("zh docs", "recorded", 100, 400, [
-            row("plain dense", 0.40), row("contextual dense", 0.35), row("plain BM25", 0.28),
-            row("contextual BM25", bm25), row("plain hybrid", 0.30),
-            row("contextual hybrid", 0.25, compared_with="plain hybrid", difference=-0.05,
-                difference_interval=(-0.09, -0.01))])
+        failures = {"plain dense": 0.40, "contextual dense": 0.35, "plain BM25": 0.28, "contextual BM25": bm25,
+                    "plain hybrid": 0.30, "contextual hybrid": 0.25}
+        rows = [row(name, f) for name, f in failures.items() if name != "contextual hybrid"]
+        rows.append(row("contextual hybrid", 0.25, compared_with="plain hybrid", difference=-0.05,
+                        difference_interval=(-0.09, -0.01)))
+        return EvalResult("zh docs", "recorded", 100, 400, rows,
+                          rankings={name: ranked(f) for name, f in failures.items()}, query_list=queries,
+                          chunk_texts=texts)
 
-    text = result(bm25=0.14).verdict()  # Chinese with MiniLM: BM25 alone beat both hybrids
+    text = result(bm25=0.14).verdict()  # Chinese with MiniLM: BM25 alone beat both hybrids, by 11 of 100
     assert text.startswith("Contextual retrieval helps")
     assert "But contextual BM25 alone misses the right chunk for only 14.0% of the queries, 11 fewer" in text
     assert "--embedder e5" in text
     assert "But" not in result(bm25=0.26).verdict()  # no variant beats the hybrid by a query: nothing to add
+    assert "But" not in result(bm25=0.24).verdict()  # one question of 100: within chance, no advice
