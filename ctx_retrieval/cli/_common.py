@@ -209,7 +209,7 @@ def _is_twin(base_url: str) -> bool:
     import urllib.error
     import urllib.request
 
-    from ctx_retrieval.testing.fake_anthropic import TWIN_SERVER
+    from ctx_retrieval.providers.base import TWIN_SERVER
 
     try:
         with urllib.request.urlopen(base_url.rstrip("/") + "/", timeout=2) as answer:

@@ -50,6 +50,7 @@ MAX_ANSWER_BYTES = 4 * 1024 * 1024
 # A server that ran past a deadline gets twice the time on the next request, up to this factor (a slow local
 # machine): a retry sent too soon would only queue behind the abandoned answer on a one-slot server.
 MAX_DEADLINE_FACTOR = 16
+TWIN_SERVER = "ctx-retrieval-twin"  # the Server header of every answer of the API twin (ctx_retrieval.testing)
 DEADLINE_GRACE_S = 0.5
 # Threads a provider may send requests from (made as requests need them, never more than are in flight): the most
 # requests a run keeps in flight when it finds its own concurrency (``contextualize._scheduling.AUTO_MAX_CONCURRENCY``).

@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
+from ctx_retrieval.providers.base import TWIN_SERVER
 from ctx_retrieval.testing import anthropic_rules as rules
 from ctx_retrieval.testing import twin_platforms as platforms
 from ctx_retrieval.testing.anthropic_rules import count_tokens
@@ -45,7 +46,6 @@ from ctx_retrieval.testing.twin_limits import RateBuckets
 __all__ = ["FAULT_KINDS", "FakeAnthropicServer", "RecordedRequest", "default_responder"]
 
 COUNT_PATH = "/v1/messages/count_tokens"
-TWIN_SERVER = "ctx-retrieval-twin"  # the Server header of every answer
 
 
 @dataclass
