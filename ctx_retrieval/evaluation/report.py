@@ -10,6 +10,7 @@ from ctx_retrieval.evaluation.corpus import EvalQuery
 from ctx_retrieval.evaluation.metrics import (
     BOOTSTRAP_RESAMPLES,
     COPIED_BY_USERS,
+    COPIED_WARNING,
     K_VALUES,
     bootstrap_interval,
     pass_per_query,
@@ -70,10 +71,10 @@ class EvalResult:
                      "million document tokens on this corpus (a dry run's estimate)." if estimated else ".")
         if self.meta.get("queries_note"):
             text += " The queries are synthetic: read the difference between variants, not the absolute rates."
-        if copied is not None and copied >= 2 * COPIED_BY_USERS and not refused:
+        if copied is not None and copied >= COPIED_WARNING and not refused:
             text += (f" Warning: the questions quote their chunks more than people's do ({copied:.0%} of their word "
-                     f"triples against {COPIED_BY_USERS:.0%} on the cookbook), which favours the BM25 side; check with "
-                     "some of your users' real questions.")
+                     f"triples; at most {COPIED_WARNING:.0%} in the sets of people's questions measured), which "
+                     "favours the BM25 side; check with some of your users' real questions.")
         return text
 
     @staticmethod

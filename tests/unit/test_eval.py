@@ -255,3 +255,18 @@ def test_the_verdict_says_when_a_single_side_beats_the_hybrid_beyond_chance_and_
     assert "--embedder e5" in text
     assert "But" not in result(bm25=0.26).verdict()  # no variant beats the hybrid by a query: nothing to add
     assert "But" not in result(bm25=0.24).verdict()  # one question of 100: within chance, no advice
+
+
+def test_questions_people_wrote_do_not_draw_the_quoting_warning() -> None:
+    from ctx_retrieval.evaluation.metrics import COPIED_WARNING
+    from ctx_retrieval.evaluation.report import EvalResult, VariantScore
+
+    def result(copied: float) -> EvalResult:
+        row = VariantScore("plain hybrid", {1: 0.5, 5: 0.8, 10: 0.9, 20: 0.95}, 0.05)
+        contextual = VariantScore("contextual hybrid", {1: 0.6, 5: 0.9, 10: 0.95, 20: 0.97}, 0.03,
+                                  compared_with="plain hybrid", difference=-0.02, difference_interval=(-0.04, 0.0))
+        return EvalResult("covid", "heuristic", 185, 993, [row, contextual], meta={"queries_copied": copied})
+
+    for human in (0.049, 0.149, 0.194):  # the cookbook's, COVID-QA's experts', the multilingual set's Hindi
+        assert "quote their chunks" not in result(human).verdict()
+    assert human < COPIED_WARNING and "quote their chunks more than people's" in result(0.30).verdict()
