@@ -99,6 +99,7 @@ class Engine:
 
     def __init__(self, settings: RunSettings, planner: Planner, state: RunState, warned: set[str]) -> None:
         self.settings, self.planner, self.state, self.warned = settings, planner, state, warned
+        self.uncacheable: list[Plan] = []  # documents prompt caching did nothing for, said once at the end
         self.clock = state.limiter.clock  # every time decision of the run (tests inject one)
         self.cache = RunCache(self)
         self.attempts = Attempts(settings, state)
@@ -389,8 +390,9 @@ class Engine:
         await self.cache.call("the run", lambda: store.put_versions(versions))
 
     def note_cache_use(self, plan: Plan, usage: TokenUsage) -> None:
-        """Mark the document's cache warm once a request wrote or read it; warn (once per model) when caching did
-        nothing for a document whose provider caches explicitly (below the model's minimum cacheable length)."""
+        """Mark the document's cache warm once a request wrote or read it; note when caching did nothing for a
+        document whose provider caches explicitly (below the model's minimum cacheable length): ``finish`` says so
+        once for the run, with the count."""
         traits = self.settings.traits
         if usage.cache_creation_input_tokens or usage.cache_read_input_tokens:
             plan.cache_warm = True
@@ -401,21 +403,28 @@ class Engine:
         plan.cache_checked = True
         if plan.cache_warm:
             return
-        report = self.state.report
-        report.uncacheable_documents.append(plan.document.id)
-        if traits.model not in self.warned:
-            self.warned.add(traits.model)
-            minimum = self.planner.min_cacheable()
-            stated = f"{minimum:,} tokens" if minimum is not None else "not documented"
-            part = (f"its window's fixed part (the first {self.settings.window.num_start_chunks} chunks, "
-                    f"~{plan.prefix_tokens:,} tokens) is" if plan.windowed else "it is")
-            message = (
-                f"prompt caching did nothing for document {document_name(plan.document)}: {part} below "
-                f"{traits.model}'s minimum cacheable length ({stated}), so each of its chunks pays "
-                f"{'its whole window' if plan.windowed else 'the whole document'} (report.uncacheable_documents "
-                "lists all such documents)")
-            logger.warning("%s", message)
-            report.warnings.append(message)
+        self.state.report.uncacheable_documents.append(plan.document.id)
+        self.uncacheable.append(plan)
+
+    def warn_uncacheable(self) -> None:
+        """One warning for the run (and once per model for the generator) naming how many documents prompt
+        caching did nothing for (it was one a document's first, in every log)."""
+        traits, plans = self.settings.traits, self.uncacheable
+        if not plans or traits.model in self.warned:
+            return
+        self.warned.add(traits.model)
+        minimum = self.planner.min_cacheable()
+        stated = f"{minimum:,} tokens" if minimum is not None else "not documented"
+        windowed = sum(p.windowed for p in plans)
+        part = (f", {windowed} by its window's fixed part (the first {self.settings.window.num_start_chunks} chunks)"
+                if windowed else "")
+        message = (
+            f"prompt caching did nothing for {len(plans)} of {len(self.state.plans)} documents (e.g. "
+            f"{document_name(plans[0].document)}): each is below {traits.model}'s minimum cacheable length ({stated})"
+            f"{part}, so each of their chunks pays the whole document or window (report.uncacheable_documents lists "
+            "them)")
+        logger.warning("%s", message)
+        self.state.report.warnings.append(message)
 
     def count_usage(self, usage: TokenUsage, *, batch: bool = False) -> None:
         """Add one answer's usage to the report, noting whether its prompt fell into the dearer price tier."""
@@ -435,6 +444,7 @@ class Engine:
         """The run's results in input order and its report; raises the run's error (with the report) if it had one."""
         settings, state = self.settings, self.state
         report = state.report
+        self.warn_uncacheable()
         results: list[ContextResult] = []
         for plan in state.plans:
             nonempty = sum(key is not None for key in plan.keys)

@@ -341,6 +341,7 @@ class ContextGenerator:
         try:
             with logs_above(state.progress):
                 await (engine.run_documents(parts.work) if batch is None else run_batched(engine, parts.work, batch))
+                engine.warn_uncacheable()  # above the progress bar, as the run's other warnings
         except asyncio.CancelledError:
             if not state.abandoned:
                 raise

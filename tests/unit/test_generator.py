@@ -669,3 +669,13 @@ def test_a_stop_while_the_run_is_planning_stops_it_before_any_request(fake_serve
     assert info.value.report.not_attempted == len(chunks) and not fake_server.successful()
     monkeypatch.setattr(Planner, "plan_run", plan_run)
     assert all(r.context for r in generator.contextualize(document, chunks))  # the stop was for that run only
+
+
+def test_documents_prompt_caching_cannot_help_are_counted_in_one_warning(
+        make_generator: Any, caplog: pytest.LogCaptureFixture) -> None:
+    items = [make_document(f"note-{n}", paragraphs=2, words=8) for n in range(3)]  # far below 512 tokens each
+    with FakeAnthropicServer() as server, caplog.at_level("WARNING"):
+        run = make_generator(server=server).contextualize_many(items)
+    said = [r.getMessage() for r in caplog.records if "prompt caching did nothing" in r.getMessage()]
+    assert len(said) == 1 and "for 3 of 3 documents (e.g. note-0)" in said[0], said
+    assert run.report.uncacheable_documents == ["note-0", "note-1", "note-2"]
