@@ -409,7 +409,10 @@ class Engine:
     def warn_uncacheable(self) -> None:
         """One warning for the run (and once per model for the generator) naming how many documents prompt
         caching did nothing for (it was one a document's first, in every log)."""
-        traits, plans = self.settings.traits, self.uncacheable
+        traits, plans = self.settings.traits, sorted(self.uncacheable, key=lambda p: p.offset)  # in input order
+        report = self.state.report
+        order = {p.document.id: p.offset for p in plans}
+        report.uncacheable_documents[:] = sorted(report.uncacheable_documents, key=lambda d: order.get(d, 0))
         if not plans or traits.model in self.warned:
             return
         self.warned.add(traits.model)

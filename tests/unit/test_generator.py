@@ -678,4 +678,4 @@ def test_documents_prompt_caching_cannot_help_are_counted_in_one_warning(
         run = make_generator(server=server).contextualize_many(items)
     said = [r.getMessage() for r in caplog.records if "prompt caching did nothing" in r.getMessage()]
     assert len(said) == 1 and "for 3 of 3 documents (e.g. note-0)" in said[0], said
-    assert run.report.uncacheable_documents == ["note-0", "note-1", "note-2"]
+    assert run.report.uncacheable_documents == ["note-0", "note-1", "note-2"]  # in input order
