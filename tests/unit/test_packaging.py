@@ -209,3 +209,8 @@ def test_the_ablations_former_keywords_still_work_with_a_warning() -> None:
         run_ablation(None, {}, contextualizer_label="x", embedder=None, embedders={},  # type: ignore[arg-type,call-arg]
                      other_embedders={})
     assert {"fused_embedder", "other_embedders", "other_rerankers"} <= set(inspect.signature(run_ablation).parameters)
+
+
+def test_an_extra_installs_langchains_record_manager_on_disk() -> None:
+    assert "langchain-classic" in _resolved("langchain-indexing") and "langchain-classic" not in _resolved("langchain")
+    assert _resolved("all") >= _resolved("langchain-indexing")
