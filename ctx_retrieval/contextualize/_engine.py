@@ -411,8 +411,7 @@ class Engine:
         caching did nothing for (it was one a document's first, in every log)."""
         traits, plans = self.settings.traits, sorted(self.uncacheable, key=lambda p: p.offset)  # in input order
         report = self.state.report
-        order = {p.document.id: p.offset for p in plans}
-        report.uncacheable_documents[:] = sorted(report.uncacheable_documents, key=lambda d: order.get(d, 0))
+        report.uncacheable_documents[:] = [p.document.id for p in plans]  # the same documents, answered in any order
         if not plans or traits.model in self.warned:
             return
         self.warned.add(traits.model)
@@ -427,7 +426,7 @@ class Engine:
             f"{part}, so each of their chunks pays the whole document or window (report.uncacheable_documents lists "
             "them)")
         logger.warning("%s", message)
-        self.state.report.warnings.append(message)
+        report.warnings.append(message)
 
     def count_usage(self, usage: TokenUsage, *, batch: bool = False) -> None:
         """Add one answer's usage to the report, noting whether its prompt fell into the dearer price tier."""

@@ -135,6 +135,7 @@ class PostgresContextCache:
         pool = require("psycopg_pool", "postgres")
         self.url = redact_url(url)
         self.timeout_s = timeout_s
+        self.deadline_s = max(2 * timeout_s, 1.0)  # a statement's answer, before its socket is shut (``_bounded``)
         self._pool_errors: tuple[type[BaseException], ...] = (pool.PoolTimeout, pool.TooManyRequests)
         self._pool = pool.ConnectionPool(_with_password(url), min_size=min_connections, max_size=max_connections,
                                          kwargs={"autocommit": True, "connect_timeout": max(1, round(timeout_s))},
@@ -174,13 +175,14 @@ class PostgresContextCache:
             raise CacheError(f"the context cache at {self.url} refused a statement ({type(exc).__name__}: {exc})",
                              path=self.url) from exc
 
-    def _bounded(self, conn: Any, work: Any, deadline_s: float | None) -> Any:
-        """``work(conn)``, its connection's socket shut when it has not answered within ``deadline_s``: a frozen
-        server (its processes stopped, its kernel still acknowledging every packet) holds a statement for ever, and
-        neither the pool's timeout nor TCP's notice. Shut, it fails as an outage, which the run waits out for
-        ``RetryPolicy.max_outage_s``."""
-        if deadline_s is None:
+    def _bounded(self, conn: Any, work: Any, bounded: bool) -> Any:
+        """``work(conn)``, its connection's socket shut when it has not answered within ``deadline_s`` (``bounded``):
+        a frozen server (its processes stopped, its kernel still acknowledging every packet) holds a statement for
+        ever, and neither the pool's timeout nor TCP's notice. Shut, it fails as an outage, which the run waits out
+        for ``RetryPolicy.max_outage_s``."""
+        if not bounded:
             return work(conn)
+        deadline_s = self.deadline_s
         timer = threading.Timer(deadline_s, _shut, (conn,))
         timer.daemon = True
         timer.start()
@@ -195,15 +197,13 @@ class PostgresContextCache:
         finally:
             timer.cancel()
 
-    def _retried(self, work: Any, *, deadline_s: float | None = -1.0) -> Any:
-        """``work(conn)`` on a pooled connection, within ``deadline_s`` (default: twice the pool's timeout; None:
-        none, for a prune); once more on a new one when the first was dropped (a server restart leaves every pooled
-        connection broken). Idempotent statements only: every one here is."""
-        if deadline_s is not None and deadline_s < 0:
-            deadline_s = max(2 * self.timeout_s, 1.0)
+    def _retried(self, work: Any, *, bounded: bool = True) -> Any:
+        """``work(conn)`` on a pooled connection, within ``deadline_s`` unless not ``bounded`` (a prune may take
+        long); once more on a new one when the first was dropped (a server restart leaves every pooled connection
+        broken). Idempotent statements only: every one here is."""
         try:
             with self._connection() as conn:
-                return self._bounded(conn, work, deadline_s)
+                return self._bounded(conn, work, bounded)
         except CacheError as exc:
             if not isinstance(exc.__cause__, self._psycopg.OperationalError):
                 raise  # not a dropped connection (a refused statement, no server at all): a retry would not help
@@ -211,7 +211,7 @@ class PostgresContextCache:
         # dropped one, the pool drops every idle connection the server no longer answers, then the work runs again.
         self._pool.check()
         with self._connection() as conn:
-            return self._bounded(conn, work, deadline_s)
+            return self._bounded(conn, work, bounded)
 
     def __repr__(self) -> str:
         return f"PostgresContextCache(url={self.url!r})"
@@ -219,11 +219,11 @@ class PostgresContextCache:
     def __reduce__(self) -> tuple[type[PostgresContextCache], tuple[str]]:
         return PostgresContextCache, (self.url,)  # never the password: the receiving worker supplies it
 
-    def _rows(self, sql: str, params: Sequence[Any] = (), deadline_s: float | None = -1.0) -> list[tuple[Any, ...]]:
-        return list(self._retried(lambda conn: conn.execute(sql, params).fetchall(), deadline_s=deadline_s))
+    def _rows(self, sql: str, params: Sequence[Any] = ()) -> list[tuple[Any, ...]]:
+        return list(self._retried(lambda conn: conn.execute(sql, params).fetchall()))
 
-    def _run(self, sql: str, params: Sequence[Any] = (), deadline_s: float | None = -1.0) -> int:
-        return int(self._retried(lambda conn: conn.execute(sql, params).rowcount, deadline_s=deadline_s))
+    def _run(self, sql: str, params: Sequence[Any] = (), *, bounded: bool = True) -> int:
+        return int(self._retried(lambda conn: conn.execute(sql, params).rowcount, bounded=bounded))
 
     # -- contexts ------------------------------------------------------------------------------------------
 
@@ -322,10 +322,10 @@ class PostgresContextCache:
 
         if dry_run:
             return int(self._rows(f"SELECT COUNT(*) FROM ctx_contexts WHERE {where('created_at')}", params)[0][0])
-        deleted = self._run(f"DELETE FROM ctx_contexts WHERE {where('created_at')}", params, None)  # may be long
-        self._run(f"DELETE FROM ctx_document_versions WHERE {where('seen_at')}", params, None)
+        deleted = self._run(f"DELETE FROM ctx_contexts WHERE {where('created_at')}", params, bounded=False)  # long
+        self._run(f"DELETE FROM ctx_document_versions WHERE {where('seen_at')}", params, bounded=False)
         if compact:
-            self._run("VACUUM ctx_contexts", (), None)
+            self._run("VACUUM ctx_contexts", bounded=False)
         return deleted
 
     def output_tokens(self, provider: str, model: str, prompt_version: str) -> tuple[float, int] | None:

@@ -215,10 +215,11 @@ class E5Embedder(CachingEmbedder):
         unigram, a word boundary before each space)."""
         tokenizers = require("tokenizers", "multilingual")
         file = self._load_file()
-        scores = file.scores[list(ids)].tolist()
+        ids = list(ids)
+        scores = file.scores[ids].tolist()
         tokenizer = tokenizers.Tokenizer(tokenizers.models.Unigram(
             [(file.pieces[i], score) for i, score in zip(ids, scores, strict=True)],
-            unk_id=list(ids).index(file.unk), byte_fallback=False))
+            unk_id=ids.index(file.unk), byte_fallback=False))
         tokenizer.pre_tokenizer = tokenizers.pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="always")
         return tokenizer
 

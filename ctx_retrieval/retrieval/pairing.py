@@ -791,13 +791,15 @@ class Pairing:
         held: set[str] = set()
         batch: list[BM25Entry] = []
         known: list[BM25Entry] = []  # entries BM25 holds under these ids: compared with its copy a batch at a time
-        added = updated = 0
+        updated = 0
         self._added = []
 
         def changed() -> list[BM25Entry]:  # another text than BM25's copy: written anew
+            nonlocal updated
             stored = self.bm25.get([e.id for e in known])
             found = [e for e in known if e.id in stored and stored[e.id].version not in (None, text_version(e.text))]
             known.clear()
+            updated += len(found)
             return found
 
         for record in self._lister.iter_records():
@@ -810,21 +812,17 @@ class Pairing:
             else:
                 known.append(self._entry(record))
                 if len(known) >= 1000:
-                    fresh = changed()
-                    updated += len(fresh)
-                    batch += fresh
+                    batch += changed()
             if len(batch) >= _FILL_BATCH:  # a commit a batch: other writers get their turn
-                added += self.bm25.upsert(batch)
+                self.bm25.upsert(batch)
                 batch = []
                 if progress is not None:
                     progress(len(held))
-        fresh = changed() if known else []
-        updated += len(fresh)
-        added += self.bm25.upsert(batch + fresh) - updated
+        self.bm25.upsert(batch + changed())
         gone = sorted(have - held - busy)
         self.bm25.delete(gone)
         self._follow_seen = None
-        return SyncReport(added, len(gone), finished, updated)
+        return SyncReport(len(self._added), len(gone), finished, updated)
 
     # -- queries -------------------------------------------------------------------------------------------------
 
