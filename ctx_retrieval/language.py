@@ -3,17 +3,18 @@
 No language-identification model: a document is taken as English (or code, or text without letters) unless more
 than 8% of its letters are outside ASCII (Chinese, Japanese, Korean, Vietnamese, Thai, Cyrillic, Greek, Arabic...)
 or its commonest function words are those of another Latin-script language (German, French, Spanish, Portuguese,
-Italian, Dutch, Indonesian, Turkish, Polish, Swedish) more than English ones, or Turkish's own letters (dotless i,
-s with cedilla, g with breve) make up more than 0.5% of its letters (technical Turkish carries many English terms
-and few function words). Read over the first 20,000 characters.
+Italian, Dutch, Indonesian, Turkish, Polish, Swedish, Romanian) more than English ones, or Turkish's own letters
+(dotless i, s with cedilla, g with breve) make up more than 0.5% of its letters (technical Turkish carries many
+English terms and few function words). Read over the first 20,000 characters.
 """
 
 from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Sequence
 
-__all__ = ["is_latin", "latin_language", "written_in_english"]
+__all__ = ["corpus_languages", "is_latin", "latin_language", "written_in_english"]
 
 _SAMPLE = 20_000
 _NON_ASCII_SHARE = 0.08
@@ -32,16 +33,18 @@ _FUNCTION_WORDS = (  # English first, then the Latin-script languages a document
     "ve bir bu için ile olan gibi daha çok ne mi olarak kadar sonra veya ise her şu",  # Turkish
     "i w z na się nie do to że jest jak po od za dla są lub oraz",  # Polish
     "och att det som en är på för med av den till inte har om",  # Swedish
+    "și în cu că pe nu este care din pentru sau mai fost sunt această acest",  # Romanian
 )
 _ENGLISH, *_OTHERS = (frozenset(words.split(" ")) for words in _FUNCTION_WORDS)
 _NAMES = ("german", "french", "spanish", "portuguese", "italian", "dutch", "indonesian", "turkish", "polish",
-          "swedish")  # _OTHERS' languages, as Snowball names them
+          "swedish", "romanian")  # _OTHERS' languages, as Snowball names them
 # Letters that only some Latin-script languages write, in the order they decide (a text without function words, such
 # as a short query, is told by them): Turkish's own first, then German's, Spanish's, Portuguese's...
-_LETTER_HINTS = (("ıİşŞğĞ", "turkish"), ("ßäÄ", "german"), ("ñÑ¿¡", "spanish"), ("ãõÃÕ", "portuguese"),
-                 ("åÅ", "swedish"), ("ąęłńśźżĄĘŁŃŚŹŻ", "polish"), ("çèêëœàùîûÇÈÊË", "french"),
+_LETTER_HINTS = (("ıİşŞğĞ", "turkish"), ("șțȘȚ", "romanian"), ("ßäÄ", "german"), ("ñÑ¿¡", "spanish"),
+                 ("ãõÃÕ", "portuguese"), ("åÅ", "swedish"), ("ąęłńśźżĄĘŁŃŚŹŻ", "polish"), ("çèêëœàùîûÇÈÊË", "french"),
                  ("ìòÌÒ", "italian"), ("öüÖÜ", "german"))
 _TURKISH_LETTERS = frozenset("ıİşŞğĞ")
+_VIETNAMESE_LETTERS = frozenset("đơưĐƠƯ")  # and Latin Extended Additional's ạ ả ấ ... ỹ
 _TURKISH_SHARE = 0.005
 
 
@@ -92,17 +95,20 @@ def written_in_english(text: str) -> bool:
     return all(sample.count(others) <= english for others in _OTHERS)
 
 
-def latin_language(text: str) -> str | None:
+def latin_language(text: str, *, ascii_too: bool = False) -> str | None:
     """The Latin-script language other than English that ``text`` is written in, as Snowball names it (``german``,
     ``turkish``, ``spanish``...), or ``None`` (English, code, another script, or too little to tell): by its
     function words, else by letters only some languages write (a short query: ``Abhängigkeiten cachen`` is German,
-    ``süresi doldu`` Turkish). What BM25 stems Latin-script words by."""
-    if text[:_SAMPLE].isascii():
+    ``süresi doldu`` Turkish). Text in ASCII alone is ``None`` unless ``ascii_too`` (then told by its function
+    words: a German chunk without an umlaut). What BM25 stems Latin-script words by."""
+    if not ascii_too and text[:_SAMPLE].isascii():
         return None
     sample = _Sample(text)
     latin = sample.letters - len(sample.marked) + sum(1 for ch in sample.marked if is_latin(ch))
     if latin * 2 < sample.letters:
         return None  # mostly another script (a Chinese or Russian page with English code in it)
+    if sum(1 for ch in sample.marked if ch in _VIETNAMESE_LETTERS or "\u1ea0" <= ch <= "\u1ef9") * 50 > latin:
+        return None  # Vietnamese (no stemmer; its ã, ê, à are not Portuguese or French): over 2% of its letters
     english = sample.count(_ENGLISH)
     counts = [sample.count(others) for others in _OTHERS]
     best = max(range(len(counts)), key=counts.__getitem__)
@@ -114,3 +120,19 @@ def latin_language(text: str) -> str | None:
         if sum(1 for ch in sample.non_ascii if ch in hints) >= max(1, latin // 500):  # every hint is outside ASCII
             return language
     return None
+
+
+_CORPUS_SAMPLE = 2000  # texts read, spread evenly over the corpus
+_CORPUS_SHARE = 0.1  # a language stems the index's words when at least this share of the texts is written in it
+_CORPUS_MOST = 3
+
+
+def corpus_languages(texts: Sequence[str]) -> tuple[str, ...]:
+    """The Latin-script languages (Snowball's names) a corpus is written in, commonest first: each written by at
+    least a tenth of its texts (up to 2,000 read, spread evenly), at most three; ``()`` for English and code. What a
+    BM25 index stems Latin-script words in, its queries too (issue 52)."""
+    step = max(1, len(texts) // _CORPUS_SAMPLE)
+    sample = texts[::step]
+    counts = Counter(latin_language(text, ascii_too=True) for text in sample)
+    return tuple(language for language, n in counts.most_common()
+                 if language is not None and n >= _CORPUS_SHARE * len(sample))[:_CORPUS_MOST]

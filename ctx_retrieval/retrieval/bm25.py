@@ -23,12 +23,12 @@ from typing import TYPE_CHECKING, Any
 from ctx_retrieval._optional import require
 from ctx_retrieval.errors import DuplicateChunkIdError, InvalidInputError
 from ctx_retrieval.language import latin_language
-from ctx_retrieval.retrieval.stemming import stem
+from ctx_retrieval.retrieval.stemming import Compounds, compounding, fold_accents, german_normal, stems
 
 if TYPE_CHECKING:
     import numpy as np
 
-__all__ = ["TOKENIZERS", "BM25Index", "fold_accents", "resolve_tokenizer", "tokenize", "tokenize_folded",
+__all__ = ["TOKENIZERS", "BM25Index", "analyser", "fold_accents", "resolve_tokenizer", "tokenize", "tokenize_folded",
            "tokenize_parts", "tokenize_thai"]
 
 _WORD_PARTS = re.compile(r"[^\W_]+", re.UNICODE)  # the ``parts`` tokenizer's words, as before issue 35
@@ -108,7 +108,7 @@ def _thai_grams(run: str) -> list[str]:
     return grams
 
 
-def tokenize(text: str) -> list[str]:
+def tokenize(text: str, *, languages: Sequence[str] | None = None, compounds: Compounds | None = None) -> list[str]:
     """``tokenize_parts`` plus each whole identifier, lower-cased, where it has several parts
     (``DiffExecutor.run_target`` -> ``diff executor diffexecutor run target run_target``): a query naming the
     identifier matches it exactly, one naming its words still matches the parts. The default since issue 16
@@ -120,14 +120,26 @@ def tokenize(text: str) -> list[str]:
     without them (``công`` -> ``công cong``, as Lucene's ASCII folding with ``preserve_original``): a query typed
     without them still matches, one typed with them matches both (issue 25: Vietnamese queries typed without
     diacritics, contextual BM25 failure@5 19% -> 0%). Thai and Lao runs become letter bigrams plus letters
-    (``tokenize_thai`` segments Thai into words instead)."""
-    return _tokenize(text, _thai_grams)
+    (``tokenize_thai`` segments Thai into words instead).
+
+    ``languages``: the Latin-script languages words are stemmed in (``retrieval.stemming``), an index's own
+    (``BM25Store(language=)``), so its chunks and its queries are analysed alike; ``None``: the language of this one
+    text (``ctx_retrieval.language.latin_language``; none for ASCII text). ``compounds``: German compounds are also
+    indexed as their parts (``retrieval.stemming.Compounds``)."""
+    return _tokenize(text, _thai_grams, _tuple(languages), compounds)
 
 
-def tokenize_thai(text: str) -> list[str]:
+def tokenize_thai(text: str, *, languages: Sequence[str] | None = None,
+                  compounds: Compounds | None = None) -> list[str]:
     """``tokenize`` with Thai runs cut into words by PyThaiNLP's dictionary segmenter (``newmm``; the ``[thai]``
     extra, offline) instead of letter bigrams."""
-    return _tokenize(text, _thai_words)
+    return _tokenize(text, _thai_words, _tuple(languages), compounds)
+
+
+def _tuple(languages: Sequence[str] | None) -> tuple[str, ...] | None:
+    if languages is None:
+        return None
+    return (languages,) if isinstance(languages, str) else tuple(languages)
 
 
 def _thai_words(run: str) -> list[str]:
@@ -136,18 +148,20 @@ def _thai_words(run: str) -> list[str]:
     return [word for word in word_tokenize(run, engine="newmm", keep_whitespace=False) if word.strip()]
 
 
-def _tokenize(text: str, thai: Callable[[str], list[str]], latin: str | None = None) -> list[str]:
+def _tokenize(text: str, thai: Callable[[str], list[str]], languages: tuple[str, ...] | None,
+              compounds: Compounds | None = None) -> list[str]:
     text = unicodedata.normalize("NFKC", text)
-    if latin is None and not text.isascii():
-        latin = latin_language(text)  # the language Latin-script words are stemmed in (none for English)
+    if languages is None:  # the language Latin-script words are stemmed in: this text's (none for English)
+        found = None if text.isascii() else latin_language(text)
+        languages = (found,) if found else ()
     if _THAI.search(text):
         tokens = []
         for piece in _THAI.split(text):
             if piece:
-                tokens.extend(thai(piece) if _THAI.fullmatch(piece) else _tokenize(piece, thai, latin))
+                tokens.extend(thai(piece) if _THAI.fullmatch(piece) else _tokenize(piece, thai, languages, compounds))
         return tokens
     tokens = []
-    ascii_only = text.isascii() and latin is None
+    ascii_only = text.isascii() and not languages
     if ascii_only:  # English and code: what follows, with less work a word (the same tokens, tested)
         for identifier in _ASCII_WORD.findall(text):
             if "_" in identifier:
@@ -164,24 +178,27 @@ def _tokenize(text: str, thai: Callable[[str], list[str]], latin: str | None = N
                 if _CJK.fullmatch(piece):
                     tokens.extend(_cjk_grams(piece))
                 elif piece:
-                    tokens.extend(_words(piece, latin, ascii_only))
+                    tokens.extend(_words(piece, languages, ascii_only, compounds))
             continue
-        tokens.extend(_words(identifier, latin, ascii_only))
+        tokens.extend(_words(identifier, languages, ascii_only, compounds))
     return tokens
 
 
-def _words(identifier: str, latin: str | None, ascii_only: bool) -> list[str]:
-    """An identifier's tokens, each word also as its stem (not in ASCII-only text: English and code are not stemmed)
-    and, written with diacritics, also without them."""
+def _words(identifier: str, languages: tuple[str, ...], ascii_only: bool, compounds: Compounds | None) -> list[str]:
+    """An identifier's tokens, each word also as its stems (not in ASCII-only text without a language: English and
+    code are not stemmed), written with diacritics also without them, and a compound also as its parts."""
     tokens = _identifier_tokens(identifier)
     if ascii_only:
         return tokens
     out: list[str] = []
     for token in tokens:
         folded = _folded(token)
-        stemmed = stem(token, latin, folded)
-        forms = [token, folded] + ([stemmed, _folded(stemmed)] if stemmed else [])
-        out.extend(dict.fromkeys(forms))  # each form once (``köln``'s stem is its folded form, ``koln``)
+        forms = [token, folded, *stems(token, languages, folded)]
+        parts = compounds.parts(german_normal(token)) if compounds is not None else ()
+        if len(parts) > 1:
+            for part in parts:
+                forms.extend((part, *stems(part, languages, part)))
+        out.extend(dict.fromkeys(forms))  # each form once
     return out
 
 
@@ -195,26 +212,14 @@ def _identifier_tokens(identifier: str) -> list[str]:
     return [*parts, whole] if len(parts) > 1 and whole else parts
 
 
-# Latin diacritics; Arabic harakat, superscript alef and tatweel, and the hamza a decomposed alef carries (as
-# Lucene's Arabic normaliser: أ إ آ -> ا); Hebrew points and cantillation. Indic vowel signs are letters' parts, kept.
-_MARKS = re.compile("[\u0300-\u036f\u0591-\u05bd\u05bf\u05c1\u05c2\u05c4\u05c5\u05c7\u0610-\u061a"
-                    "\u0640\u064b-\u065f\u0670\u06d6-\u06dc\u06df-\u06e8\u06ea-\u06ed]")
-_UNMARKED = str.maketrans({"đ": "d", "Đ": "D", "ß": "ss", "ø": "o", "Ø": "O", "ł": "l", "Ł": "L", "æ": "ae",
-                           "Æ": "AE", "œ": "oe", "Œ": "OE", "ı": "i", "ى": "ي", "ة": "ه"})
-
-
-def fold_accents(text: str) -> str:
-    """Text without diacritics (``Tổng doanh thu`` -> ``Tong doanh thu``, ``Grüße`` -> ``Grusse``), for users
-    who type queries without them: Turkish dotless and dotted i as ``i``, Arabic without harakat or tatweel and with one
-    alef (``المُستخدِم`` -> ``المستخدم``), Hebrew without points; CJK, Indic and other scripts are left as they are."""
-    decomposed = unicodedata.normalize("NFKD", text.translate(_UNMARKED))
-    return unicodedata.normalize("NFC", _MARKS.sub("", decomposed))
-
-
-def tokenize_folded(text: str) -> list[str]:
+def tokenize_folded(text: str, *, languages: Sequence[str] | None = None,
+                    compounds: Compounds | None = None) -> list[str]:
     """``tokenize`` on ``fold_accents(text)``: a query with or without accents matches (Vietnamese, German...); words
-    are stemmed in the language of the text as written."""
-    return _tokenize(fold_accents(text), _thai_grams, latin_language(unicodedata.normalize("NFKC", text)))
+    are stemmed in ``languages`` (``None``: the language of the text as written)."""
+    if languages is None:
+        found = latin_language(unicodedata.normalize("NFKC", text))
+        languages = (found,) if found else ()
+    return _tokenize(fold_accents(text), _thai_grams, _tuple(languages), compounds)
 
 
 TOKENIZERS: dict[str, Callable[[str], list[str]]] = {"identifiers": tokenize, "folded": tokenize_folded,
@@ -224,12 +229,35 @@ words with diacritics also without them), ``folded`` (only without diacritics), 
 words, ``[thai]``) and ``parts`` (the one before issue 16)."""
 _NEEDS = {"thai": ("pythainlp", "thai")}
 
-ANALYSIS_VERSIONS: dict[str, int] = {"identifiers": 5, "folded": 4, "thai": 3, "parts": 1}
+ANALYSIS_VERSIONS: dict[str, int] = {"identifiers": 6, "folded": 5, "thai": 4, "parts": 1}
 """Bumped when a named tokenizer changes what it emits (``identifiers`` 2: CJK bigrams and width folding; 3: words
 with diacritics also without them, Thai runs as bigrams; ``folded`` 2: Thai; issue 25; ``identifiers`` 4, ``folded``
 3, ``thai`` 2: letters keep their combining marks, Turkish, Arabic and Hebrew folding; ``identifiers`` 5, ``folded``
-4, ``thai`` 3: words also as their Snowball stems, ``retrieval.stemming``; issue 35), so an index on
-disk built with the former tokens is refused instead of silently mismatching its queries."""
+4, ``thai`` 3: words also as their Snowball stems, ``retrieval.stemming``; issue 35; ``identifiers`` 6, ``folded`` 5,
+``thai`` 4: Latin-script words stemmed in the index's languages, German normalised first, Romanian; issue 52), so an
+index on disk built with the former tokens is refused instead of silently mismatching its queries."""
+_BY_LANGUAGE = frozenset(("identifiers", "folded", "thai"))  # the named tokenizers that stem in given languages
+
+
+def analyser(tokenizer: str | Callable[[str], list[str]], languages: Sequence[str],
+             compounds: Compounds | None = None) -> Callable[[str], list[str]]:
+    """What an index analyses every text with, its chunks and its queries alike: a named tokenizer stemming
+    Latin-script words in the index's ``languages`` (``ctx_retrieval.language.corpus_languages``) and splitting
+    compounds into ``compounds``' words; ``parts`` and a callable as they are."""
+    found: Callable[..., list[str]] = resolve_tokenizer(tokenizer)
+    if isinstance(tokenizer, str) and tokenizer in _BY_LANGUAGE:
+        return functools.partial(found, languages=tuple(languages), compounds=compounds)
+    return found
+
+
+def compound_words(texts: Iterable[str], languages: Sequence[str]) -> frozenset[str]:
+    """The words of ``texts`` German compounds may be split into (``Compounds``): each word of four letters or more,
+    German-normalised; none where no language of the index compounds."""
+    languages = tuple(languages)
+    if not compounding(languages):
+        return frozenset()
+    return frozenset(german_normal(token) for text in texts for token in _tokenize(text, _thai_grams, languages)
+                     if len(token) >= 4 and token.isalpha())
 
 
 def resolve_tokenizer(tokenizer: str | Callable[[str], list[str]]) -> Callable[[str], list[str]]:

@@ -27,6 +27,7 @@ import errno
 import fcntl
 import hashlib
 import json
+import logging
 import math
 import numbers
 import os
@@ -42,11 +43,15 @@ from typing import Any
 
 from ctx_retrieval._optional import require
 from ctx_retrieval.errors import InvalidInputError, SearchIndexError
-from ctx_retrieval.retrieval.bm25 import ANALYSIS_VERSIONS, TOKENIZERS, resolve_tokenizer
+from ctx_retrieval.language import corpus_languages
+from ctx_retrieval.retrieval.bm25 import ANALYSIS_VERSIONS, TOKENIZERS, analyser, compound_words, resolve_tokenizer
 from ctx_retrieval.retrieval.filters import compile_where
 from ctx_retrieval.retrieval.fusion import chunk_key
+from ctx_retrieval.retrieval.stemming import Compounds, compounding
 
 __all__ = ["BM25Entry", "BM25Results", "BM25Store", "StoredEntry", "chunk_key"]
+
+logger = logging.getLogger(__name__)
 
 FORMAT = 3  # 2: a write-order field that breaks score ties; 3: numbers as floats, row counts, hashed long terms
 MANIFEST = "ctx_bm25.json"
@@ -62,6 +67,7 @@ _SPACE = re.compile(r"\s")
 _VERSION_KEY = "ctx_text_version"  # kept beside the filterable metadata (no schema change), read back apart
 _HELD_KEPT = 200_000  # ids remembered as held per searcher (about 20 MB at most)
 _BATCH = 5000  # documents built and handed to the writer at a time (a million chunks never sit in memory at once)
+_WORDS = "compound_words.txt"  # the words a German index splits compounds into (learnt from its first chunks)
 _SAFE_KEY = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-")
 _DISK_ERRORS = ("No space left", "Disk quota", "File too large", "os error 28", "os error 27", "os error 122")
 
@@ -161,6 +167,9 @@ class BM25Store:
         path: the folder (created if missing); ``None`` keeps the index in memory.
         tokenizer: ``"identifiers"`` (default), ``"folded"``, ``"thai"``, ``"parts"``, or a callable ``text ->
             tokens``; a folder remembers the tokenizer it was built with and refuses another.
+        language: the Latin-script languages words are stemmed in, chunks and queries alike (``"german"``, or
+            several: ``("german", "french")``; ``None``: none, as English and code); ``"auto"`` (default): detected
+            from the first chunks written (``ctx_retrieval.language.corpus_languages``). A folder remembers them.
         writer_timeout_s: how long a write waits for another process's writer before ``SearchIndexError``.
         owner: what wrote the folder's payloads (a framework's item format and the embedding layout); a folder
             written by another owner is refused, so two adapters never read each other's payloads.
@@ -175,11 +184,16 @@ class BM25Store:
     """
 
     def __init__(self, path: str | Path | None = None, *, tokenizer: str | Callable[[str], list[str]] = "identifiers",
-                 writer_timeout_s: float = 30.0, owner: Mapping[str, str] | None = None) -> None:
+                 language: str | Sequence[str] | None = "auto", writer_timeout_s: float = 30.0,
+                 owner: Mapping[str, str] | None = None) -> None:
         self._tantivy = require("tantivy", "bm25")
         self.path = Path(path) if path is not None else None
         self.tokenizer_name = tokenizer if isinstance(tokenizer, str) else _callable_name(tokenizer)
-        self._tokenize = resolve_tokenizer(tokenizer)
+        self._tokenizer = tokenizer
+        resolve_tokenizer(tokenizer)  # an unknown name is refused here, not at the first write
+        self._asked = None if language == "auto" else _languages(language)
+        self._decided = False  # the languages and compound words are final once the first write (or the folder) says
+        self._tokenize = self._analysis(self._asked)
         self.writer_timeout_s = writer_timeout_s
         self.owner = dict(owner) if owner else None
         self._lock = threading.Lock()  # one writer per process at a time; readers need no lock
@@ -219,6 +233,8 @@ class BM25Store:
                 manifest = self.path / MANIFEST
                 meta = _check_manifest(self.path, manifest, self.tokenizer_name, self.owner) if manifest.exists() \
                     else None
+                if meta is not None:
+                    self._adopt(meta)
                 if meta is None:
                     if any(p.name != _LOCK_FILE and not p.name.startswith(".") for p in self.path.iterdir()):
                         raise SearchIndexError(f"{self.path} holds files but no {MANIFEST}: it is not a "
@@ -246,9 +262,60 @@ class BM25Store:
         index.register_tokenizer(_TOKENIZER, analyzer)
         return index
 
+    def _analysis(self, languages: tuple[str, ...] | None, words: frozenset[str] = frozenset()
+                  ) -> Callable[[str], list[str]]:
+        """What every text is analysed with once the index's languages (and the words its compounds split into)
+        are known; before, none is stemmed, and nothing is indexed yet."""
+        self.languages = languages
+        return analyser(self._tokenizer, languages or (), Compounds(words) if words else None)
+
+    def _words(self, languages: tuple[str, ...]) -> frozenset[str]:
+        """The compound words a folder learnt with its languages (none where they do not compound)."""
+        if self.path is None or not compounding(languages):
+            return frozenset()
+        try:
+            return frozenset((self.path / _WORDS).read_text(encoding="utf-8").split())
+        except OSError as exc:
+            raise SearchIndexError(f"{self.path} lost {_WORDS}, the words its German compounds were split into "
+                                   f"({exc}): delete the folder to rebuild it", path=str(self.path)) from exc
+
+    def _adopt(self, meta: Mapping[str, Any]) -> None:
+        """The languages a folder was built for: taken when not asked for, and refused when others were asked for."""
+        recorded = meta.get("languages")
+        if recorded is None:
+            return
+        if self._asked is not None and tuple(recorded) != self._asked:
+            raise SearchIndexError(f"{self.path} was built stemming {_said(recorded)}, not {_said(self._asked)}: "
+                                   f"pass language={tuple(recorded)!r} (or \"auto\"), or delete the folder to "
+                                   "rebuild it", path=str(self.path))
+        self._tokenize = self._analysis(tuple(recorded), self._words(tuple(recorded)))
+        self._decided = True
+
+    def _decide(self, texts: Sequence[str]) -> None:
+        """The first write of an ``"auto"`` index decides its languages from its chunks and records them; another
+        process that decided first wins (its chunks are already analysed so)."""
+        found = corpus_languages(texts) if self._asked is None else self._asked
+        words = compound_words(texts, found)
+        if self.path is None:
+            self._tokenize = self._analysis(found, words)
+            self._decided = True
+            return
+        with _folder_lock(self.path):
+            manifest = self.path / MANIFEST
+            meta = json.loads(manifest.read_text(encoding="utf-8"))
+            if meta.get("languages") is None:
+                if words:  # before the manifest names the languages: a reader that sees them finds the words
+                    _write_atomic(self.path / _WORDS, "\n".join(sorted(words)))
+                _write_atomic(manifest, json.dumps({**meta, "languages": list(found)}))
+                meta["languages"] = list(found)
+            self._adopt(meta)
+        logger.info("BM25 index at %s stems %s (%s), %d compound words learnt", self.path, _said(self.languages or ()),
+                    "as asked" if self._asked is not None else f"detected from its first {len(texts)} chunks",
+                    len(words))
+
     def __repr__(self) -> str:
         where = str(self.path) if self.path is not None else "memory"
-        return f"BM25Store({where!r}, tokenizer={self.tokenizer_name!r})"
+        return f"BM25Store({where!r}, tokenizer={self.tokenizer_name!r}, languages={self.languages!r})"
 
     def __reduce__(self) -> tuple[Any, ...]:
         if self.path is None:
@@ -329,6 +396,8 @@ class BM25Store:
         first = list(_take(iterator, _BATCH))
         if not first:
             return 0
+        if not self._decided:
+            self._decide([entry.text for entry in first if isinstance(entry.text, str)])
         written = 0
         batch = [(entry, self._document(entry, self._next_seq(n))) for n, entry in enumerate(first)]
         with self._writer() as writer:
@@ -420,6 +489,9 @@ class BM25Store:
             except OSError:
                 stamp = None
         if stamp is None or stamp != self._stamp or self._cached is None:
+            if not self._decided and self.path is not None:  # another process's first write decides them
+                with contextlib.suppress(OSError, ValueError):
+                    self._adopt(json.loads((self.path / MANIFEST).read_text(encoding="utf-8")))
             self._index.reload()
             self._cached, self._stamp = self._index.searcher(), stamp
             self._held = set()
@@ -720,6 +792,24 @@ def _reopen(path: str, tokenizer: str, writer_timeout_s: float, owner: Mapping[s
             found = getattr(found, part)
         return BM25Store(path, tokenizer=found, writer_timeout_s=writer_timeout_s, owner=owner)
     return BM25Store(path, tokenizer=tokenizer, writer_timeout_s=writer_timeout_s, owner=owner)
+
+
+def _languages(language: str | Sequence[str] | None) -> tuple[str, ...]:
+    """``language=`` as a tuple of the languages Latin-script words are stemmed in, each checked."""
+    from ctx_retrieval.retrieval.stemming import LATIN_STEMMED
+
+    languages = () if language is None else (language,) if isinstance(language, str) else tuple(language)
+    unknown = [name for name in languages if name not in LATIN_STEMMED]
+    if unknown:
+        raise InvalidInputError(f"BM25 cannot stem in {unknown[0]!r}: pass language= one or more of "
+                                f"{', '.join(sorted(LATIN_STEMMED))}, None (no stemming, as English), or \"auto\" "
+                                "(detected from the chunks); Cyrillic, Greek, Arabic, Hindi and Tamil words are "
+                                "stemmed by their script without it")
+    return languages
+
+
+def _said(languages: Sequence[str]) -> str:
+    return " and ".join(languages) if languages else "no language"
 
 
 def _take(iterator: Iterator[BM25Entry], n: int) -> Iterator[BM25Entry]:
