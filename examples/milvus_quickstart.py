@@ -63,7 +63,7 @@ def main() -> None:
             store = ContextualMilvus(embeddings, uri=str(Path(tmp) / "langchain.db"))
             records = InMemoryRecordManager("acme")
             records.create_schema()
-            print(index(contextual, records, store, cleanup="incremental", source_id_key="source",
+            print(index(contextual, records, store, cleanup="scoped_full", source_id_key="source",
                         key_encoder="sha256"))
             print(f"\nLangChain, Q: {QUESTION}")
             found = for_answering(ContextualHybridRetriever(vectorstore=store, k=3).invoke(QUESTION))  # chunks alone

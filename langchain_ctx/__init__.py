@@ -11,7 +11,7 @@ from ctx_retrieval._optional import require
 
 require("langchain_core", "langchain")
 
-from .embeddings import E5Embeddings, MiniLMEmbeddings  # noqa: E402 - after the dependency check
+from .embeddings import E5Embeddings, MiniLMEmbeddings, embeddings_for  # noqa: E402 - after the dependency check
 from .milvus import ContextualMilvus  # noqa: E402 - needs ctx-retrieval[milvus] when used, not when imported
 from .providers import LangChainChatProvider  # noqa: E402
 from .rerank import ClaudeRerankCompressor, eval_reranker  # noqa: E402
@@ -35,6 +35,7 @@ __all__ = [
     "EmbedderTokenSplitter",
     "LangChainChatProvider",
     "MiniLMEmbeddings",
+    "embeddings_for",
     "eval_reranker",
     "for_answering",
     "original_text",

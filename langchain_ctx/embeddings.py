@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
+from langchain_core.documents import Document
 from langchain_core.embeddings import Embeddings
 
 from ctx_retrieval.retrieval.embeddings import CachingEmbedder, MiniLMEmbedder
 
-__all__ = ["E5Embeddings", "MiniLMEmbeddings"]
+__all__ = ["E5Embeddings", "MiniLMEmbeddings", "embeddings_for"]
 
 
 class MiniLMEmbeddings(Embeddings):
@@ -53,3 +55,19 @@ class E5Embeddings(MiniLMEmbeddings):
         from ctx_retrieval.retrieval.e5 import E5Embedder
 
         self.embedder = embedder or E5Embedder(**kwargs)
+
+
+def embeddings_for(documents: Iterable[Document | str], **kwargs: Any) -> MiniLMEmbeddings:
+    """``E5Embeddings`` or ``MiniLMEmbeddings``, whichever the CLI's ``--embedder auto`` picks for these documents
+    (MiniLM for English code, e5 for prose and every other language: ``ctx_retrieval.retrieval.choosing``), said in
+    the log with the reason. ``kwargs`` go to the embedder (``cache=True``). Give the query service the class the log
+    names: it must embed queries with the model its chunks were embedded with.
+
+    .. code-block:: python
+
+        embeddings = embeddings_for(docs, cache=True)   # "embedder: e5 (64% of the corpus is not English: ...)"
+    """
+    from ctx_retrieval.retrieval.auto import embedder_for
+
+    embedder = embedder_for((d if isinstance(d, str) else d.page_content for d in documents), **kwargs)
+    return MiniLMEmbeddings(embedder) if isinstance(embedder, MiniLMEmbedder) else E5Embeddings(embedder)

@@ -11,7 +11,7 @@ from ctx_retrieval._optional import require
 
 require("llama_index.core", "llama-index")
 
-from .embeddings import E5Embedding, MiniLMEmbedding  # noqa: E402
+from .embeddings import E5Embedding, MiniLMEmbedding, embedding_for  # noqa: E402
 from .late import LateChunkingTransform  # noqa: E402
 from .milvus import ContextualMilvusVectorStore  # noqa: E402 - needs ctx-retrieval[milvus] when used, not imported
 from .providers import LlamaIndexLLMProvider  # noqa: E402
@@ -35,6 +35,7 @@ __all__ = [
     "MiniLMEmbedding",
     "arefresh_stale",
     "chroma_vector_store",
+    "embedding_for",
     "eval_reranker",
     "refresh_stale",
 ]

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import Any
 
 from llama_index.core.base.embeddings.base import BaseEmbedding
+from llama_index.core.schema import BaseNode
 from pydantic import PrivateAttr
 
 from ctx_retrieval.retrieval.embeddings import MINILM_MODEL_ID, CachingEmbedder, MiniLMEmbedder
 
-__all__ = ["E5Embedding", "MiniLMEmbedding"]
+__all__ = ["E5Embedding", "MiniLMEmbedding", "embedding_for"]
 
 
 class MiniLMEmbedding(BaseEmbedding):
@@ -80,3 +82,19 @@ class E5Embedding(MiniLMEmbedding):
     @classmethod
     def class_name(cls) -> str:
         return "E5Embedding"
+
+
+def embedding_for(documents: Iterable[BaseNode | str], **kwargs: Any) -> MiniLMEmbedding:
+    """``E5Embedding`` or ``MiniLMEmbedding``, whichever the CLI's ``--embedder auto`` picks for these documents
+    (MiniLM for English code, e5 for prose and every other language: ``ctx_retrieval.retrieval.choosing``), said in
+    the log with the reason. ``kwargs`` go to the embedder (``cache=True``). Give the query service the class the log
+    names: it must embed queries with the model its nodes were embedded with.
+
+    .. code-block:: python
+
+        Settings.embed_model = embedding_for(documents, cache=True)   # "embedder: e5 (64% of the corpus is ...)"
+    """
+    from ctx_retrieval.retrieval.auto import embedder_for
+
+    embedder = embedder_for((d if isinstance(d, str) else d.get_content() for d in documents), **kwargs)
+    return MiniLMEmbedding(embedder) if isinstance(embedder, MiniLMEmbedder) else E5Embedding(embedder)

@@ -409,13 +409,9 @@ def resolve_embedder(args: Args, texts: Sequence[str] | None = None) -> str:
 def offline_embedder(progress: bool = True, name: str = "minilm", *, cache: bool = True) -> Any:
     """The offline embedder by name: MiniLM (English, the default) or multilingual-e5-small (``[multilingual]``);
     ``cache=False`` for one that only counts tokens (no embedding cache is opened)."""
-    if name == "e5":
-        from ctx_retrieval.retrieval.e5 import E5Embedder
+    from ctx_retrieval.retrieval.auto import offline_embedder as by_name
 
-        return E5Embedder(cache=cache, progress=progress)
-    from ctx_retrieval.retrieval.embeddings import MiniLMEmbedder
-
-    return MiniLMEmbedder(cache=cache, progress=progress)
+    return by_name("e5" if name == "e5" else "minilm", cache=cache, progress=progress)
 
 
 def splitter_for(args: Args, embedder: Any = None) -> int | Callable[[str], list[str]]:

@@ -210,7 +210,16 @@ def run_ablation(
         label, baseline_contexts = baseline
         texts = [indexed_text(c.text, baseline_contexts.get(c.id)) for c in chunks]
         name = f"contextual hybrid ({label})"
-        baseline_vector, baseline_bm25 = both(texts, embedder.embed(texts), "baseline")
+        # A text already embedded (no baseline context: the plain text; the same context) reuses its vector.
+        known = dict(zip(plain, plain_vectors, strict=True))
+        known.update(zip(contextual, contextual_vectors, strict=True))
+        new = list(dict.fromkeys(t for t in texts if t not in known))
+        say(f"embedding {len(new)} chunk texts with the {label} contexts for its row "
+            f"({len(texts) - sum(1 for t in texts if t not in known)} already embedded)")
+        known.update(zip(new, embedder.embed(new) if new else [], strict=True))
+        import numpy as np
+
+        baseline_vector, baseline_bm25 = both(texts, np.stack([known[t] for t in texts]), "baseline")
         rankings[name] = _rankings(baseline_vector, baseline_bm25, queries, candidates)
         rows.append(_score(name, rankings[name], corpus, text_of))
     if fused_embedder is not None:

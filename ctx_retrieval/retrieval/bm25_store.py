@@ -47,7 +47,7 @@ from ctx_retrieval.language import corpus_languages
 from ctx_retrieval.retrieval.bm25 import ANALYSIS_VERSIONS, TOKENIZERS, analyser, compound_words, resolve_tokenizer
 from ctx_retrieval.retrieval.filters import compile_where
 from ctx_retrieval.retrieval.fusion import chunk_key
-from ctx_retrieval.retrieval.stemming import Compounds, compounding
+from ctx_retrieval.retrieval.stemming import Compounds, compounding, stemmed_in
 
 __all__ = ["BM25Entry", "BM25Results", "BM25Store", "StoredEntry", "chunk_key"]
 
@@ -191,7 +191,7 @@ class BM25Store:
         self.tokenizer_name = tokenizer if isinstance(tokenizer, str) else _callable_name(tokenizer)
         self._tokenizer = tokenizer
         resolve_tokenizer(tokenizer)  # an unknown name is refused here, not at the first write
-        self._asked = None if language == "auto" else _languages(language)
+        self._asked = None if language == "auto" else stemmed_in(language)
         self._decided = False  # the languages and compound words are final once the first write (or the folder) says
         self._tokenize = self._analysis(self._asked)
         self.writer_timeout_s = writer_timeout_s
@@ -792,20 +792,6 @@ def _reopen(path: str, tokenizer: str, writer_timeout_s: float, owner: Mapping[s
             found = getattr(found, part)
         return BM25Store(path, tokenizer=found, writer_timeout_s=writer_timeout_s, owner=owner)
     return BM25Store(path, tokenizer=tokenizer, writer_timeout_s=writer_timeout_s, owner=owner)
-
-
-def _languages(language: str | Sequence[str] | None) -> tuple[str, ...]:
-    """``language=`` as a tuple of the languages Latin-script words are stemmed in, each checked."""
-    from ctx_retrieval.retrieval.stemming import LATIN_STEMMED
-
-    languages = () if language is None else (language,) if isinstance(language, str) else tuple(language)
-    unknown = [name for name in languages if name not in LATIN_STEMMED]
-    if unknown:
-        raise InvalidInputError(f"BM25 cannot stem in {unknown[0]!r}: pass language= one or more of "
-                                f"{', '.join(sorted(LATIN_STEMMED))}, None (no stemming, as English), or \"auto\" "
-                                "(detected from the chunks); Cyrillic, Greek, Arabic, Hindi and Tamil words are "
-                                "stemmed by their script without it")
-    return languages
 
 
 def _said(languages: Sequence[str]) -> str:

@@ -100,3 +100,4 @@ def choose_embedder(texts: Iterable[str]) -> EmbedderChoice:
                                         f"reads English only. {MINILM_ON_OTHER_LANGUAGES}")
     return EmbedderChoice("e5", f"{share:.0%} of the corpus is not English: multilingual-e5-small. "
                                 f"{MINILM_ON_OTHER_LANGUAGES}")
+

@@ -30,12 +30,14 @@ from typing import Any, Generic, TypeVar
 
 from ctx_retrieval._optional import require
 from ctx_retrieval.errors import ConfigurationError, InvalidInputError
+from ctx_retrieval.language import corpus_languages
 from ctx_retrieval.protocols import Embedder
-from ctx_retrieval.retrieval.bm25 import resolve_tokenizer
+from ctx_retrieval.retrieval.bm25 import analyser
 from ctx_retrieval.retrieval.dense import IdRanking
 from ctx_retrieval.retrieval.fusion import DEFAULT_RRF_K, chunk_key, side_weights
 from ctx_retrieval.retrieval.hybrid import DEFAULT_CANDIDATES, Hit, HybridRetriever
 from ctx_retrieval.retrieval.pairing import Record
+from ctx_retrieval.retrieval.stemming import stemmed_in
 from ctx_retrieval.retrieval.store import IndexedChunk, SearchHit
 
 __all__ = ["EngineFusion", "MilvusStore", "Stored", "StoredHit", "milvus_filter", "recorded"]
@@ -174,6 +176,9 @@ class MilvusStore:
             default; a server offers more, e.g. ``{"type": "english"}``). Measured on the cookbook dev half through
             Milvus Lite, the engine's standard analyzer loses identifier parts, folding and CJK words
             (``benchmarks/milvus_ablation.py``), so ours is the default.
+        language: the Latin-script languages our analysis stems in, as ``BM25Store``'s (``"auto"``: detected from
+            the first chunks written and recorded in the collection's properties). German compounds are not split
+            here (the words they split into would not fit the collection's properties).
         engine_fusion: fuse in the engine (``hybrid_search``) instead of our ``HybridRetriever``.
 
     Use:
@@ -187,7 +192,8 @@ class MilvusStore:
     def __init__(self, uri: str, *, embedder: Embedder, collection: str = "ctx_retrieval_chunks",
                  tokenizer: str = "identifiers", rrf_k: int = DEFAULT_RRF_K, candidates: int = DEFAULT_CANDIDATES,
                  engine_fusion: bool = False, token: str | None = None, replace: bool = False,
-                 analyzer_params: Mapping[str, Any] | None = None) -> None:
+                 analyzer_params: Mapping[str, Any] | None = None,
+                 language: str | Sequence[str] | None = "auto") -> None:
         self._milvus = require("pymilvus", "milvus")
         if "://" not in uri:
             _quiet_lite()
@@ -198,7 +204,9 @@ class MilvusStore:
             raise InvalidInputError("analyzer_params set the engine's own analysis: pass tokenizer='engine' with them "
                                     "(our tokenizers write digests the standard analyzer keeps whole)")
         self.analyzer_params = dict(analyzer_params or {"tokenizer": "standard"})
-        self._tokenize = None if tokenizer == ENGINE else resolve_tokenizer(tokenizer)
+        self._asked = None if language == "auto" else stemmed_in(language)
+        self.languages: tuple[str, ...] | None = None  # decided by the first write, or read from the collection
+        self._tokenize = None if tokenizer == ENGINE else analyser(tokenizer, self._asked or ())
         self.rrf_k, self.candidates, self.engine_fusion = rrf_k, candidates, engine_fusion
         if replace and self.client.has_collection(collection):
             self.client.drop_collection(collection)
@@ -210,6 +218,7 @@ class MilvusStore:
                 raise InvalidInputError(f"the Milvus collection {collection!r} was indexed with {what} "
                                         f"{recorded[what]!r}, not {mine!r}: open it with the one it was built with "
                                         "(queries and the index must come from one model and one analysis)")
+        self._adopt(recorded)
         self.client.load_collection(collection)  # a collection another client made is "released" until loaded
 
     def recorded(self) -> dict[str, Any]:
@@ -241,6 +250,28 @@ class MilvusStore:
                         params={"drop_ratio_build": 0})
         self.client.create_collection(self.collection, schema=schema, index_params=index, properties={
             "ctx_retrieval": json.dumps({"embedder": self.embedder.model_id, "tokenizer": self._recorded_tokenizer()})})
+
+    def _adopt(self, recorded: Mapping[str, Any]) -> None:
+        """The languages the collection was analysed in, from its properties; others asked for are refused."""
+        found = recorded.get("languages")
+        if found is None or self._tokenize is None:
+            return
+        if self._asked is not None and tuple(found) != self._asked:
+            raise InvalidInputError(f"the Milvus collection {self.collection!r} was analysed stemming {found}, not "
+                                    f"{list(self._asked)}: pass language={tuple(found)!r} (or \"auto\")")
+        self.languages = tuple(found)
+        self._tokenize = analyser(self.tokenizer_name, self.languages)
+
+    def _decide(self, texts: Sequence[str]) -> None:
+        """The first write decides the languages (detected, or as asked) and records them; a collection another
+        client decided first keeps its own."""
+        recorded = self.recorded()
+        if recorded.get("languages") is None:
+            found = corpus_languages(texts) if self._asked is None else self._asked
+            self.client.alter_collection_properties(self.collection, properties={
+                "ctx_retrieval": json.dumps({**recorded, "languages": list(found)})})
+            recorded = {**recorded, "languages": list(found)}
+        self._adopt(recorded)
 
     def _recorded_tokenizer(self) -> str:
         if self._tokenize is not None:
@@ -294,6 +325,8 @@ class MilvusStore:
         return ids
 
     def _upsert(self, records: list[Record], vectors: Sequence[Sequence[float]] | None) -> list[str]:
+        if self.languages is None and self._tokenize is not None:
+            self._decide([r.text for r in records])
         if vectors is None:
             vectors = list(self.embedder.embed([r.text for r in records]))
         if len(vectors) != len(records):
@@ -409,6 +442,8 @@ class MilvusStore:
         if side == "dense":
             vector = self.embedder.embed_query(query) if vector is None else vector
             return [[float(x) for x in vector]], "dense", {"metric_type": "COSINE", "params": {}}
+        if self.languages is None and self._tokenize is not None:  # another client's first write decides them
+            self._adopt(self.recorded())
         return [self._tokens(query) or "\u2205"], "sparse", {"metric_type": "BM25", "params": {"drop_ratio_search": 0}}
 
     def side_search(self, side: str, query: str, k: int, where: Mapping[str, Any] | None,

@@ -17,12 +17,15 @@ from __future__ import annotations
 import re
 import threading
 import unicodedata
+from collections.abc import Sequence
 from typing import Any
 
 from ctx_retrieval._optional import require
+from ctx_retrieval.errors import InvalidInputError
 from ctx_retrieval.language import is_latin
 
-__all__ = ["LATIN_STEMMED", "fold_accents", "german_normal", "script_language", "stems"]
+__all__ = ["LATIN_STEMMED", "Compounds", "compounding", "fold_accents", "german_normal", "script_language",
+           "stemmed_in", "stems"]
 
 # The first letter's script decides, for scripts that one Snowball stemmer covers.
 _SCRIPTS = ((0x0400, 0x04FF, "russian"), (0x0370, 0x03FF, "greek"), (0x0600, 0x06FF, "arabic"),
@@ -47,6 +50,18 @@ def fold_accents(text: str) -> str:
     alef (``المُستخدِم`` -> ``المستخدم``), Hebrew without points; CJK, Indic and other scripts are left as they are."""
     decomposed = unicodedata.normalize("NFKD", text.translate(_UNMARKED))
     return unicodedata.normalize("NFC", _MARKS.sub("", decomposed))
+
+
+def stemmed_in(language: str | Sequence[str] | None) -> tuple[str, ...]:
+    """``language=`` as a tuple of the languages Latin-script words are stemmed in, each checked."""
+    languages = () if language is None else (language,) if isinstance(language, str) else tuple(language)
+    unknown = [name for name in languages if name not in LATIN_STEMMED]
+    if unknown:
+        raise InvalidInputError(f"BM25 cannot stem in {unknown[0]!r}: pass language= one or more of "
+                                f"{', '.join(sorted(LATIN_STEMMED))}, None (no stemming, as English), or \"auto\" "
+                                "(detected from the chunks); Cyrillic, Greek, Arabic, Hindi and Tamil words are "
+                                "stemmed by their script without it")
+    return languages
 
 
 def script_language(word: str) -> str | None:

@@ -188,3 +188,26 @@ def test_llama_index_pipeline_into_a_plain_store_is_followed_by_the_retriever_at
     li_pipeline(plain, docstore, embed_model, DocstoreStrategy.UPSERTS_AND_DELETE).run(
         documents=[LIDocument(text=GLOBEX, id_="globex")])
     assert all("Zanzibar" not in r.node.get_content() for r in retriever.retrieve("Zanzibar foundry move"))
+
+
+def test_a_rerun_rewrites_nothing_with_scoped_full_and_incremental_rewrites_a_file_split_across_batches(
+        embedder: MiniLMEmbedder) -> None:
+    """Issue 52's resumed LangChain job that deleted and re-added 21 chunks: LangChain's ``incremental`` cleanup
+    runs after every batch of ``batch_size`` chunks and deletes the chunks of that batch's files not yet seen in this
+    run, so a file whose chunks fall on both sides of a batch boundary loses its later chunks and gets them back in
+    the next batch, on every run. ``scoped_full`` (the README's advice for a job resumed over the same files) cleans
+    once at the end and rewrites nothing."""
+    from langchain_core.vectorstores import InMemoryVectorStore
+
+    chunks = [LCDocument(page_content=f"Chunk {n} of file {source}: the quarterly figures.", id=f"{source}-{n}",
+                         metadata={"source": source}) for source in ("a", "b") for n in range(30)]
+    # batches of 25: a0-24 | a25-29 b0-19 | b20-29: a's last 5 and b's last 10 are deleted and re-added
+    for cleanup, rewritten in (("scoped_full", 0), ("incremental", 15)):
+        store = LCStore(InMemoryVectorStore(MiniLMEmbeddings(embedder)))
+        records = InMemoryRecordManager(cleanup)
+        records.create_schema()
+        index(chunks, records, store, cleanup=cleanup, source_id_key="source", key_encoder="sha256", batch_size=25)
+        rerun = index(chunks, records, store, cleanup=cleanup, source_id_key="source", key_encoder="sha256",
+                      batch_size=25)
+        assert (rerun["num_deleted"], rerun["num_added"]) == (rewritten, rewritten), cleanup
+        assert len(store.bm25.ids()) == len(chunks)

@@ -205,3 +205,19 @@ def test_eval_runs_the_ablation_through_milvus_with_the_same_rows_as_in_memory(t
 
     names = MilvusClient(str(tmp_path / "milvus" / "milvus.db")).list_collections()
     assert sum(n.startswith("ctx_eval_") for n in names) >= 2  # plain and contextual (and the baseline's)
+
+
+def test_the_collection_records_its_languages_and_stems_questions_alike(tmp_path: Path, embedder: Any) -> None:
+    german = [IndexedChunk("de:1", "de", "Die Firma beschäftigt heute 420 Mitarbeitern in drei Werken.",
+                           "Aus dem Quartalsbericht der Nordwerk AG: die Belegschaft."),
+              IndexedChunk("de:2", "de", "Das Wetter war im Sommer warm und trocken, die Ernte fiel gut aus.",
+                           "Aus dem Quartalsbericht der Nordwerk AG: das Wetter.")]
+    store = MilvusStore(str(tmp_path / "de.db"), embedder=embedder)
+    store.add(german)
+    assert store.languages == ("german",) and store.recorded()["languages"] == ["german"]
+    # a question in ASCII alone, stemmed as the chunks were: "Mitarbeiter" meets "Mitarbeitern"
+    assert store.search("Wie viele Mitarbeiter", k=1, mode="bm25")[0].chunk.chunk_id == "de:1"
+    again = MilvusStore(store.uri, embedder=embedder)  # another client reads them from the collection
+    assert again.languages == ("german",)
+    with pytest.raises(InvalidInputError, match="language="):
+        MilvusStore(store.uri, embedder=embedder, language="french")

@@ -155,3 +155,23 @@ def test_minilm_over_a_corpus_not_in_english_warns_once_with_the_measured_cost(
         embedder.warn_if_truncated(list(CHUNKS.values()))
         embedder.warn_if_corpus_truncated(list(CHUNKS.values()), list(CHUNKS))
     assert caplog.text.count("not English") == 1 and "E5Embeddings" in caplog.text and "46-61%" in caplog.text
+
+
+def test_the_adapters_choose_the_embedder_from_the_documents_as_the_cli_does_and_say_why(
+        caplog: pytest.LogCaptureFixture) -> None:
+    from langchain_core.documents import Document
+    from llama_index.core.schema import Document as LIDocument
+
+    from langchain_ctx import E5Embeddings, MiniLMEmbeddings, embeddings_for
+    from llama_index_ctx import E5Embedding, MiniLMEmbedding, embedding_for
+
+    german = [Document(page_content=CHUNKS["de-1"] * 3), Document(page_content=CHUNKS["zh-1"] * 3)]
+    with caplog.at_level("INFO", logger="ctx_retrieval.retrieval.auto"):
+        chosen = embeddings_for(german)
+    assert type(chosen) is E5Embeddings and "embedder: e5" in caplog.text and "is not English" in caplog.text
+    assert type(embeddings_for([CODE] * 3)) is MiniLMEmbeddings
+    caplog.clear()
+    with caplog.at_level("INFO", logger="ctx_retrieval.retrieval.auto"):
+        node_model = embedding_for([LIDocument(text=CHUNKS["zh-1"] * 3)])
+    assert type(node_model) is E5Embedding and "embedder: e5" in caplog.text
+    assert type(embedding_for([LIDocument(text=CODE)] * 3)) is MiniLMEmbedding

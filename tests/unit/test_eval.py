@@ -13,6 +13,7 @@ import pytest
 
 from ctx_retrieval import InvalidInputError
 from ctx_retrieval.evaluation import EvalQuery, load_cookbook, load_corpus, pass_at_k, run_ablation
+from ctx_retrieval.text import indexed_text
 from tests.helpers import make_document, write_corpus
 
 
@@ -270,3 +271,27 @@ def test_questions_people_wrote_do_not_draw_the_quoting_warning() -> None:
     for human in (0.049, 0.149, 0.194):  # the cookbook's, COVID-QA's experts', the multilingual set's Hindi
         assert "quote their chunks" not in result(human).verdict()
     assert human < COPIED_WARNING and "quote their chunks more than people's" in result(0.30).verdict()
+
+
+def test_the_baseline_row_embeds_only_texts_not_embedded_and_says_so(tmp_path: Path) -> None:
+    docs, queries = write_corpus(tmp_path)
+    corpus = load_corpus(docs, queries)
+    contexts = {"acme-1": "From ACME Corp's Q2 2023 filing: revenue."}
+    said: list[str] = []
+    calls: list[tuple[int, list[str]]] = []  # (messages said before the call, texts)
+
+    class Counting(BagOfWordsEmbedder):
+        def embed(self, texts: list[str]) -> Any:
+            calls.append((len(said), list(texts)))
+            return super().embed(texts)
+
+    # The baseline's contexts: one the same as the LLM's, one new, the rest none (the plain texts).
+    baseline = {"acme-1": contexts["acme-1"], "globex-1": "From Globex's filing."}
+    result = run_ablation(corpus, contexts, contextualizer_label="t", embedder=Counting(), progress=said.append,
+                          baseline=("heuristic", baseline))
+    told = next(n for n, line in enumerate(said) if "heuristic contexts" in line)
+    assert said[told] == (f"embedding 1 chunk texts with the heuristic contexts for its row "
+                          f"({len(corpus.chunks) - 1} already embedded)")
+    globex = next(c for c in corpus.chunks if c.id == "globex-1")
+    assert [texts for n, texts in calls if n > told] == [[indexed_text(globex.text, baseline["globex-1"])]]
+    assert "contextual hybrid (heuristic)" in [r.name for r in result.rows]

@@ -155,13 +155,13 @@ EXPECTED_ALL = {
         "ContextualMilvusVectorStore", "ContextualNodeTransform", "ContextualVectorStore", "E5Embedding",
         "EmbedderTokenSplitter",
         "LateChunkingTransform", "LlamaIndexLLMProvider", "MiniLMEmbedding", "arefresh_stale", "chroma_vector_store",
-        "eval_reranker", "refresh_stale"],
+        "embedding_for", "eval_reranker", "refresh_stale"],
     "langchain_ctx": [
         "ClaudeRerankCompressor", "ContextualBM25Retriever", "ContextualDocumentTransformer",
         "ContextualHybridRetriever", "ContextualMilvus", "E5Embeddings", "EmbedderTokenSplitter",
         "ContextualVectorStore",
-        "LangChainChatProvider", "MiniLMEmbeddings", "eval_reranker", "for_answering", "original_text",
-        "split_and_contextualize"],
+        "LangChainChatProvider", "MiniLMEmbeddings", "embeddings_for", "eval_reranker", "for_answering",
+        "original_text", "split_and_contextualize"],
 }
 
 
