@@ -346,7 +346,7 @@ class Planner:
             offset += len(chunks)
         return plans
 
-    async def plan_run(self, items: list[tuple[SourceDocument, Sequence[Chunk]]]
+    async def plan_run(self, items: list[tuple[SourceDocument, Sequence[Chunk]]], limiter: Limiter
                        ) -> tuple[list[Plan], CtxRetrievalError | None]:
         """A run's plans, validated before any request. Exact counts that may change a document's windowing (and
         so its cache keys) come first; a count that shows the run cannot succeed is returned as its fatal error.
@@ -354,7 +354,7 @@ class Planner:
         check_prices(self.settings)
         plans = self.plan(items)
         try:
-            if await self.count_exact(items, near=self.near_limit):
+            if await self.count_exact(items, limiter, near=self.near_limit):
                 plans = self.plan(items)
         except CtxRetrievalError as exc:
             return plans, exc
@@ -497,7 +497,7 @@ class Planner:
                            len(failed), len(wanted), ", ".join(sorted(set(failed))))
         return learned or any(key in self.exact_counts for key in wanted)
 
-    async def count_exact(self, items: list[tuple[SourceDocument, Sequence[Chunk]]], *,
+    async def count_exact(self, items: list[tuple[SourceDocument, Sequence[Chunk]]], limiter: Limiter, *,
                           near: Callable[[int], bool], close: bool = False) -> bool:
         """Count, with the API, the documents whose estimate satisfies ``near`` (every document with
         ``exact_token_counts=True``); True when a count is new."""
@@ -512,7 +512,7 @@ class Planner:
                     s.count_tokens(document.text))):
                 wanted[(counter.model, text_digest(document.text))] = document.text
         try:
-            return await self.count_texts(wanted, Limiter(s.rate_limit))
+            return await self.count_texts(wanted, limiter)
         finally:
             if close:
                 await s.provider.aclose()

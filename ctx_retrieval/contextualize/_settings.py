@@ -15,7 +15,7 @@ from ctx_retrieval.contextualize.versions import ReusePolicy
 from ctx_retrieval.contextualize.windowing import WindowConfig
 from ctx_retrieval.errors import ConfigurationError
 from ctx_retrieval.models import ModelInfo
-from ctx_retrieval.pacing import Clock, RateLimit, RetryPolicy, SharedBudget
+from ctx_retrieval.pacing import Clock, Limiter, RateLimit, RetryPolicy, SharedBudget
 from ctx_retrieval.protocols import (
     BatchProvider,
     CacheReportingProvider,
@@ -111,3 +111,8 @@ class RunSettings:
     reuse: ReusePolicy | None
     tracers: Sequence[RequestTracer]
     cache: ContextStore | None
+
+    def limiter(self) -> Limiter:
+        """A run's one limiter, on the run's clock and under the fleet's shared limit: its token counts and its
+        context requests pace through it (the planner's counts once had a limiter of their own, on neither)."""
+        return Limiter(self.rate_limit, shared=self.shared_rate_limit, clock=self.clock)

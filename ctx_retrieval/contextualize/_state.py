@@ -62,7 +62,7 @@ class RunState:
 
     @classmethod
     def start(cls, plans: list[Plan], settings: RunSettings, *, seed: int | None, progress: bool, notes: list[str],
-              fatal: CtxRetrievalError | None, leases: DocumentLeases | None = None) -> RunState:
+              fatal: CtxRetrievalError | None, limiter: Limiter, leases: DocumentLeases | None = None) -> RunState:
         """A run's state: its report, limiter, request and document slots (shaped by the server), progress bar;
         the provider's ``notes`` are logged and reported."""
         versions = sorted({p.prompt.version for p in plans if p.chunks}) or [settings.prompt.version]
@@ -77,7 +77,7 @@ class RunState:
         shape = server_shape(settings.traits, settings.max_concurrency, settings.max_documents_in_flight)
         concurrency, documents, per_slot = shape.concurrency, shape.documents, shape.per_slot
         state = cls(report=report, results=[None] * report.chunks, plans=plans,
-                    limiter=Limiter(settings.rate_limit, shared=settings.shared_rate_limit, clock=settings.clock),
+                    limiter=limiter,
                     slots=PrioritySlots(concurrency), doc_slots=asyncio.Semaphore(documents),
                     rng=random.Random(seed), per_slot=per_slot, progress=progress_bar(progress, report.chunks),
                     leases=leases, tracers=RunTracers(current_tracers(settings.tracers)),

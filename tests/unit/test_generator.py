@@ -657,8 +657,8 @@ def test_a_stop_while_the_run_is_planning_stops_it_before_any_request(fake_serve
     generator = make_generator(cache=False)
     plan_run = Planner.plan_run
 
-    async def plan_then_ctrl_c(planner: Planner, items: Any) -> Any:  # Ctrl-C lands before the run is in progress
-        planned = await plan_run(planner, items)
+    async def plan_then_ctrl_c(planner: Planner, items: Any, limiter: Any) -> Any:  # Ctrl-C lands while planning
+        planned = await plan_run(planner, items, limiter)
         generator.stop()
         return planned
 

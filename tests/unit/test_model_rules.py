@@ -344,3 +344,27 @@ def test_exact_counts_against_an_endpoint_that_is_down_are_tried_once_and_said(
         estimate = generator.estimate(items, exact=True)
     assert estimate.documents == 3 and len(tried) == 3  # one attempt a document: no SDK retries and backoff
     assert "3 of 3 exact token counts failed (unreachable)" in caplog.text
+
+
+def test_exact_counts_pace_through_the_runs_own_limiter_and_the_fleets_shared_limit() -> None:
+    """Issue 53: the planner's counts had a limiter of their own, without the fleet's shared limit or the run's
+    clock; a count now reserves its share of the fleet's limit as the context requests do."""
+    reserved: list[tuple[int, int]] = []
+
+    class Fleet:
+        async def reserve(self, input_tokens: int, output_tokens: int) -> float:
+            reserved.append((input_tokens, output_tokens))
+            return 0.0
+
+    items = [make_document(f"d{n}", paragraphs=3, words=20) for n in range(2)]
+    with FakeAnthropicServer() as server:
+        generator = ContextGenerator(provider(server), cache=False, exact_token_counts=True,
+                                     shared_rate_limit=Fleet())
+        generator.estimate(items)
+        assert len(server.token_counts()) == 2 and reserved == [(0, 0), (0, 0)]
+        reserved.clear()
+        generator = ContextGenerator(provider(server), cache=False, exact_token_counts=True,
+                                     shared_rate_limit=Fleet())
+        generator.contextualize_many(items)
+        counts = [r for r in reserved if r == (0, 0)]
+        assert len(counts) == 2 and len(reserved) == 2 + sum(len(chunks) for _, chunks in items)

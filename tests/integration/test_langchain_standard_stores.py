@@ -1,0 +1,47 @@
+"""LangChain's own standard tests for a vector store (sync and async: add, get by id, idempotent ids, delete),
+run against every vector store we ship for LangChain (issue 53): ``ContextualVectorStore`` over LangChain's
+``InMemoryVectorStore`` and over Chroma, and ``ContextualMilvus`` on Milvus Lite."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("langchain_tests")
+
+from langchain_core.vectorstores import InMemoryVectorStore, VectorStore
+from langchain_tests.integration_tests import VectorStoreIntegrationTests
+
+from langchain_ctx import ContextualVectorStore
+
+_names = itertools.count()
+
+
+class TestContextualVectorStoreInMemory(VectorStoreIntegrationTests):
+    @pytest.fixture
+    def vectorstore(self) -> Iterator[VectorStore]:
+        store = ContextualVectorStore(InMemoryVectorStore(self.get_embeddings()))
+        yield store
+
+
+class TestContextualVectorStoreOverChroma(VectorStoreIntegrationTests):
+    @pytest.fixture
+    def vectorstore(self, tmp_path: Path) -> Iterator[VectorStore]:
+        from langchain_chroma import Chroma
+
+        inner = Chroma(collection_name=f"standard{next(_names)}", embedding_function=self.get_embeddings(),
+                       persist_directory=str(tmp_path / "chroma"))
+        store = ContextualVectorStore(inner, bm25=tmp_path / "bm25")
+        yield store
+
+
+class TestContextualMilvus(VectorStoreIntegrationTests):
+    @pytest.fixture
+    def vectorstore(self, tmp_path: Path) -> Iterator[VectorStore]:
+        pytest.importorskip("milvus_lite")
+        from langchain_ctx import ContextualMilvus
+
+        yield ContextualMilvus(self.get_embeddings(), uri=str(tmp_path / "standard.db"))
