@@ -15,19 +15,23 @@ import contextvars
 import dataclasses
 import heapq
 import itertools
+import logging
 import math
 import random
 import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Protocol, TypeVar, runtime_checkable
+from typing import Any, Protocol, TypeVar, runtime_checkable
 
 from ctx_retrieval.errors import ConfigurationError, ProviderRequestError
 from ctx_retrieval.types import ErrorDecision, ServerLimit, ServerLimits
 
-__all__ = ["SYSTEM_CLOCK", "Clock", "ConcurrencyTuner", "Limiter", "PrioritySlots", "RateLimit", "RetryPolicy", "Send",
-           "SharedBudget", "TokenBucket", "departing", "pace_after", "paced_call"]
+__all__ = ["NO_HOOKS", "SYSTEM_CLOCK", "Clock", "ConcurrencyTuner", "Hooks", "Limiter", "Pacer", "PrioritySlots",
+           "RateLimit", "RetriesSpentError", "RetryPolicy", "Send", "SharedBudget", "TokenBucket", "Tries", "departing",
+           "failure_detail", "paced_call", "server_message"]
+
+logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
@@ -472,64 +476,226 @@ class ConcurrencyTuner:
         return True
 
 
-def pace_after(decision: ErrorDecision, limiter: Limiter, policy: RetryPolicy, seen: int,
-               rng: random.Random) -> ErrorDecision:
-    """The run-wide part of retrying, shared by every caller of a provider: after a 429 or a 529, pause new
-    requests (``retry-after`` when the server gave one, else backoff on ``seen``, the run's count of such
-    answers) unless the wait is longer than the run would make for any request (``max_rate_limit_wait_s``); the
-    decision comes back with the delay it paused for."""
-    if decision.kind not in ("rate_limited", "overloaded"):
+class Tries:
+    """One request's attempts so far (a chunk's context, a rerank, a token count): what the per-request limits of
+    ``RetryPolicy`` are counted against."""
+
+    __slots__ = ("failures", "last_error", "rate_limit_wait")
+
+    def __init__(self) -> None:
+        self.failures = 0
+        self.rate_limit_wait = 0.0
+        self.last_error: tuple[str, str] | None = None  # the latest failed attempt (kind, detail), if any
+
+
+class RetriesSpentError(ProviderRequestError):
+    """A request that is not tried again: its retries are spent (``RetryPolicy``), ``kind`` and ``detail`` say
+    what failed last and why no more."""
+
+    def __init__(self, message: str, *, kind: str, detail: str, provider: str = "",
+                 status_code: int | None = None) -> None:
+        super().__init__(message, provider=provider, status_code=status_code)
+        self.kind, self.detail = kind, detail
+
+
+def server_message(exc: BaseException) -> str | None:
+    """The server's own explanation of an HTTP error (``error.message`` in the body), once, or None."""
+    body = getattr(exc, "body", None)
+    if isinstance(body, dict):
+        error = body.get("error", body)
+        message = error.get("message") if isinstance(error, dict) else error if isinstance(error, str) else None
+        if isinstance(message, str) and message.strip():
+            return " ".join(message.split())[:500]
+    return None
+
+
+def failure_detail(exc: BaseException, decision: ErrorDecision) -> str:
+    """A failed attempt in a line: its type, HTTP status and the server's own reason (``exceeds the context...``)."""
+    said = server_message(exc)
+    return (f"{type(exc).__name__}" + (f" (HTTP {decision.status_code})" if decision.status_code else "")
+            + (f": {said}" if said else ""))
+
+
+# A run-wide pause at least this long is logged as a warning (the progress bar stands still meanwhile).
+PAUSE_LOGGED_S = 5.0
+
+
+class Pacer:
+    """The pacing one run (or one batch of reranked queries) shares: its limiter and clock, its retry policy and
+    random source, and the run-wide streaks that decide a pause: 429s seen, 529s in a row, refused connections
+    since when. Every request of the run, a context, a token count or a rerank, is sent through ``paced_call`` on
+    it; ``where`` names the server in what is logged."""
+
+    def __init__(self, limiter: Limiter, policy: RetryPolicy, rng: random.Random, *, where: str = "the server"
+                 ) -> None:
+        self.limiter, self.policy, self.rng, self.where = limiter, policy, rng, where
+        self.clock = limiter.clock
+        self.rate_limited = 0  # 429s answered this run (paced on when they give no retry-after)
+        self.overload_streak = 0  # 529s since the last answer: two or more in a row pause the run
+        self.outage_streak = 0
+        self.outage_since: float | None = None  # when the server stopped answering (connections refused since)
+
+    def answered(self) -> None:
+        """An answer came back: the streaks end, and an outage is said to be over."""
+        if self.outage_since is not None:
+            logger.warning("the server answers again after %.0f s; the run goes on",
+                           self.clock.monotonic() - self.outage_since)
+        self.overload_streak = self.outage_streak = 0
+        self.outage_since = None
+
+    def pause_for(self, decision: ErrorDecision) -> tuple[bool, ErrorDecision]:
+        """Pause every request of the run before the probe's answer releases the others, where the error says so:
+        a 429 (``retry-after`` when given, else backoff on the 429s seen); a 529 storm (overloaded answers with no
+        success between them: paced like a 429 without retry-after; a lone 529 is retried by its request alone);
+        refused connections (the server is down: one probe at a time finds out when it is back). True when paused;
+        the decision comes back with the delay it paused for."""
+        policy = self.policy
+        if decision.kind == "rate_limited":
+            paced = self._pause(decision, self.rate_limited)
+            if (paced.retry_after_s or 0.0) >= PAUSE_LOGGED_S:  # a pause a person would notice: why the bar stops
+                logger.warning("rate limited (HTTP 429): the run waits %.0f s before its next request",
+                               paced.retry_after_s)
+            return True, paced
+        if decision.kind == "unreachable":
+            self.outage_streak += 1
+            now = self.clock.monotonic()
+            if self.outage_since is None:
+                self.outage_since = now
+            delay = policy.backoff(self.outage_streak, self.rng)
+            logger.log(logging.WARNING if self.outage_streak == 1 else logging.INFO,
+                       "the server at %s refuses connections (down %.0f s): the run waits %.1f s and tries one "
+                       "request; it gives up after %.0f s (RetryPolicy.max_outage_s)", self.where,
+                       now - self.outage_since, delay, policy.max_outage_s)
+            self.limiter.pause(delay)
+            return True, dataclasses.replace(decision, retry_after_s=delay)
+        if decision.kind == "overloaded":
+            self.overload_streak += 1
+            if self.overload_streak >= 2:
+                return True, self._pause(decision, self.overload_streak - 2)
+        return False, decision
+
+    def _pause(self, decision: ErrorDecision, seen: int) -> ErrorDecision:
+        delay = decision.retry_after_s
+        if delay is None:
+            delay = self.policy.backoff(seen + 1, self.rng)
+            decision = dataclasses.replace(decision, retry_after_s=delay)
+        if delay <= self.policy.max_rate_limit_wait_s:
+            self.limiter.pause(delay)
         return decision
-    delay = decision.retry_after_s
-    if delay is None:
-        delay = policy.backoff(seen + 1, rng)
-        decision = dataclasses.replace(decision, retry_after_s=delay)
-    if delay <= policy.max_rate_limit_wait_s:
-        limiter.pause(delay)
-    return decision
+
+    def next_try(self, decision: ErrorDecision, tries: Tries, detail: str) -> tuple[float | None, str]:
+        """After a failed attempt the run did not stop for: the seconds to wait before the next (0.0: the run is
+        paused, the limiter holds it; waiting uses no attempt), or ``None`` and why no more (``detail`` extended)."""
+        policy = self.policy
+        if decision.action != "retry":
+            return None, detail
+        if decision.kind == "unreachable":
+            now = self.clock.monotonic()
+            down = now - (self.outage_since or now)
+            if down <= policy.max_outage_s:
+                return 0.0, detail
+            return None, detail + f", unreachable for {down:.0f} s"
+        if decision.kind == "rate_limited":
+            self.rate_limited += 1
+            delay = decision.retry_after_s or 0.0  # paused for already (pause_for)
+            if tries.rate_limit_wait + delay <= policy.max_rate_limit_wait_s:
+                tries.rate_limit_wait += delay
+                return 0.0, detail
+            return None, detail + (f", the server asked for {delay:.0f} s more after {tries.rate_limit_wait:.0f} s "
+                                   f"of waiting, over RetryPolicy.max_rate_limit_wait_s "
+                                   f"({policy.max_rate_limit_wait_s:.0f} s)")
+        tries.failures += 1
+        if tries.failures < policy.max_attempts:
+            return max(policy.backoff(tries.failures, self.rng), decision.retry_after_s or 0.0), detail
+        return None, detail + f", failed {tries.failures} attempts (RetryPolicy.max_attempts)"
 
 
-async def paced_call(call: Callable[[], Awaitable[T]], *, limiter: Limiter, policy: RetryPolicy,
+class Hooks:
+    """What a caller adds around each attempt of ``paced_call``; the defaults add nothing. The context engine's
+    (``contextualize._attempts``) hold its budget, slots, lease and report; the token counts' stop at the first
+    failure."""
+
+    async def before(self) -> object | None:
+        """Before the limiter: a value to return instead of an attempt (a stopped run, a spent budget); when None,
+        ``finished`` follows the attempt, however it ends."""
+        return None
+
+    async def admit(self) -> object | None:
+        """After the limiter let the request through: a value to return instead of sending; None: it goes now."""
+        return None
+
+    def answered(self, answer: Any, send: Send) -> None:
+        """An answer came back (the limiter has mirrored its report)."""
+
+    def failed(self, error: Exception, decision: ErrorDecision, detail: str) -> None:
+        """An attempt failed (classified, the run paused if it must); may raise to end the call."""
+
+    def retrying(self, decision: ErrorDecision) -> None:
+        """The failed attempt will be tried again."""
+
+    def finished(self) -> None:
+        """The attempt is over, however it ended, before any wait to retry."""
+
+
+NO_HOOKS = Hooks()
+
+
+async def paced_call(call: Callable[[], Awaitable[T]], *, pacer: Pacer,
                      classify: Callable[[Exception], ErrorDecision | None],
                      run_error: Callable[[ErrorDecision, Exception], Exception],
                      limits_of: Callable[[T], ServerLimits | None], input_tokens: int, output_tokens: int,
-                     rng: random.Random, what: str, provider: str) -> T:
-    """One request, paced and retried: it waits for the limiter (its real ``input_tokens`` and its ``max_tokens``
-    as ``output_tokens``), is recorded as sent, mirrors the server's buckets from its answer; a 429 or 529 pauses
-    every request of the limiter (waits bounded by ``max_rate_limit_wait_s``, not counted as attempts), other
-    retryable errors back off on the limiter's clock up to ``max_attempts``; what ``classify`` does not know, or
-    says is fatal, is raised (``run_error`` types the latter). ``what`` names the request in errors."""
-    failures, waited, seen = 0, 0.0, 0
+                     what: str, provider: str, tries: Tries | None = None, hooks: Hooks = NO_HOOKS) -> T:
+    """The one place a request is sent and retried. Each attempt waits for the limiter (its ``input_tokens`` and
+    ``max_tokens`` as ``output_tokens``), is recorded as sent, and mirrors the server's buckets from its answer. A
+    failure ``classify`` does not know propagates; one that stops the run is raised typed (``run_error``); a 429,
+    a 529 storm or refused connections pause every request of the pacer (``Pacer.pause_for``: no attempt used,
+    bounded by ``max_rate_limit_wait_s`` per request and ``max_outage_s`` per outage); other retryable errors back
+    off on the pacer's clock, holding nothing, up to ``max_attempts``; then ``RetriesSpentError``. ``hooks`` add a
+    caller's own steps (``Hooks``); ``tries`` carries a request's count across calls. ``what`` names it in errors."""
+    tries = tries if tries is not None else Tries()
+    limiter = pacer.limiter
     while True:
-        probe = await limiter.acquire(input_tokens, output_tokens)
-        send, paused = limiter.sent(input_tokens, output_tokens), False
+        ended = await hooks.before()
+        if ended is not None:
+            return ended  # type: ignore[return-value]
+        probe = reserved = paused = False
+        delay: float | None = None
         try:
-            answer = await call()
-            limits = limits_of(answer)
-            if limits is not None:
-                limiter.observe(limits, send)
-            return answer
-        except Exception as exc:  # classified by type; anything unknown propagates
-            decision = classify(exc)
-            if decision is None:
-                raise
-            if decision.action != "retry":
-                raise run_error(decision, exc) from exc
-            decision = pace_after(decision, limiter, policy, seen, rng)
-            paused = decision.kind in ("rate_limited", "overloaded")
-            seen += paused
-            if decision.kind == "rate_limited":
-                waited += decision.retry_after_s or 0.0
-                if waited > policy.max_rate_limit_wait_s:
-                    raise ProviderRequestError(f"{what} still rate-limited after {waited:.0f} s of waiting "
-                                               "(RetryPolicy.max_rate_limit_wait_s)", provider=provider,
-                                               status_code=decision.status_code) from exc
-                continue  # the limiter holds the next attempt until the pause ends
-            failures += 1
-            if failures >= policy.max_attempts:
-                raise ProviderRequestError(f"{what} failed after {failures} attempts: {decision.kind}",
-                                           provider=provider, status_code=decision.status_code) from exc
-            await limiter.clock.sleep(max(policy.backoff(failures, rng), decision.retry_after_s or 0.0))
+            probe = await limiter.acquire(input_tokens, output_tokens)
+            reserved = True
+            ended = await hooks.admit()
+            if ended is not None:
+                return ended  # type: ignore[return-value]
+            try:
+                send, reserved = limiter.sent(input_tokens, output_tokens), False
+                answer = await call()
+            except Exception as exc:  # classified by type; anything unknown propagates
+                decision = classify(exc)
+                if decision is None:
+                    raise
+                paused, decision = pacer.pause_for(decision)
+                detail = failure_detail(exc, decision)
+                tries.last_error = (decision.kind, detail)
+                hooks.failed(exc, decision, detail)
+                if decision.action == "fail_run":
+                    raise run_error(decision, exc) from exc
+                delay, why = pacer.next_try(decision, tries, detail)
+                if delay is None:
+                    raise RetriesSpentError(f"{what}: {why}", kind=decision.kind, detail=why, provider=provider,
+                                            status_code=decision.status_code) from exc
+                hooks.retrying(decision)
+            else:
+                pacer.answered()
+                limits = limits_of(answer)
+                if limits is not None:
+                    limiter.observe(limits, send)
+                hooks.answered(answer, send)
+                return answer
         finally:
+            if reserved:  # passed the limiter but never sent (the run stopped, or cancelled)
+                limiter.unsent(input_tokens, output_tokens)
             if probe:
                 limiter.answered(rate_limited=paused)
+            hooks.finished()
+        if delay:
+            await pacer.clock.sleep(delay)  # holding no slot: the rest of the run goes on

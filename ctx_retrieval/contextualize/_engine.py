@@ -16,7 +16,7 @@ import logging
 import time
 from dataclasses import dataclass
 
-from ctx_retrieval.contextualize._attempts import Answered, Attempts, Lost, Tries
+from ctx_retrieval.contextualize._attempts import STOPPED, Lost, request_context
 from ctx_retrieval.contextualize._planning import Partition, Plan, Planner, partition
 from ctx_retrieval.contextualize._reuse import find_previous, refresh_order, reuse_savings, versioned_store
 from ctx_retrieval.contextualize._runcache import RunCache
@@ -33,6 +33,7 @@ from ctx_retrieval.errors import (
 )
 from ctx_retrieval.models import cost_usd
 from ctx_retrieval.naming import document_name, printable
+from ctx_retrieval.pacing import RetriesSpentError, Tries
 from ctx_retrieval.providers.base import ProviderResponse
 from ctx_retrieval.tokens import TokenCounter
 from ctx_retrieval.types import ContextResult, ResultStatus, TokenUsage
@@ -100,9 +101,8 @@ class Engine:
     def __init__(self, settings: RunSettings, planner: Planner, state: RunState, warned: set[str]) -> None:
         self.settings, self.planner, self.state, self.warned = settings, planner, state, warned
         self.uncacheable: list[Plan] = []  # documents prompt caching did nothing for, said once at the end
-        self.clock = state.limiter.clock  # every time decision of the run (tests inject one)
+        self.clock = state.pacer.clock  # every time decision of the run (tests inject one)
         self.cache = RunCache(self)
-        self.attempts = Attempts(settings, state)
 
     def abandon(self) -> None:
         """After the run was quit at once: every chunk without a result (its request abandoned in flight, or never
@@ -264,7 +264,7 @@ class Engine:
         near = [p for p in plans if not p.windowed and (
             self.settings.exact_token_counts or planner.near_minimum(p.prefix_tokens))]
         try:
-            await planner.count_texts({(counter.model, p.digest): p.document.text for p in near}, self.state.limiter)
+            await planner.count_texts({(counter.model, p.digest): p.document.text for p in near}, self.state.pacer)
         except CtxRetrievalError as exc:
             self.state.stop_with(exc, exc.__cause__)
             return
@@ -290,23 +290,13 @@ class Engine:
                     kind, detail = tries.last_error
                     self.set(plan, i, None, "failed", TokenUsage(), error=detail, error_kind=kind)
                 return False
-            probing = state.probe is None
-            if probing:
-                # The run's first request goes alone: a rejected key or an unknown model then stops the run
-                # after one request instead of one per slot.
-                state.probe = asyncio.Event()
-            else:
-                assert state.probe is not None
-                await state.probe.wait()
-                if state.stop:
-                    continue
             try:
-                outcome = await self.attempts.send(plan, request, variable, priority)
-            finally:
-                if probing:
-                    assert state.probe is not None
-                    state.probe.set()
-            if outcome is None:
+                outcome = await request_context(s, state, plan, request, i, variable=variable, priority=priority,
+                                                tries=tries)
+            except RetriesSpentError as failed:
+                self.fail(plan, i, failed.kind, failed.detail, TokenUsage())
+                return False
+            if outcome is STOPPED:
                 continue  # the run stopped (budget, or another chunk's failure) while this one waited
             if isinstance(outcome, Lost):  # a stale hold: the context may be stored, or another worker writes it
                 assert state.leases is not None
@@ -314,31 +304,26 @@ class Engine:
                     continue  # its lease ended without this chunk's context: ours again, claimed
                 result = state.results[plan.offset + i]
                 return result is not None and result.context is not None
-            if isinstance(outcome, Answered):
-                response = outcome.response
-                self.count_usage(response.usage)
-                if response.cache_reported:
-                    self.note_cache_use(plan, response.usage)
-                else:
-                    state.report.cache_reads_reported = False
-                if response.stop_reason == "max_tokens" and request.max_tokens == s.request_max_tokens:
-                    # Cut off (by thinking, or a long preamble): never stored; asked once more with room.
-                    state.report.retries += 1
-                    request = dataclasses.replace(request, max_tokens=request.max_tokens * MAX_TOKENS_RETRY_FACTOR)
-                    continue
-                answer = read_answer(response, s.max_context_tokens, s.count_tokens)
-                if answer.problem is not None:
-                    self.fail(plan, i, *answer.problem, response.usage)
-                    return False
-                await self.cache.store(key, response, plan, i)
-                state.report.generated += 1
-                self.set(plan, i, answer.context, "generated", response.usage)
-                return True
-            failed = await self.attempts.after(outcome, tries, plan, i)
-            if failed is None:
+            assert isinstance(outcome, ProviderResponse)
+            response = outcome
+            self.count_usage(response.usage)
+            if response.cache_reported:
+                self.note_cache_use(plan, response.usage)
+            else:
+                state.report.cache_reads_reported = False
+            if response.stop_reason == "max_tokens" and request.max_tokens == s.request_max_tokens:
+                # Cut off (by thinking, or a long preamble): never stored; asked once more with room.
+                state.report.retries += 1
+                request = dataclasses.replace(request, max_tokens=request.max_tokens * MAX_TOKENS_RETRY_FACTOR)
                 continue
-            self.fail(plan, i, *failed, TokenUsage())
-            return False
+            answer = read_answer(response, s.max_context_tokens, s.count_tokens)
+            if answer.problem is not None:
+                self.fail(plan, i, *answer.problem, response.usage)
+                return False
+            await self.cache.store(key, response, plan, i)
+            state.report.generated += 1
+            self.set(plan, i, answer.context, "generated", response.usage)
+            return True
 
     # -- before and after the requests -----------------------------------------------------------------
 

@@ -31,9 +31,9 @@ from ctx_retrieval.contextualize.versions import (
 from ctx_retrieval.contextualize.windowing import DocumentView, document_view
 from ctx_retrieval.errors import ChunkTooLargeError, ConfigurationError, CtxRetrievalError, InvalidInputError
 from ctx_retrieval.models import ModelInfo, request_cost_usd
-from ctx_retrieval.pacing import Limiter
+from ctx_retrieval.pacing import Hooks, Pacer, RetriesSpentError, paced_call
 from ctx_retrieval.protocols import TokenCountingProvider
-from ctx_retrieval.providers.base import ContextRequest
+from ctx_retrieval.providers.base import ContextRequest, ErrorDecision
 from ctx_retrieval.tokens import TokenCounter, estimate_tokens
 from ctx_retrieval.types import Chunk, SourceDocument, TokenUsage
 
@@ -346,7 +346,7 @@ class Planner:
             offset += len(chunks)
         return plans
 
-    async def plan_run(self, items: list[tuple[SourceDocument, Sequence[Chunk]]], limiter: Limiter
+    async def plan_run(self, items: list[tuple[SourceDocument, Sequence[Chunk]]], pacer: Pacer
                        ) -> tuple[list[Plan], CtxRetrievalError | None]:
         """A run's plans, validated before any request. Exact counts that may change a document's windowing (and
         so its cache keys) come first; a count that shows the run cannot succeed is returned as its fatal error.
@@ -354,7 +354,7 @@ class Planner:
         check_prices(self.settings)
         plans = self.plan(items)
         try:
-            if await self.count_exact(items, limiter, near=self.near_limit):
+            if await self.count_exact(items, pacer, near=self.near_limit):
                 plans = self.plan(items)
         except CtxRetrievalError as exc:
             return plans, exc
@@ -442,11 +442,12 @@ class Planner:
             return None
         return counter
 
-    async def count_texts(self, wanted: dict[tuple[str, str], str], limiter: Limiter) -> bool:
+    async def count_texts(self, wanted: dict[tuple[str, str], str], pacer: Pacer) -> bool:
         """Exact counts for ``wanted`` ((model, digest) -> text): from the context cache where an earlier run
-        stored them, else from the API (paced by ``limiter``). True when any count is new to this generator.
-        A count that fails transiently leaves the estimate in place; one that shows the run cannot succeed (a
-        rejected key, an unknown model, billing) raises the run's typed error."""
+        stored them, else from the API (through the run's pacing: a 429 pauses the run as any request's does).
+        True when any count is new to this generator. A count is tried once: one that fails leaves the estimate in
+        place; one that shows the run cannot succeed (a rejected key, an unknown model, billing) raises the run's
+        typed error."""
         counter = self.token_counter()
         wanted = {k: t for k, t in wanted.items() if k not in self.exact_counts}
         if counter is None or not wanted:
@@ -462,34 +463,20 @@ class Planner:
                 learned = True
         slots = asyncio.Semaphore(self.settings.max_concurrency or AUTO_START_CONCURRENCY)
         failed: list[str] = []  # why each count that failed did
+        hooks = _CountHooks(self, failed)
 
         async def count(key: tuple[str, str], text: str) -> None:
             async with slots:
-                probe = await limiter.acquire(0)
-                limiter.sent(0)
-                rate_limited = False
                 try:
-                    self.exact_counts[key] = tokens = await counter.acount_tokens(text)
-                    if cache is not None:
-                        cache.put_token_count(store, key[1], tokens)
-                except Exception as exc:
-                    decision = provider.classify_error(exc)
-                    if decision is None:
-                        raise
-                    if decision.kind == "not_found":  # a gateway without the endpoint: the first request says
-                        if not self.no_count_endpoint:  # whether the model itself is served
-                            logger.warning("%s answered 404 to a token count (a gateway without count_tokens, or a "
-                                           "model it does not serve: the first request says which); planning with "
-                                           "estimates", provider.cache_namespace)
-                        self.no_count_endpoint = True
-                        return
-                    if decision.action == "fail_run":
-                        raise provider.run_error(decision, exc) from exc
-                    rate_limited = decision.kind == "rate_limited"
-                    failed.append(decision.kind)
-                finally:
-                    if probe:
-                        limiter.answered(rate_limited=rate_limited)
+                    tokens = await paced_call(lambda: counter.acount_tokens(text), pacer=pacer,
+                                              classify=provider.classify_error, run_error=provider.run_error,
+                                              limits_of=lambda _: None, input_tokens=0, output_tokens=0,
+                                              what="a token count", provider=provider.name, hooks=hooks)
+                except RetriesSpentError:
+                    return  # said by the hooks: the estimate stays
+                self.exact_counts[key] = tokens
+                if cache is not None:
+                    cache.put_token_count(store, key[1], tokens)
 
         await asyncio.gather(*(count(key, text) for key, text in wanted.items()))
         if failed:
@@ -497,7 +484,7 @@ class Planner:
                            len(failed), len(wanted), ", ".join(sorted(set(failed))))
         return learned or any(key in self.exact_counts for key in wanted)
 
-    async def count_exact(self, items: list[tuple[SourceDocument, Sequence[Chunk]]], limiter: Limiter, *,
+    async def count_exact(self, items: list[tuple[SourceDocument, Sequence[Chunk]]], pacer: Pacer, *,
                           near: Callable[[int], bool], close: bool = False) -> bool:
         """Count, with the API, the documents whose estimate satisfies ``near`` (every document with
         ``exact_token_counts=True``); True when a count is new."""
@@ -512,7 +499,29 @@ class Planner:
                     s.count_tokens(document.text))):
                 wanted[(counter.model, text_digest(document.text))] = document.text
         try:
-            return await self.count_texts(wanted, limiter)
+            return await self.count_texts(wanted, pacer)
         finally:
             if close:
                 await s.provider.aclose()
+
+
+class _CountHooks(Hooks):
+    """A token count is tried once: a gateway without the endpoint (404) is said once and counts stop; any other
+    failure that does not stop the run leaves that document's estimate."""
+
+    def __init__(self, planner: Planner, kinds: list[str]) -> None:
+        self.planner, self.kinds = planner, kinds
+
+    def failed(self, error: Exception, decision: ErrorDecision, detail: str) -> None:
+        planner = self.planner
+        if decision.kind == "not_found":  # a gateway without the endpoint: the first request says whether the
+            if not planner.no_count_endpoint:  # model itself is served
+                logger.warning("%s answered 404 to a token count (a gateway without count_tokens, or a model it "
+                               "does not serve: the first request says which); planning with estimates",
+                               planner.settings.provider.cache_namespace)
+            planner.no_count_endpoint = True
+        elif decision.action == "fail_run":
+            return  # the run cannot succeed: its typed error is raised
+        else:
+            self.kinds.append(decision.kind)
+        raise RetriesSpentError(detail, kind=decision.kind, detail=detail) from error

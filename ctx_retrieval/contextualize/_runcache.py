@@ -104,7 +104,7 @@ class RunCache:
                 except CacheError as exc:
                     self._store_failures += 1
                     self._store_retry_at = clock.monotonic() + self.engine.settings.retry.backoff(
-                        self._store_failures, self.engine.state.rng)
+                        self._store_failures, self.engine.state.pacer.rng)
                     if not self._warned_store:
                         self._warned_store = True
                         message = (f"the context cache cannot store answers ({exc}); they are kept in this run's "
@@ -169,7 +169,7 @@ class RunCache:
                 if now - self._outage_since > retry.max_outage_s:
                     raise
                 failures += 1
-                await clock.sleep(retry.backoff(failures, engine.state.rng))
+                await clock.sleep(retry.backoff(failures, engine.state.pacer.rng))
                 continue
             if self._outage_since is not None:
                 logger.warning("the context cache answers again after %.1f s", clock.monotonic() - self._outage_since)

@@ -5,6 +5,7 @@ read once through the Protocols of ``ctx_retrieval.protocols`` when the run is s
 
 from __future__ import annotations
 
+import random
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -15,7 +16,7 @@ from ctx_retrieval.contextualize.versions import ReusePolicy
 from ctx_retrieval.contextualize.windowing import WindowConfig
 from ctx_retrieval.errors import ConfigurationError
 from ctx_retrieval.models import ModelInfo
-from ctx_retrieval.pacing import Clock, Limiter, RateLimit, RetryPolicy, SharedBudget
+from ctx_retrieval.pacing import Clock, Limiter, Pacer, RateLimit, RetryPolicy, SharedBudget
 from ctx_retrieval.protocols import (
     BatchProvider,
     CacheReportingProvider,
@@ -112,7 +113,9 @@ class RunSettings:
     tracers: Sequence[RequestTracer]
     cache: ContextStore | None
 
-    def limiter(self) -> Limiter:
-        """A run's one limiter, on the run's clock and under the fleet's shared limit: its token counts and its
-        context requests pace through it (the planner's counts once had a limiter of their own, on neither)."""
-        return Limiter(self.rate_limit, shared=self.shared_rate_limit, clock=self.clock)
+    def pacer(self, seed: int | None = None) -> Pacer:
+        """A run's one pacing (``pacing.Pacer``): its limiter on the run's clock and under the fleet's shared limit,
+        its retry policy and random source; its token counts and its context requests all go through it (the
+        planner's counts once had a limiter of their own, on neither)."""
+        limiter = Limiter(self.rate_limit, shared=self.shared_rate_limit, clock=self.clock)
+        return Pacer(limiter, self.retry, random.Random(seed), where=self.traits.where)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import random
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,7 +17,7 @@ from ctx_retrieval.contextualize.leases import DocumentLeases
 from ctx_retrieval.contextualize.tracing import RunTracers, current_tracers
 from ctx_retrieval.contextualize.versions import Previous
 from ctx_retrieval.errors import CtxRetrievalError
-from ctx_retrieval.pacing import ConcurrencyTuner, Limiter, PrioritySlots
+from ctx_retrieval.pacing import ConcurrencyTuner, Pacer, PrioritySlots
 from ctx_retrieval.progress import NoBar, make_bar
 from ctx_retrieval.types import ContextResult
 from ctx_retrieval.usage import RunReport
@@ -33,10 +32,9 @@ class RunState:
     report: RunReport
     results: list[ContextResult | None]
     plans: list[Plan]
-    limiter: Limiter
+    pacer: Pacer  # the limiter, clock, retry policy, random source and run-wide streaks every request goes through
     slots: PrioritySlots
     doc_slots: asyncio.Semaphore
-    rng: random.Random
     progress: Any
     stop: bool = False
     fatal: CtxRetrievalError | None = None
@@ -48,9 +46,6 @@ class RunState:
     loop: Any = None
     inflight_cost: float = 0.0
     probe: asyncio.Event | None = None
-    overload_streak: int = 0  # 529s since the last answer: two or more in a row pause the run
-    outage_since: float | None = None  # when the server stopped answering (connections refused since then)
-    outage_streak: int = 0
     per_slot: bool = False  # the server caches one prefix per slot: each document's chunks go one at a time
     leases: DocumentLeases | None = None  # other workers share the cache: documents are claimed before writing
     failures_logged: int = 0
@@ -62,7 +57,7 @@ class RunState:
 
     @classmethod
     def start(cls, plans: list[Plan], settings: RunSettings, *, seed: int | None, progress: bool, notes: list[str],
-              fatal: CtxRetrievalError | None, limiter: Limiter, leases: DocumentLeases | None = None) -> RunState:
+              fatal: CtxRetrievalError | None, pacer: Pacer, leases: DocumentLeases | None = None) -> RunState:
         """A run's state: its report, limiter, request and document slots (shaped by the server), progress bar;
         the provider's ``notes`` are logged and reported."""
         versions = sorted({p.prompt.version for p in plans if p.chunks}) or [settings.prompt.version]
@@ -77,9 +72,9 @@ class RunState:
         shape = server_shape(settings.traits, settings.max_concurrency, settings.max_documents_in_flight)
         concurrency, documents, per_slot = shape.concurrency, shape.documents, shape.per_slot
         state = cls(report=report, results=[None] * report.chunks, plans=plans,
-                    limiter=limiter,
+                    pacer=pacer,
                     slots=PrioritySlots(concurrency), doc_slots=asyncio.Semaphore(documents),
-                    rng=random.Random(seed), per_slot=per_slot, progress=progress_bar(progress, report.chunks),
+                    per_slot=per_slot, progress=progress_bar(progress, report.chunks),
                     leases=leases, tracers=RunTracers(current_tracers(settings.tracers)),
                     documents_per_slot=0.0 if settings.max_documents_in_flight else float(DOCUMENTS_PER_SLOT))
         report.peak_concurrency = concurrency

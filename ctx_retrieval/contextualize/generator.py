@@ -265,7 +265,7 @@ class ContextGenerator:
         items, planner = list(iterable_items(items)), self._planner
         plans = planner.plan(items)  # validates before any request
         near = (lambda _tokens: True) if exact and self.exact_token_counts is not False else planner.near_boundary
-        if run_sync(planner.count_exact(items, planner.settings.limiter(), near=near, close=True)):
+        if run_sync(planner.count_exact(items, planner.settings.pacer(), near=near, close=True)):
             plans = planner.plan(items)
         return estimate_run(planner, plans)
 
@@ -323,9 +323,9 @@ class ContextGenerator:
             settings = self._settings()
             notes = await prepare_provider(settings)
             planner = Planner(settings, self._exact_counts)
-            limiter = settings.limiter()
-            plans, fatal = await planner.plan_run(list(items), limiter)
-            state = RunState.start(plans, settings, seed=self._seed, notes=notes, fatal=fatal, limiter=limiter,
+            pacer = settings.pacer(self._seed)
+            plans, fatal = await planner.plan_run(list(items), pacer)
+            state = RunState.start(plans, settings, seed=self._seed, notes=notes, fatal=fatal, pacer=pacer,
                                    progress=self.progress if progress is None else progress,
                                    leases=leases_for(settings.cache, self.lease_ttl_s, clock=settings.clock)
                                    if batch is None else None)

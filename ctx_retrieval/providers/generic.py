@@ -15,6 +15,7 @@ import sys
 import time
 from typing import Any
 
+from ctx_retrieval.pacing import server_message
 from ctx_retrieval.types import ErrorDecision
 
 __all__ = [
@@ -192,15 +193,4 @@ def server_error_type(exc: BaseException) -> str | None:
         kind = error.get("type") if isinstance(error, dict) else None
         if isinstance(kind, str) and kind:
             return kind
-    return None
-
-
-def server_message(exc: BaseException) -> str | None:
-    """The server's own explanation of an HTTP error (``error.message`` in the body), once, or None."""
-    body = getattr(exc, "body", None)
-    if isinstance(body, dict):
-        error = body.get("error", body)
-        message = error.get("message") if isinstance(error, dict) else error if isinstance(error, str) else None
-        if isinstance(message, str) and message.strip():
-            return " ".join(message.split())[:500]
     return None

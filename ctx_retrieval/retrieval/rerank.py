@@ -15,7 +15,7 @@ import re
 from collections.abc import Sequence
 
 from ctx_retrieval._aio import run_sync
-from ctx_retrieval.pacing import SYSTEM_CLOCK, Clock, Limiter, RateLimit, RetryPolicy, paced_call
+from ctx_retrieval.pacing import SYSTEM_CLOCK, Clock, Limiter, Pacer, RateLimit, RetryPolicy, paced_call
 from ctx_retrieval.providers.base import ContextRequest, Provider
 from ctx_retrieval.tokens import estimate_tokens
 
@@ -66,7 +66,11 @@ class ClaudeReranker:
         self.rate_limit = rate_limit
         self.clock = clock
         self._rng = random.Random(0)
-        self._limiter: Limiter | None = None  # one per reranking batch: its calls share the pauses
+        self._pacer: Pacer | None = None  # one per reranking batch: its calls share the pauses
+
+    def pacer(self) -> Pacer:
+        """The pacing a reranking's requests go through: its limit on its clock, its retry policy."""
+        return Pacer(Limiter(self.rate_limit, clock=self.clock), self.retry, self._rng, where=self.provider.name)
 
     def __repr__(self) -> str:
         return f"ClaudeReranker(provider={self.provider!r}, candidates={self.candidates}, top_n={self.top_n})"
@@ -86,14 +90,13 @@ class ClaudeReranker:
         if len(shown) <= 1:
             return list(range(len(texts)))
         request = self._request(query, shown)
-        limiter = self._limiter or Limiter(self.rate_limit, clock=self.clock)  # a batch's queries share its pauses
+        pacer = self._pacer or self.pacer()  # a batch's queries share its pauses
         # the limiter counts what is sent: the passages and the instruction (input), the answer's cap (output)
         sent = estimate_tokens(request.document_prefix + request.chunk_block)
-        response = await paced_call(lambda: self.provider.agenerate(request), limiter=limiter, policy=self.retry,
+        response = await paced_call(lambda: self.provider.agenerate(request), pacer=pacer,
                                     classify=self.provider.classify_error, run_error=self.provider.run_error,
                                     limits_of=lambda answer: answer.limits, input_tokens=sent,
-                                    output_tokens=request.max_tokens, rng=self._rng, what="reranking",
-                                    provider=self.provider.name)
+                                    output_tokens=request.max_tokens, what="reranking", provider=self.provider.name)
         order: list[int] = []
         for number in re.findall(r"\d+", response.text):
             index = int(number) - 1
@@ -109,11 +112,11 @@ class ClaudeReranker:
             async with slots:
                 return await self.arerank(query, texts)
 
-        self._limiter = Limiter(self.rate_limit, clock=self.clock)
+        self._pacer = self.pacer()
         try:
             return list(await asyncio.gather(*(one(q, t) for q, t in zip(queries, candidates, strict=True))))
         finally:
-            self._limiter = None
+            self._pacer = None
             await self.provider.aclose()
 
     async def arerank_query(self, query: str, texts: Sequence[str]) -> list[int]:

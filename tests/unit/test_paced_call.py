@@ -9,7 +9,7 @@ import random
 import pytest
 
 from ctx_retrieval.errors import ProviderRequestError
-from ctx_retrieval.pacing import Limiter, RetryPolicy, paced_call
+from ctx_retrieval.pacing import Limiter, Pacer, RetryPolicy, paced_call
 from ctx_retrieval.testing.clock import VirtualClock
 from ctx_retrieval.types import ErrorDecision
 
@@ -46,10 +46,10 @@ def _run(policy: RetryPolicy, fail_times: int) -> tuple[int, float, BaseExceptio
 
     async def go() -> BaseException | None:
         try:
-            await paced_call(call, limiter=Limiter(None, clock=clock), policy=policy, classify=_classify,
-                             run_error=lambda decision, exc: RuntimeError(decision.kind),
-                             limits_of=lambda answer: None, input_tokens=10, output_tokens=0,
-                             rng=random.Random(0), what="a rerank", provider="test")
+            await paced_call(call, pacer=Pacer(Limiter(None, clock=clock), policy, random.Random(0)),
+                             classify=_classify, run_error=lambda decision, exc: RuntimeError(decision.kind),
+                             limits_of=lambda answer: None, input_tokens=10, output_tokens=0, what="a rerank",
+                             provider="test")
         except ProviderRequestError as exc:
             return exc
         return None
@@ -62,7 +62,7 @@ def _run(policy: RetryPolicy, fail_times: int) -> tuple[int, float, BaseExceptio
 def test_paced_call_makes_exactly_max_attempts_requests_then_raises_typed() -> None:
     policy = RetryPolicy(max_attempts=3, initial_delay_s=1.0, max_delay_s=10.0)
     calls, waited, error = _run(policy, fail_times=100)
-    assert calls == 3 and isinstance(error, ProviderRequestError) and "after 3 attempts" in str(error)
+    assert calls == 3 and isinstance(error, ProviderRequestError) and "failed 3 attempts" in str(error)
     assert 0.5 + 1.0 <= waited <= 1.0 + 2.0  # two backoffs between three attempts, on the clock
     calls, _, error = _run(policy, fail_times=2)  # the third attempt answers
     assert calls == 3 and error is None
@@ -75,9 +75,9 @@ def test_an_error_the_classifier_does_not_know_is_raised_at_once() -> None:
         async def call() -> str:
             raise KeyError("not a provider error")
 
-        await paced_call(call, limiter=Limiter(None, clock=VirtualClock()), policy=RetryPolicy(), classify=_classify,
-                         run_error=lambda decision, exc: RuntimeError(decision.kind), limits_of=lambda a: None,
-                         input_tokens=1, output_tokens=0, rng=random.Random(0), what="x", provider="test")
+        await paced_call(call, pacer=Pacer(Limiter(None, clock=VirtualClock()), RetryPolicy(), random.Random(0)),
+                         classify=_classify, run_error=lambda decision, exc: RuntimeError(decision.kind),
+                         limits_of=lambda a: None, input_tokens=1, output_tokens=0, what="x", provider="test")
 
     with pytest.raises(KeyError):
         asyncio.run(go())
