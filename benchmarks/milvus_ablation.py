@@ -51,7 +51,7 @@ def main() -> int:
                                 tokenizer=tokenizer)
             store.add(IndexedChunk(c.id, d.id, c.text, contexts.get(c.id) if variant == "contextual" else None)
                       for d, chunks in corpus.items for c in chunks)
-            for mode in ("bm25", "dense", "hybrid") if tokenizer != "engine" else ("bm25", "hybrid"):
+            for mode in ("bm25", "vector", "hybrid") if tokenizer != "engine" else ("bm25", "hybrid"):
                 times, rankings = [], []
                 for query in corpus.queries:
                     started = time.perf_counter()

@@ -277,7 +277,7 @@ def ablation(folder: str) -> dict[str, dict[str, float]]:
     embedder = MiniLMEmbedder(cache=True)
     text_of = {c.id: c.text for c in cookbook.chunks}
     sides = {"dense": {"vector": 1, "bm25": 0}, "BM25": {"vector": 0, "bm25": 1}, "hybrid": {"vector": 1, "bm25": 1}}
-    modes = {"dense": "dense", "BM25": "bm25", "hybrid": "hybrid"}
+    modes = {"dense": "vector", "BM25": "bm25", "hybrid": "hybrid"}
 
     def failure(rankings: list[list[str]], texts: dict[str, str] = text_of) -> float:
         return 1 - pass_at_k(rankings, cookbook.queries, texts, 20)

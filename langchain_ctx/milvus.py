@@ -140,7 +140,7 @@ class ContextualMilvus(VectorStore):
         return [document for document, _ in self.similarity_search_with_score(query, k, **kwargs)]
 
     def similarity_search_with_score(self, query: str, k: int = 4, **kwargs: Any) -> list[tuple[Document, float]]:
-        return [(_document(h.item), h.score) for h in self.store.search_stored(query, k=k, mode="dense",
+        return [(_document(h.item), h.score) for h in self.store.search_stored(query, k=k, mode="vector",
                                                                                 where=where_of(kwargs.get("filter")))]
 
     @classmethod

@@ -41,7 +41,7 @@ from .store import record, where_of
 __all__ = ["ContextualMilvusVectorStore"]
 
 DEFAULT_COLLECTION = "ctx_retrieval"
-_MODES = {VectorStoreQueryMode.DEFAULT: "dense", VectorStoreQueryMode.HYBRID: "hybrid",
+_MODES = {VectorStoreQueryMode.DEFAULT: "vector", VectorStoreQueryMode.HYBRID: "hybrid",
           VectorStoreQueryMode.TEXT_SEARCH: "bm25", VectorStoreQueryMode.SPARSE: "bm25"}
 
 
@@ -165,7 +165,7 @@ class ContextualMilvusVectorStore(BasePydanticVectorStore):
         if mode is None:
             raise InvalidInputError(f"query mode {query.mode!r} is not served here: use default, hybrid or "
                                     "text_search")
-        if mode != "dense" and not query.query_str:
+        if mode != "vector" and not query.query_str:
             raise InvalidInputError(f"a {mode} query needs the query's text (QueryBundle.query_str)")
         k = query.similarity_top_k or 20
         found = self._store.search_stored(query.query_str or "", k=k, mode=mode, where=where_for(query.filters),

@@ -49,6 +49,7 @@ def add_parser(sub: Any, *, twin: bool) -> None:
     query.add_argument("store", help="index folder, or milvus:URI (as given to index)")
     query.add_argument("query", help="the question")
     query.add_argument("-k", type=positive_int, default=5, help="results (default %(default)s)")
-    query.add_argument("--mode", choices=["hybrid", "dense", "bm25"], default="hybrid")
+    query.add_argument("--mode", choices=["hybrid", "vector", "bm25", "dense"], default="hybrid",
+                       help="both sides fused, or one alone ('dense' is the former name of 'vector')")
     add_analysis_args(query, default=None)
     query.set_defaults(func=_cmd_query)

@@ -38,6 +38,7 @@ __all__ = [
     "all_weights",
     "check_depths",
     "chunk_key",
+    "search_mode",
     "vector_sides",
 ]
 
@@ -47,6 +48,23 @@ W = TypeVar("W")
 
 DEFAULT_CANDIDATES = 150
 """Results taken from each side before fusion (Anthropic's cookbook fuses 150 from each)."""
+
+SearchMode = Literal["hybrid", "vector", "bm25"]
+
+
+def search_mode(mode: str) -> SearchMode:
+    """A store's ``search(mode=)``: ``hybrid`` (both sides fused), ``vector`` or ``bm25`` alone, the names the
+    weights and ranks give the sides (``fusion.SIDES``). ``dense``, its name before issue 53, still works for one
+    release, with a ``DeprecationWarning``."""
+    if mode == "dense":
+        import warnings
+
+        warnings.warn("mode='dense' is now mode='vector' (the name the weights and ranks give that side); 'dense' "
+                      "goes in the next release", DeprecationWarning, stacklevel=3)
+        return "vector"
+    if mode not in ("hybrid", "vector", "bm25"):
+        raise InvalidInputError(f"mode must be hybrid, vector or bm25, not {mode!r}")
+    return mode  # type: ignore[return-value]
 
 
 class Ranking(Protocol[T_co]):

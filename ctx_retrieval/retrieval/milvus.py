@@ -35,7 +35,7 @@ from ctx_retrieval.protocols import Embedder
 from ctx_retrieval.retrieval.bm25 import analyser
 from ctx_retrieval.retrieval.dense import IdRanking
 from ctx_retrieval.retrieval.fusion import DEFAULT_RRF_K, chunk_key, side_weights
-from ctx_retrieval.retrieval.hybrid import DEFAULT_CANDIDATES, Hit, HybridRetriever
+from ctx_retrieval.retrieval.hybrid import DEFAULT_CANDIDATES, Hit, HybridRetriever, search_mode
 from ctx_retrieval.retrieval.pairing import Record
 from ctx_retrieval.retrieval.stemming import stemmed_in
 from ctx_retrieval.retrieval.store import IndexedChunk, SearchHit
@@ -404,14 +404,13 @@ class MilvusStore:
     def _search(self, query: str, k: int, mode: str, where: Mapping[str, Any] | None,
                 load: Callable[[list[str]], Sequence[T]], vector: Sequence[float] | None,
                 candidates: int | None = None, rrf_k: int | None = None) -> list[StoredHit[T]]:
-        if mode not in ("hybrid", "dense", "bm25"):
-            raise InvalidInputError(f"mode must be hybrid, dense or bm25, not {mode!r}")
+        mode = search_mode(mode)
         fusion: HybridRetriever[T] | EngineFusion[T]
         if mode == "hybrid":
             fusion = self.hybrid(load, vector=vector, candidates=candidates, rrf_k=rrf_k)
         else:  # one side alone
-            side = _Side(self, mode, load, vector)
-            fusion = HybridRetriever(side if mode == "dense" else None, side if mode == "bm25" else None,
+            side = _Side(self, "dense" if mode == "vector" else "bm25", load, vector)
+            fusion = HybridRetriever(side if mode == "vector" else None, side if mode == "bm25" else None,
                                      candidates=candidates or self.candidates,
                                      rrf_k=self.rrf_k if rrf_k is None else rrf_k)
         return [StoredHit(h.item, h.score, h.vector_rank, h.bm25_rank) for h in fusion.retrieve(query, k, where)]

@@ -28,7 +28,7 @@ from ctx_retrieval.protocols import Embedder
 from ctx_retrieval.retrieval.bm25 import ANALYSIS_VERSIONS, analyser, compound_words
 from ctx_retrieval.retrieval.dense import IdRanking
 from ctx_retrieval.retrieval.fusion import DEFAULT_RRF_K, chunk_key
-from ctx_retrieval.retrieval.hybrid import DEFAULT_CANDIDATES, HybridRetriever
+from ctx_retrieval.retrieval.hybrid import DEFAULT_CANDIDATES, HybridRetriever, search_mode
 from ctx_retrieval.retrieval.stemming import Compounds, stemmed_in
 from ctx_retrieval.retrieval.store import IndexedChunk, SearchHit
 
@@ -204,19 +204,18 @@ class PostgresStore:
 
     def search(self, query: str, *, k: int = 20, mode: str = "hybrid",
                where: Mapping[str, Any] | None = None) -> list[SearchHit]:
-        """The ``k`` best chunks for ``query``: ``hybrid`` (both sides fused), ``dense`` or ``bm25`` alone."""
-        if mode not in ("hybrid", "dense", "bm25"):
-            raise InvalidInputError(f"mode must be hybrid, dense or bm25, not {mode!r}")
-        dense = _Side(self, "dense") if mode != "bm25" else None
-        bm25 = _Side(self, "bm25") if mode != "dense" else None
+        """The ``k`` best chunks for ``query``: ``hybrid`` (both sides fused), ``vector`` or ``bm25`` alone."""
+        mode = search_mode(mode)
+        dense = _Side(self, "vector") if mode != "bm25" else None
+        bm25 = _Side(self, "bm25") if mode != "vector" else None
         fusion = HybridRetriever(dense, bm25, candidates=self.candidates, rrf_k=self.rrf_k)
         return [SearchHit(h.item, h.score, h.vector_rank, h.bm25_rank) for h in fusion.retrieve(query, k, where)]
 
     def side_ids(self, side: str, query: str, k: int, where: Mapping[str, Any] | None) -> list[str]:
-        """One side's ``k`` best chunk ids for ``query`` under ``where``, best first."""
+        """One side's (``vector`` or ``bm25``) ``k`` best chunk ids for ``query`` under ``where``, best first."""
         condition, params = sql_where(where, "c.metadata")
         t = self.table
-        if side == "dense":
+        if side == "vector":
             vector = "[" + ",".join(repr(float(x)) for x in self.embedder.embed_query(query)) + "]"
             rows = self._conn.execute(f"SELECT c.id FROM {t} c WHERE {condition} ORDER BY c.embedding <=> %s::vector "
                                       "LIMIT %s", (*params, vector, k)).fetchall()

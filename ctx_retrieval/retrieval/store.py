@@ -28,7 +28,7 @@ from ctx_retrieval.retrieval.bm25_store import FORMAT as BM25_FORMAT
 from ctx_retrieval.retrieval.bm25_store import BM25Store, StoredEntry
 from ctx_retrieval.retrieval.dense import ADD_BATCH, ChromaSide, cosine_collection
 from ctx_retrieval.retrieval.fusion import DEFAULT_RRF_K
-from ctx_retrieval.retrieval.hybrid import BM25Side, HybridRetriever, Side, WindowedSide
+from ctx_retrieval.retrieval.hybrid import BM25Side, HybridRetriever, Side, WindowedSide, search_mode
 from ctx_retrieval.retrieval.layout import EMBED_LAYOUTS, EmbedLayout
 from ctx_retrieval.retrieval.pairing import JOURNAL, Pairing, Record, Row, StoreFacts, SyncReport, chunk_of, window_of
 from ctx_retrieval.text import indexed_text
@@ -41,7 +41,6 @@ COLLECTION = "ctx_retrieval_chunks"
 _LAYOUT_FILE = "layout.json"
 _LEGACY_CHUNKS = "chunks.jsonl"  # written by stores before the pairing; read once if the BM25 store is missing
 _BM25_DIR = "bm25-store"
-_MODES = ("hybrid", "dense", "bm25")
 _OWNER = {"items": "ctx_retrieval.IndexedChunk/1"}
 SEARCH_EF = 300
 
@@ -191,10 +190,9 @@ class HybridStore:
                rrf_k: int = DEFAULT_RRF_K) -> list[SearchHit]:
         """The top ``k`` chunks for ``query``: ``hybrid`` (RRF of both; ``weights`` as ``(vector, bm25)``),
         ``dense`` or ``bm25``."""
-        if mode not in _MODES:
-            raise InvalidInputError(f"mode must be hybrid, dense or bm25, not {mode!r}")
+        mode = search_mode(mode)
         retriever = HybridRetriever(self._vector_side if mode != "bm25" else None,
-                                    self._bm25_side if mode != "dense" else None,
+                                    self._bm25_side if mode != "vector" else None,
                                     candidates=candidates, weights=weights, rrf_k=rrf_k, screen=self._guard,
                                     items_from="bm25")  # BM25 reads a chunk it ranked by its address
         return [SearchHit(h.item, h.score, h.vector_rank, h.bm25_rank) for h in retriever.retrieve(query, k)]

@@ -50,7 +50,7 @@ def test_both_engine_sides_find_a_chunk_by_its_context_and_report_their_ranks(st
 
 def test_a_deleted_chunk_or_document_is_found_by_neither_side(store: MilvusStore) -> None:
     store.delete(["acme:1"])
-    for mode in ("bm25", "dense", "hybrid"):
+    for mode in ("bm25", "vector", "hybrid"):
         assert "acme:1" not in [h.chunk.chunk_id for h in store.search("ACME revenue", k=4, mode=mode)]
     store.delete_documents(["acme"])
     assert {h.chunk.chunk_id for h in store.search("ACME foundry Tucson", k=4)} == {"globex:1", "zh:1"}

@@ -72,11 +72,11 @@ def test_langchain_index_edits_and_deletes_land_on_both_engine_sides(tmp_path: P
     write((ACME, "acme"), (GLOBEX, "globex"))
     edited = write((EDITED, "acme"), (GLOBEX, "globex"))
     assert edited["num_deleted"] >= 1 and edited["num_added"] >= 1
-    for mode in ("bm25", "dense"):
+    for mode in ("bm25", "vector"):
         texts = [h.item.chunk.text for h in store.store.search_stored("foundry", k=10, mode=mode)]
         assert any("Zanzibar" in t for t in texts) and not any("Tucson" in t for t in texts), (mode, texts)
     write((GLOBEX, "globex"))  # full cleanup: ACME's chunks leave both sides
-    for mode in ("bm25", "dense"):
+    for mode in ("bm25", "vector"):
         assert not any("ACME" in h.item.chunk.indexed_text for h in store.store.search_stored("ACME", k=10,
                                                                                               mode=mode))
 
@@ -142,11 +142,11 @@ def test_llama_index_pipeline_and_hybrid_query_on_milvus(tmp_path: Path, embedde
     assert ContextualHybridRetriever(index, similarity_top_k=3, filters=other).retrieve("Globex revenue") == []
     # an edit through the pipeline's docstore replaces the document's nodes on both sides; a delete removes them
     li_pipeline(store, embedder, docstore).run(documents=li_documents((EDITED, "acme"), (GLOBEX, "globex")))
-    for mode in ("bm25", "dense"):
+    for mode in ("bm25", "vector"):
         texts = [h.item.chunk.text for h in store.client.search_stored("foundry", k=10, mode=mode)]
         assert any("Zanzibar" in t for t in texts) and not any("Tucson" in t for t in texts), (mode, texts)
     index.delete_ref_doc("acme")
-    for mode in ("bm25", "dense"):
+    for mode in ("bm25", "vector"):
         assert not any("Zanzibar" in h.item.chunk.text for h in store.client.search_stored("foundry", k=10,
                                                                                              mode=mode))
 

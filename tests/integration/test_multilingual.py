@@ -76,7 +76,7 @@ def test_the_cli_indexes_with_e5_and_queries_with_the_model_the_store_was_built_
     assert main(["index", str(docs), "--store", str(store), "--contextualizer", "heuristic", "--embedder", "e5",
                  "--quiet"]) == 0
     capsys.readouterr()
-    assert main(["query", str(store), "华信科技的员工总数是多少", "-k", "1", "--mode", "dense"]) == 0
+    assert main(["query", str(store), "华信科技的员工总数是多少", "-k", "1", "--mode", "vector"]) == 0
     assert "(zh-2)" in capsys.readouterr().out.splitlines()[0]
     assert main(["query", str(store), "员工总数", "-k", "1", "--mode", "bm25"]) == 0
     assert "(zh-2)" in capsys.readouterr().out.splitlines()[0]

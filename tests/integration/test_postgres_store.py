@@ -80,7 +80,7 @@ def test_edits_and_deletes_reach_both_sides_and_the_statistics(store: PostgresSt
     assert not store.side_ids("bm25", "Tucson", 5, None)
     store.delete(["acme:1"])
     store.delete_documents(["zh"])
-    for mode in ("bm25", "dense", "hybrid"):
+    for mode in ("bm25", "vector", "hybrid"):
         assert {h.chunk.chunk_id for h in store.search("revenue quarter 员工", k=4, mode=mode)} <= {"acme:2",
                                                                                                  "globex:1"}
     assert len(store) == 2
@@ -97,9 +97,9 @@ def test_edits_and_deletes_reach_both_sides_and_the_statistics(store: PostgresSt
 ], ids=lambda w: json.dumps(w))
 def test_filters_keep_on_both_sides_what_the_shared_filter_keeps(store: PostgresStore, where: Any) -> None:
     expected = {i for i, m in META.items() if matches(m, where)}
-    for side in ("dense", "bm25"):
+    for side in ("vector", "bm25"):
         assert set(store.side_ids(side, "revenue quarter foundry 员工 report", 10, where)) <= expected
-    assert set(store.side_ids("dense", "revenue", 10, where)) == expected
+    assert set(store.side_ids("vector", "revenue", 10, where)) == expected
 
 
 def test_hostile_names_values_and_ids_stay_data(url: str, embedder: Any) -> None:
@@ -110,10 +110,10 @@ def test_hostile_names_values_and_ids_stay_data(url: str, embedder: Any) -> None
     store.add([IndexedChunk(i, i, f"chunk {n} about revenue", None) for n, i in enumerate(odd)],
               metadata={i: {"k') OR true --": i} for i in odd})
     assert len(store) == 4
-    assert store.side_ids("dense", "revenue", 10, {"k') OR true --": odd[0]}) == [odd[0]]
+    assert store.side_ids("vector", "revenue", 10, {"k') OR true --": odd[0]}) == [odd[0]]
     assert store.side_ids("bm25", "revenue", 10, {"tenant' OR '1'='1": "x"}) == []
     with pytest.raises(InvalidInputError):
-        store.side_ids("dense", "revenue", 10, {"tenant": {"$regex": ".*"}})
+        store.side_ids("vector", "revenue", 10, {"tenant": {"$regex": ".*"}})
     store.delete([odd[1]])
     assert odd[1] not in store.side_ids("bm25", "revenue", 10, None) and len(store) == 3
     store.close()

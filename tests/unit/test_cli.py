@@ -256,7 +256,10 @@ def test_index_with_the_windows_layout_stores_windows_and_answers_with_chunks(
     capsys.readouterr()
     opened = open_store(store, embedder=MiniLMEmbedder())
     assert opened.embed_layout == "windows" and opened.collection.count() > len(opened)
-    hits = opened.search("payment workers drain the retry queue", k=5, mode="dense")
+    hits = opened.search("payment workers drain the retry queue", k=5, mode="vector")
+    with pytest.warns(DeprecationWarning, match="mode='vector'"):  # the former name, for one release
+        assert [h.chunk.chunk_id for h in opened.search("payment workers drain the retry queue", k=5,
+                                                         mode="dense")] == [h.chunk.chunk_id for h in hits]
     assert len({h.chunk.chunk_id for h in hits}) == len(hits) == len(opened)
     assert "payment workers" in hits[0].chunk.text
 
