@@ -546,6 +546,20 @@ def add_eval_output_args(parser: argparse.ArgumentParser) -> None:
                              "no offline reranker: no cross-encoder weights ship on PyPI")
 
 
+def postgres_url(store: str) -> str | None:
+    """The connection string of a ``--store postgresql://...`` (or ``postgres://``), else ``None``."""
+    return store if store.startswith(("postgresql://", "postgres://")) else None
+
+
+def store_name(store: str) -> str:
+    """``--store`` as said on the terminal: a connection string without its password."""
+    if postgres_url(store) is None:
+        return store
+    from ctx_retrieval.contextualize.cache_postgres import redact_url
+
+    return redact_url(store)
+
+
 def milvus_uri(store: str) -> str | None:
     """The Milvus URI of a ``--store milvus:URI`` (``None`` for an index folder); a URI that names no server and no
     Milvus Lite file in an existing folder is an ``InvalidInputError`` naming the forms."""

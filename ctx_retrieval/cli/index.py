@@ -14,9 +14,11 @@ from ctx_retrieval.cli._common import (
     make_contextualizer,
     milvus_uri,
     offline_embedder,
+    postgres_url,
     resolve_embedder,
     say,
     splitter_for,
+    store_name,
 )
 from ctx_retrieval.errors import InvalidInputError
 from ctx_retrieval.loaders import load_documents
@@ -26,7 +28,8 @@ from ctx_retrieval.naming import printable
 def _cmd_index(args: Args) -> int:
     from ctx_retrieval.retrieval.store import IndexedChunk, build_store
 
-    if milvus_uri(args.store) is None and Path(args.store).exists() and not Path(args.store).is_dir():
+    if milvus_uri(args.store) is None and postgres_url(args.store) is None and Path(args.store).exists() and \
+            not Path(args.store).is_dir():
         raise InvalidInputError(f"--store {args.store} is a file: give an index folder (or milvus:URI)")  # unpaid
     embedder = offline_embedder(progress=not args.quiet, name=resolve_embedder(args))  # sizes the chunks, embeds them
     items = load_documents(args.inputs, splitter_for(args, embedder), max_bytes=int(args.max_input_mb * 2**20))
@@ -65,12 +68,19 @@ def _cmd_index(args: Args) -> int:
         finally:
             contextualizer.close()
         if contextualizer.interrupted:
-            say(f"interrupted: the index at {args.store} was not built")
+            say(f"interrupted: the index at {store_name(args.store)} was not built")
             return 130
     say(f"contextualizer: {label}")
     chunks = [IndexedChunk(c.id, d.id, c.text, contexts.get(c.id)) for d, cs in items for c in cs]
     uri = milvus_uri(args.store)
-    if uri is not None:  # one collection, the engine's BM25 beside the vectors
+    if postgres_url(args.store) is not None:  # one table: vectors and BM25 postings written in one transaction
+        from ctx_retrieval.retrieval.postgres import PostgresStore
+
+        table = PostgresStore(args.store, embedder=embedder, tokenizer=args.bm25_tokenizer, replace=True)
+        table.add(chunks)
+        table.close()
+        engine = "PostgreSQL: vectors and BM25 postings in one table"
+    elif uri is not None:  # one collection, the engine's BM25 beside the vectors
         from ctx_retrieval.retrieval.milvus import MilvusStore
 
         MilvusStore(uri, embedder=embedder, tokenizer=args.bm25_tokenizer, replace=True).add(chunks)
@@ -79,8 +89,8 @@ def _cmd_index(args: Args) -> int:
         build_store(args.store, chunks, embedder=embedder, embed_layout=args.embed_layout,
                     tokenizer=args.bm25_tokenizer).close()
         engine = "Chroma + BM25"
-    print(f"indexed {len(chunks)} chunks ({sum(1 for c in chunks if c.context)} with a context) into {args.store} "
-          f"({engine})")
+    print(f"indexed {len(chunks)} chunks ({sum(1 for c in chunks if c.context)} with a context) into "
+          f"{store_name(args.store)} ({engine})")
     return 0
 
 
@@ -89,7 +99,8 @@ def add_parser(sub: Any, *, twin: bool) -> None:
     index = sub.add_parser("index", help="build a contextual hybrid index (Chroma + BM25) in a folder")
     index.add_argument("inputs", nargs="+", help="files or folders (as for contextualize)")
     index.add_argument("--store", required=True, help="index folder, or milvus:URI for a Milvus collection "
-                       "(milvus:./chunks.db for Milvus Lite, milvus:http://host:19530 for a server; [milvus])")
+                       "(milvus:./chunks.db for Milvus Lite, milvus:http://host:19530 for a server; [milvus]), or "
+                       "postgresql://... for PostgreSQL with pgvector ([postgres]; the table ctx_chunks, rebuilt)")
     index.add_argument("--contexts", help="use contexts from a 'contextualize' output instead of generating them")
     add_input_limit(index)
     index.add_argument("--embed-layout", choices=["whole", "windows"], default="whole",

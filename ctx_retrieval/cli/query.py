@@ -11,7 +11,10 @@ from ctx_retrieval.cli._common import (
     milvus_uri,
     offline_embedder,
     positive_int,
+    postgres_url,
+    store_name,
 )
+from ctx_retrieval.errors import InvalidInputError
 
 
 def _cmd_query(args: Args) -> int:
@@ -19,7 +22,17 @@ def _cmd_query(args: Args) -> int:
 
     uri = milvus_uri(args.store)
     store: Any
-    if uri is not None:
+    if postgres_url(args.store) is not None:
+        from ctx_retrieval.retrieval import postgres
+
+        built = postgres.recorded(args.store)  # the table's own embedder and analysis
+        if not built:
+            raise InvalidInputError(f"{store_name(args.store)} holds no ctx-retrieval index (no table ctx_chunks): "
+                                    "build one with ctx-retrieval index docs/ --store postgresql://...")
+        model = "e5" if "e5" in str(built.get("embedder", "")) else "minilm"
+        store = postgres.PostgresStore(args.store, embedder=offline_embedder(progress=False, name=model),
+                                       tokenizer=args.bm25_tokenizer or str(built.get("tokenizer", "identifiers")))
+    elif uri is not None:
         from ctx_retrieval.retrieval.milvus import recorded
 
         built = recorded(uri)  # the collection's own embedder and analysis
@@ -46,7 +59,7 @@ def _cmd_query(args: Args) -> int:
 def add_parser(sub: Any, *, twin: bool) -> None:
     """The command's options."""
     query = sub.add_parser("query", help="search an index made by 'index'")
-    query.add_argument("store", help="index folder, or milvus:URI (as given to index)")
+    query.add_argument("store", help="index folder, milvus:URI or postgresql://... (as given to index)")
     query.add_argument("query", help="the question")
     query.add_argument("-k", type=positive_int, default=5, help="results (default %(default)s)")
     query.add_argument("--mode", choices=["hybrid", "vector", "bm25", "dense"], default="hybrid",

@@ -32,7 +32,7 @@ from ctx_retrieval.retrieval.hybrid import DEFAULT_CANDIDATES, HybridRetriever, 
 from ctx_retrieval.retrieval.stemming import Compounds, stemmed_in
 from ctx_retrieval.retrieval.store import IndexedChunk, SearchHit
 
-__all__ = ["PostgresStore", "sql_where"]
+__all__ = ["PostgresStore", "recorded", "sql_where"]
 
 _TABLE = re.compile(r"[a-z_][a-z0-9_]{0,40}")
 _K1, _B = 1.5, 0.75
@@ -49,6 +49,7 @@ class PostgresStore:
             ``<table>_stats`` and ``<table>_meta`` beside it).
         tokenizer / language: our BM25 analysis, as ``BM25Store``'s (``language="auto"``: detected from the first
             chunks written, and recorded).
+        replace: drop the collection's tables first (a rebuild).
 
     Use:
         .. code-block:: python
@@ -61,7 +62,7 @@ class PostgresStore:
 
     def __init__(self, url: str, *, embedder: Embedder, table: str = "ctx_chunks", tokenizer: str = "identifiers",
                  language: str | Sequence[str] | None = "auto", rrf_k: int = DEFAULT_RRF_K,
-                 candidates: int = DEFAULT_CANDIDATES) -> None:
+                 candidates: int = DEFAULT_CANDIDATES, replace: bool = False) -> None:
         psycopg = require("psycopg", "postgres")
         if not _TABLE.fullmatch(table):
             raise InvalidInputError(f"table {table!r}: use lower-case letters, digits and underscores (at most 41, "
@@ -72,6 +73,9 @@ class PostgresStore:
         self.languages: tuple[str, ...] | None = None
         self._tokenize = analyser(tokenizer, self._asked or ())
         self._conn = psycopg.connect(url, autocommit=True)
+        if replace:  # the collection built anew (the CLI's index)
+            t = table
+            self._conn.execute(f"DROP TABLE IF EXISTS {t}_terms, {t}_stats, {t}_meta, {t}")
         self._create(len(embedder.embed_query("dimension")))
         self._adopt(self.recorded())
 
@@ -246,6 +250,19 @@ class PostgresStore:
                                   (ids,)).fetchall()
         found = {r[0]: IndexedChunk(r[0], r[1], r[2], r[3]) for r in rows}
         return [found[i] for i in ids if i in found]
+
+
+def recorded(url: str, table: str = "ctx_chunks") -> dict[str, Any]:
+    """What a collection was built with (``embedder``, ``tokenizer``, ``languages``), read without an embedder (the
+    CLI's ``query`` embeds with the model the chunks were embedded with); empty for a table that does not exist."""
+    psycopg = require("psycopg", "postgres")
+    if not _TABLE.fullmatch(table):
+        raise InvalidInputError(f"table {table!r}: use lower-case letters, digits and underscores")
+    with psycopg.connect(url) as conn:
+        if conn.execute("SELECT to_regclass(%s)", (f"{table}_meta",)).fetchone()[0] is None:
+            return {}
+        row = conn.execute(f"SELECT value - 'words' FROM {table}_meta WHERE key = 'analysis'").fetchone()
+    return dict(row[0]) if row else {}
 
 
 class _Side:

@@ -149,3 +149,26 @@ def test_a_query_service_sees_another_processs_writes_and_its_analysis(url: str,
     assert service.side_ids("bm25", "Wie viele Mitarbeiter", 5, None) == ["de:1"]
     assert service.languages == ("german",) and len(service) == 1
     service.close()
+
+
+def test_the_cli_indexes_into_and_queries_a_postgres_table_and_never_prints_the_password(
+        postgres: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from ctx_retrieval.cli import main
+
+    url = str(postgres.new_database())
+    with_password = url.replace("ctx@", "ctx:s3cret-pw@")  # trust authentication: the password is not checked
+    docs = tmp_path / "docs.jsonl"
+    docs.write_text("\n".join(json.dumps({"id": c.document_id + str(n), "text": c.text}, ensure_ascii=False)
+                              for n, c in enumerate(CHUNKS)), encoding="utf-8")
+    assert main(["index", str(docs), "--store", with_password, "--contextualizer", "heuristic", "--quiet",
+                 "--embedder", "minilm"]) == 0
+    said = capsys.readouterr()
+    assert "(PostgreSQL: vectors and BM25 postings in one table)" in said.out
+    assert "s3cret-pw" not in said.out + said.err
+    assert main(["query", with_password, "foundry Tucson", "-k", "1", "--mode", "bm25"]) == 0
+    first = next(line for line in capsys.readouterr().out.splitlines() if line.lstrip().startswith("1."))
+    assert "(acme2)" in first and "bm25 #1" in first
+    empty = str(postgres.new_database()).replace("ctx@", "ctx:s3cret-pw@")
+    assert main(["query", empty, "anything"]) == 2
+    said = capsys.readouterr()
+    assert "holds no ctx-retrieval index" in said.err and "s3cret-pw" not in said.out + said.err
