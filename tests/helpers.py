@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ctx_retrieval import Chunk, SourceDocument, split_into_chunks
+from ctx_retrieval.retrieval.store import IndexedChunk
 from ctx_retrieval.testing.clock import SharedClock
 
 TEST_KEY = "sk-ant-test-canary-7f3c9e1d2b"
@@ -217,3 +218,18 @@ class LineService:
         if self.process.stdin is not None:
             self.process.stdin.close()
         return self.process.wait(timeout=120)
+
+
+# Four chunks whose context alone names their company (and one in Chinese), with metadata to filter by: what the
+# stores that keep both sides in one engine (Milvus, PostgreSQL) are tested on.
+ENGINE_CHUNKS = [
+    IndexedChunk("acme:1", "acme", "Revenue grew by 3% over the previous quarter.",
+                 "From ACME Corp's 10-Q filing for Q2 2023, on revenue."),
+    IndexedChunk("globex:1", "globex", "Revenue fell by 5% over the previous quarter.",
+                 "From Globex Corporation's 10-Q filing for Q2 2023, on revenue."),
+    IndexedChunk("acme:2", "acme", "The foundry moved to Tucson during the period under review.",
+                 "From ACME Corp's 10-Q filing for Q2 2023, on its facilities."),
+    IndexedChunk("zh:1", "zh", "截至六月底，公司员工总数为一千二百人。", "华信科技2023年第二季度报告：员工。"),
+]
+ENGINE_META = {"acme:1": {"tenant": "a", "year": 2023}, "acme:2": {"tenant": "a", "year": 2022},
+               "globex:1": {"tenant": "b", "year": 2023}, "zh:1": {"tenant": "b", "year": 2023}}

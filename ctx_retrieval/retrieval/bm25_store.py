@@ -47,7 +47,7 @@ from ctx_retrieval.language import corpus_languages
 from ctx_retrieval.retrieval.bm25 import ANALYSIS_VERSIONS, TOKENIZERS, analyser, compound_words, resolve_tokenizer
 from ctx_retrieval.retrieval.filters import compile_where
 from ctx_retrieval.retrieval.fusion import chunk_key
-from ctx_retrieval.retrieval.stemming import Compounds, compounding, stemmed_in
+from ctx_retrieval.retrieval.stemming import Compounds, compounding, recorded_languages, said, stemmed_in
 
 __all__ = ["BM25Entry", "BM25Results", "BM25Store", "StoredEntry", "chunk_key"]
 
@@ -280,16 +280,11 @@ class BM25Store:
                                    f"({exc}): delete the folder to rebuild it", path=str(self.path)) from exc
 
     def _adopt(self, meta: Mapping[str, Any]) -> None:
-        """The languages a folder was built for: taken when not asked for, and refused when others were asked for."""
-        recorded = meta.get("languages")
-        if recorded is None:
-            return
-        if self._asked is not None and tuple(recorded) != self._asked:
-            raise SearchIndexError(f"{self.path} was built stemming {_said(recorded)}, not {_said(self._asked)}: "
-                                   f"pass language={tuple(recorded)!r} (or \"auto\"), or delete the folder to "
-                                   "rebuild it", path=str(self.path))
-        self._tokenize = self._analysis(tuple(recorded), self._words(tuple(recorded)))
-        self._decided = True
+        """The languages (and compound words) a folder was built with, checked against those asked for."""
+        recorded = recorded_languages(meta.get("languages"), self._asked, str(self.path))
+        if recorded is not None:
+            self._tokenize = self._analysis(recorded, self._words(recorded))
+            self._decided = True
 
     def _decide(self, texts: Sequence[str]) -> None:
         """The first write of an ``"auto"`` index decides its languages from its chunks and records them; another
@@ -309,7 +304,7 @@ class BM25Store:
                 _write_atomic(manifest, json.dumps({**meta, "languages": list(found)}))
                 meta["languages"] = list(found)
             self._adopt(meta)
-        logger.info("BM25 index at %s stems %s (%s), %d compound words learnt", self.path, _said(self.languages or ()),
+        logger.info("BM25 index at %s stems %s (%s), %d compound words learnt", self.path, said(self.languages or ()),
                     "as asked" if self._asked is not None else f"detected from its first {len(texts)} chunks",
                     len(words))
 
@@ -792,10 +787,6 @@ def _reopen(path: str, tokenizer: str, writer_timeout_s: float, owner: Mapping[s
             found = getattr(found, part)
         return BM25Store(path, tokenizer=found, writer_timeout_s=writer_timeout_s, owner=owner)
     return BM25Store(path, tokenizer=tokenizer, writer_timeout_s=writer_timeout_s, owner=owner)
-
-
-def _said(languages: Sequence[str]) -> str:
-    return " and ".join(languages) if languages else "no language"
 
 
 def _take(iterator: Iterator[BM25Entry], n: int) -> Iterator[BM25Entry]:

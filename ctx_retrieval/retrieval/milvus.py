@@ -37,7 +37,7 @@ from ctx_retrieval.retrieval.dense import IdRanking
 from ctx_retrieval.retrieval.fusion import DEFAULT_RRF_K, chunk_key, side_weights
 from ctx_retrieval.retrieval.hybrid import DEFAULT_CANDIDATES, Hit, HybridRetriever, search_mode
 from ctx_retrieval.retrieval.pairing import Record
-from ctx_retrieval.retrieval.stemming import stemmed_in
+from ctx_retrieval.retrieval.stemming import recorded_languages, stemmed_in
 from ctx_retrieval.retrieval.store import IndexedChunk, SearchHit
 
 __all__ = ["EngineFusion", "MilvusStore", "Stored", "StoredHit", "milvus_filter", "recorded"]
@@ -252,15 +252,11 @@ class MilvusStore:
             "ctx_retrieval": json.dumps({"embedder": self.embedder.model_id, "tokenizer": self._recorded_tokenizer()})})
 
     def _adopt(self, recorded: Mapping[str, Any]) -> None:
-        """The languages the collection was analysed in, from its properties; others asked for are refused."""
-        found = recorded.get("languages")
-        if found is None or self._tokenize is None:
-            return
-        if self._asked is not None and tuple(found) != self._asked:
-            raise InvalidInputError(f"the Milvus collection {self.collection!r} was analysed stemming {found}, not "
-                                    f"{list(self._asked)}: pass language={tuple(found)!r} (or \"auto\")")
-        self.languages = tuple(found)
-        self._tokenize = analyser(self.tokenizer_name, self.languages)
+        """The languages the collection was analysed in, from its properties, checked against those asked for."""
+        found = recorded_languages(recorded.get("languages"), self._asked, f"the Milvus collection {self.collection!r}")
+        if found is not None and self._tokenize is not None:
+            self.languages = found
+            self._tokenize = analyser(self.tokenizer_name, found)
 
     def _decide(self, texts: Sequence[str]) -> None:
         """The first write decides the languages (detected, or as asked) and records them; a collection another

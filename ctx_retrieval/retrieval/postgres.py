@@ -29,7 +29,7 @@ from ctx_retrieval.retrieval.bm25 import ANALYSIS_VERSIONS, analyser, compound_w
 from ctx_retrieval.retrieval.dense import IdRanking
 from ctx_retrieval.retrieval.fusion import DEFAULT_RRF_K, chunk_key
 from ctx_retrieval.retrieval.hybrid import DEFAULT_CANDIDATES, HybridRetriever, search_mode
-from ctx_retrieval.retrieval.stemming import Compounds, stemmed_in
+from ctx_retrieval.retrieval.stemming import Compounds, recorded_languages, stemmed_in
 from ctx_retrieval.retrieval.store import IndexedChunk, SearchHit
 
 __all__ = ["PostgresStore", "recorded", "sql_where"]
@@ -127,16 +127,13 @@ class PostgresStore:
         return found
 
     def _adopt(self, recorded: Mapping[str, Any]) -> None:
-        found = recorded.get("languages")
+        found = recorded_languages(recorded.get("languages"), self._asked, f"the table {self.table!r}")
         if found is None:
             return
-        if self._asked is not None and tuple(found) != self._asked:
-            raise InvalidInputError(f"the table {self.table!r} was analysed stemming {found}, not "
-                                    f"{list(self._asked)}: pass language={tuple(found)!r} (or \"auto\")")
         row = self._conn.execute(f"SELECT value -> 'words' FROM {self.table}_meta WHERE key = 'analysis'").fetchone()
         words = frozenset(row[0] or ()) if row else frozenset()
-        self.languages = tuple(found)
-        self._tokenize = analyser(self.tokenizer_name, self.languages, Compounds(words) if words else None)
+        self.languages = found
+        self._tokenize = analyser(self.tokenizer_name, found, Compounds(words) if words else None)
 
     def _decide(self, texts: Sequence[str]) -> None:
         """The first write decides the analysis's languages and compound words and records them (in the write's

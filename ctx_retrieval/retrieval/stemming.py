@@ -24,8 +24,8 @@ from ctx_retrieval._optional import require
 from ctx_retrieval.errors import InvalidInputError
 from ctx_retrieval.language import is_latin
 
-__all__ = ["LATIN_STEMMED", "Compounds", "compounding", "fold_accents", "german_normal", "script_language",
-           "stemmed_in", "stems"]
+__all__ = ["LATIN_STEMMED", "Compounds", "compounding", "fold_accents", "german_normal", "recorded_languages",
+           "script_language", "stemmed_in", "stems"]
 
 # The first letter's script decides, for scripts that one Snowball stemmer covers.
 _SCRIPTS = ((0x0400, 0x04FF, "russian"), (0x0370, 0x03FF, "greek"), (0x0600, 0x06FF, "arabic"),
@@ -62,6 +62,23 @@ def stemmed_in(language: str | Sequence[str] | None) -> tuple[str, ...]:
                                 "(detected from the chunks); Cyrillic, Greek, Arabic, Hindi and Tamil words are "
                                 "stemmed by their script without it")
     return languages
+
+
+def recorded_languages(recorded: Sequence[str] | None, asked: tuple[str, ...] | None, where: str
+                       ) -> tuple[str, ...] | None:
+    """The languages an index recorded when its first chunks were written (``None``: not yet), refused with the fix
+    when others were asked for: one rule for ``BM25Store``, ``MilvusStore`` and ``PostgresStore``."""
+    if recorded is None:
+        return None
+    if asked is not None and tuple(recorded) != asked:
+        raise InvalidInputError(f"{where} was analysed stemming {said(recorded)}, not {said(asked)}: pass "
+                                f"language={tuple(recorded)!r} (or \"auto\"), or build it anew")
+    return tuple(recorded)
+
+
+def said(languages: Sequence[str]) -> str:
+    """Languages in a sentence (``german and french``; ``no language``)."""
+    return " and ".join(languages) if languages else "no language"
 
 
 def script_language(word: str) -> str | None:

@@ -19,19 +19,10 @@ from ctx_retrieval.retrieval.bm25 import BM25Index
 from ctx_retrieval.retrieval.filters import matches
 from ctx_retrieval.retrieval.postgres import PostgresStore
 from ctx_retrieval.retrieval.store import IndexedChunk
-from tests.helpers import make_document
+from tests.helpers import ENGINE_CHUNKS, ENGINE_META, make_document
 
-CHUNKS = [
-    IndexedChunk("acme:1", "acme", "Revenue grew by 3% over the previous quarter.",
-                 "From ACME Corp's 10-Q filing for Q2 2023, on revenue."),
-    IndexedChunk("globex:1", "globex", "Revenue fell by 5% over the previous quarter.",
-                 "From Globex Corporation's 10-Q filing for Q2 2023, on revenue."),
-    IndexedChunk("acme:2", "acme", "The foundry moved to Tucson during the period under review.",
-                 "From ACME Corp's 10-Q filing for Q2 2023, on its facilities."),
-    IndexedChunk("zh:1", "zh", "截至六月底，公司员工总数为一千二百人。", "华信科技2023年第二季度报告：员工。"),
-]
-META = {"acme:1": {"tenant": "a", "year": 2023}, "acme:2": {"tenant": "a", "year": 2022},
-        "globex:1": {"tenant": "b", "year": 2023}, "zh:1": {"tenant": "b", "year": 2023, "note": "x"}}
+CHUNKS = ENGINE_CHUNKS
+META = {**ENGINE_META, "zh:1": {**ENGINE_META["zh:1"], "note": "x"}}
 
 
 @pytest.fixture

@@ -82,7 +82,7 @@ def test_languages_given_are_checked_and_kept(tmp_path) -> None:
     with pytest.raises(InvalidInputError, match="language="):
         BM25Store(language="klingon")
     _store(tmp_path / "de", language="german")
-    with pytest.raises(SearchIndexError, match="language="):
+    with pytest.raises(InvalidInputError, match="language="):
         BM25Store(tmp_path / "de", language="french")
     plain = _store(language=None)
     assert plain.languages == () and "mitarbeit" not in plain._tokenize("Mitarbeiter")
