@@ -521,10 +521,13 @@ def add_analysis_args(parser: argparse.ArgumentParser, *, default: str | None = 
 
 
 def add_eval_output_args(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--vector-store", choices=["numpy", "chroma", "milvus"], default="numpy",
+    parser.add_argument("--vector-store", choices=["numpy", "chroma", "milvus", "postgres"], default="numpy",
                         help="exact in-memory search (default: the same figures on every run), embedded Chroma "
-                             "(approximate HNSW search, which can differ between runs under load), or Milvus (both "
-                             "sides in the engine: its dense field and its BM25 over our analysis; --milvus-uri)")
+                             "(approximate HNSW search, which can differ between runs under load), Milvus (both "
+                             "sides in the engine: its dense field and its BM25 over our analysis; --milvus-uri), or "
+                             "PostgreSQL (pgvector and BM25 in SQL, one table a variant; --postgres-url)")
+    parser.add_argument("--postgres-url", help="with --vector-store postgres: postgresql://user@host/db (pgvector "
+                                               ">= 0.8); the evaluation's tables are named ctx_eval_*")
     parser.add_argument("--milvus-uri", help="with --vector-store milvus: a Milvus Lite file or a server's URL "
                                              "(default: <work-dir>/milvus.db); the evaluation's collections are "
                                              "named ctx_eval_*")

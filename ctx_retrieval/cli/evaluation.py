@@ -157,6 +157,7 @@ def _run_eval(args: Args, corpus: Any, contextualizer: ContextWriter) -> Any:
     result = run_ablation(corpus, contexts, contextualizer_label=contextualizer.label,
                           embedder=offline_embedder(name=resolve_embedder(args, [d.text for d, _ in corpus.items])),
                           vector_store=args.vector_store, chroma_client=client, milvus_uri=milvus,
+                          postgres_url=args.postgres_url,
                           reranker=reranker.rerank_ids if reranker else None, progress=say, baseline=baseline,
                           tokenizer=args.bm25_tokenizer, late_chunking=args.late_chunking,
                           embed_layout=args.embed_layout,
@@ -221,7 +222,8 @@ def _write_outputs(result: Any, args: Args, stem: str) -> None:
 
 
 VECTOR_STORES = {"numpy": "exact in-memory vectors + BM25", "chroma": "embedded Chroma vectors + BM25",
-                 "milvus": "Milvus (vectors and its BM25 in one collection)"}
+                 "milvus": "Milvus (vectors and its BM25 in one collection)",
+                 "postgres": "PostgreSQL (pgvector and BM25 in SQL, one table)"}
 
 
 def _cmd_eval(args: Args) -> int:

@@ -126,6 +126,7 @@ def run_ablation(
     embed_layout: str = "whole",
     fused_embedder: tuple[str, Embedder] | None = None,
     milvus_uri: str | None = None,
+    postgres_url: str | None = None,
     other_embedders: dict[str, Any] | None = None,
     other_rerankers: dict[str, Callable[[list[str], list[list[str]], dict[str, str]], list[list[str]]]] | None = None,
 ) -> EvalResult:
@@ -145,7 +146,9 @@ def run_ablation(
     ``other_embedders`` and ``other_rerankers`` were ``second_embedder``, ``embedders`` and ``rerankers``: the old
     names still work, with a ``DeprecationWarning``, for one release.)
     ``vector_store="milvus"``: each variant in a Milvus collection at ``milvus_uri`` (a Milvus Lite file or a
-    server), both sides the engine's (its dense field, its BM25 over our analysis); the added rows' BM25 too."""
+    server), both sides the engine's (its dense field, its BM25 over our analysis); the added rows' BM25 too.
+    ``vector_store="postgres"``: each variant in a ``PostgresStore`` table at ``postgres_url`` (pgvector HNSW and
+    BM25 in SQL over our analysis)."""
     say = progress or (lambda message: logger.info("%s", message))
     started = time.perf_counter()
     chunks = corpus.chunks
@@ -170,6 +173,19 @@ def run_ablation(
 
     def both(texts: list[str], vectors: Any, variant: str) -> tuple[Side[str], Side[str]]:
         """The dense and BM25 sides of one variant."""
+        if vector_store == "postgres":
+            from ctx_retrieval.retrieval.postgres import PostgresStore
+            from ctx_retrieval.retrieval.store import IndexedChunk
+
+            if not postgres_url:
+                raise InvalidInputError("vector_store='postgres' needs postgres_url= (postgresql://user@host/db, a "
+                                        "server with pgvector >= 0.8)")
+            digest = hashlib.sha256("\x00".join(texts).encode("utf-8", "surrogatepass")).hexdigest()[:16]
+            table = PostgresStore(postgres_url, embedder=embedder, table=f"ctx_eval_{variant}_{digest}",
+                                  tokenizer=tokenizer, replace=True)
+            table.add([IndexedChunk(i, "eval", t, None) for i, t in zip(ids, texts, strict=True)], vectors=vectors)
+            return (_QueryVectors(table.side("vector", load=list), query_vector.__getitem__),
+                    table.side("bm25", load=list))
         if vector_store != "milvus":
             return dense(texts, vectors, variant), _bm25(ids, texts, tokenizer)
         from ctx_retrieval.retrieval.milvus import MilvusStore
@@ -185,7 +201,7 @@ def run_ablation(
         return _QueryVectors(store.dense_side(load=list), vector_of), store.bm25_side(load=list)
 
     def dense(texts: list[str], vectors: Any, variant: str) -> Side[str]:
-        if vector_store == "milvus":
+        if vector_store in ("milvus", "postgres"):
             return both(texts, vectors, variant)[0]
         if vector_store == "numpy":
             return NumpyDenseSide(ids, vectors, query_vector.__getitem__)

@@ -18,8 +18,8 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, Generic, TypeVar
 
 from ctx_retrieval._optional import require
 from ctx_retrieval.errors import InvalidInputError
@@ -34,6 +34,7 @@ from ctx_retrieval.retrieval.store import IndexedChunk, SearchHit
 
 __all__ = ["PostgresStore", "recorded", "sql_where"]
 
+T = TypeVar("T")
 _TABLE = re.compile(r"[a-z_][a-z0-9_]{0,40}")
 _K1, _B = 1.5, 0.75
 _ORDERED = {"$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
@@ -147,15 +148,20 @@ class PostgresStore:
 
     # -- writes: each call one transaction ------------------------------------------------------------------
 
-    def add(self, chunks: Iterable[IndexedChunk], *, metadata: Mapping[str, Mapping[str, Any]] | None = None) -> int:
+    def add(self, chunks: Iterable[IndexedChunk], *, metadata: Mapping[str, Mapping[str, Any]] | None = None,
+            vectors: Sequence[Sequence[float]] | None = None) -> int:
         """Add or replace (by chunk id) chunks, both sides in one transaction; ``metadata`` (chunk id -> dict) is
-        what filters read. Returns how many were written."""
+        what filters read; ``vectors`` (one per chunk) when they were embedded already. Returns how many were
+        written."""
         chunks = list(chunks)
         if not chunks:
             return 0
         if len({c.chunk_id for c in chunks}) != len(chunks):
             raise InvalidInputError("the chunks repeat an id; each chunk is stored once under its id")
-        vectors = self.embedder.embed([c.indexed_text for c in chunks])
+        if vectors is None:
+            vectors = self.embedder.embed([c.indexed_text for c in chunks])
+        elif len(vectors) != len(chunks):
+            raise InvalidInputError(f"{len(vectors)} vectors for {len(chunks)} chunks: pass one vector per chunk")
         t = self.table
         with self._conn.transaction():
             if self.languages is None:
@@ -207,19 +213,27 @@ class PostgresStore:
                where: Mapping[str, Any] | None = None) -> list[SearchHit]:
         """The ``k`` best chunks for ``query``: ``hybrid`` (both sides fused), ``vector`` or ``bm25`` alone."""
         mode = search_mode(mode)
-        dense = _Side(self, "vector") if mode != "bm25" else None
-        bm25 = _Side(self, "bm25") if mode != "vector" else None
+        dense: _Side[IndexedChunk] | None = self.side("vector") if mode != "bm25" else None
+        bm25: _Side[IndexedChunk] | None = self.side("bm25") if mode != "vector" else None
         fusion = HybridRetriever(dense, bm25, candidates=self.candidates, rrf_k=self.rrf_k)
         return [SearchHit(h.item, h.score, h.vector_rank, h.bm25_rank) for h in fusion.retrieve(query, k, where)]
 
-    def side_ids(self, side: str, query: str, k: int, where: Mapping[str, Any] | None) -> list[str]:
-        """One side's (``vector`` or ``bm25``) ``k`` best chunk ids for ``query`` under ``where``, best first."""
+    def side(self, name: str, *, load: Callable[[list[str]], Sequence[T]] | None = None) -> _Side[T]:
+        """One side (``vector`` or ``bm25``) as a ``HybridRetriever`` side; ``load`` makes its items of the ids
+        (default: the stored chunks). A vector side's ``vector``, when set, is the next query's vector."""
+        return _Side(self, name, load or self.chunks)  # type: ignore[arg-type]
+
+    def side_ids(self, side: str, query: str, k: int, where: Mapping[str, Any] | None,
+                 vector: Sequence[float] | None = None) -> list[str]:
+        """One side's (``vector`` or ``bm25``) ``k`` best chunk ids for ``query`` under ``where``, best first;
+        ``vector``: the query's, when it was embedded already."""
         condition, params = sql_where(where, "c.metadata")
         t = self.table
         if side == "vector":
-            vector = "[" + ",".join(repr(float(x)) for x in self.embedder.embed_query(query)) + "]"
+            found = self.embedder.embed_query(query) if vector is None else vector
+            literal = "[" + ",".join(repr(float(x)) for x in found) + "]"
             rows = self._conn.execute(f"SELECT c.id FROM {t} c WHERE {condition} ORDER BY c.embedding <=> %s::vector "
-                                      "LIMIT %s", (*params, vector, k)).fetchall()
+                                      "LIMIT %s", (*params, literal, k)).fetchall()
             return [r[0] for r in rows]
         if self.languages is None:  # another process's first write decides the analysis
             self._adopt(self.recorded())
@@ -262,13 +276,14 @@ def recorded(url: str, table: str = "ctx_chunks") -> dict[str, Any]:
     return dict(row[0]) if row else {}
 
 
-class _Side:
-    def __init__(self, store: PostgresStore, side: str) -> None:
-        self.store, self.side = store, side
+class _Side(Generic[T]):
+    def __init__(self, store: PostgresStore, side: str, load: Callable[[list[str]], Sequence[T]]) -> None:
+        self.store, self.name, self.load = store, side, load
+        self.vector: Sequence[float] | None = None
 
-    def search(self, query: str, k: int, where: Any = None) -> IdRanking[IndexedChunk]:
-        ids = self.store.side_ids(self.side, query, k, where)
-        return IdRanking(ids, [chunk_key(i) for i in ids], self.store.chunks)
+    def search(self, query: str, k: int, where: Any = None) -> IdRanking[T]:
+        ids = self.store.side_ids(self.name, query, k, where, self.vector)
+        return IdRanking(ids, [chunk_key(i) for i in ids], self.load)
 
 
 def sql_where(where: Mapping[str, Any] | None, column: str) -> tuple[str, list[Any]]:

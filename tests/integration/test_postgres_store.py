@@ -163,3 +163,21 @@ def test_the_cli_indexes_into_and_queries_a_postgres_table_and_never_prints_the_
     assert main(["query", empty, "anything"]) == 2
     said = capsys.readouterr()
     assert "holds no ctx-retrieval index" in said.err and "s3cret-pw" not in said.out + said.err
+
+
+def test_the_ablation_through_postgres_gives_the_in_memory_rows(postgres: Any, tmp_path: Path, embedder: Any) -> None:
+    from ctx_retrieval.evaluation import load_corpus, run_ablation
+    from tests.helpers import write_corpus
+
+    corpus = load_corpus(*write_corpus(tmp_path))
+    contexts = {"acme-1": "From ACME Corp's Q2 2023 filing: revenue.",
+                "globex-1": "From Globex Corporation's Q2 2023 filing: revenue."}
+    rows = {}
+    for store in ("numpy", "postgres"):
+        result = run_ablation(corpus, contexts, contextualizer_label="t", embedder=embedder, vector_store=store,
+                              postgres_url=str(postgres.new_database()) if store == "postgres" else None,
+                              progress=lambda _: None)
+        rows[store] = {r.name: (r.pass_at[1], r.pass_at[20]) for r in result.rows}
+    assert rows["postgres"] == rows["numpy"] and rows["numpy"]["contextual BM25"][0] == 1.0
+    with pytest.raises(InvalidInputError, match="postgres_url"):
+        run_ablation(corpus, contexts, contextualizer_label="t", embedder=embedder, vector_store="postgres")
