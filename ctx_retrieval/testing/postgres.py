@@ -15,6 +15,7 @@ import os
 import pwd
 import shutil
 import socket
+import stat
 import subprocess
 import sys
 import tempfile
@@ -60,6 +61,31 @@ def postgres_bin() -> Path | None:
     return Path(versions[-1]).parent if versions else None
 
 
+def _runnable_by_others(bin_dir: Path) -> Path:
+    """``bin_dir``, or where its installation was copied when the unprivileged user cannot reach it (a wheel's
+    binaries in a virtualenv under ``/root``, whose mode is 700): the copy, made once a machine under the temporary
+    folder, keeps the layout the programs find their files by (``lib`` and ``share`` beside ``bin``, and the wheel's
+    ``<package>.libs`` folder its binaries' RPATH names, two levels up)."""
+    reachable = all(os.stat(folder).st_mode & stat.S_IXOTH for folder in [bin_dir, *bin_dir.parents])
+    if reachable or not (bin_dir / "initdb").exists():
+        return bin_dir
+    install = bin_dir.parent
+    package = install.parent
+    root = Path(tempfile.gettempdir()) / f"ctx-postgres-install-{os.stat(bin_dir / 'postgres').st_size}"
+    target = root / package.name / install.name
+    if not (target / "bin" / "initdb").exists():
+        partial = Path(tempfile.mkdtemp(prefix="ctx-postgres-install-"))
+        os.chmod(partial, 0o755)
+        shutil.copytree(install, partial / package.name / install.name, symlinks=True)
+        for libs in package.parent.glob(f"{package.name}.libs"):
+            shutil.copytree(libs, partial / libs.name, symlinks=True)
+        try:
+            os.rename(partial, root)
+        except OSError:  # another process copied it first
+            shutil.rmtree(partial, ignore_errors=True)
+    return target / "bin"
+
+
 def _free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
@@ -90,6 +116,7 @@ class LocalPostgres:
             self._run_as = "postgres" if _user_exists("postgres") else "nobody"
             entry = pwd.getpwnam(self._run_as)
             os.chown(self.folder, entry.pw_uid, entry.pw_gid)
+            self.bin = _runnable_by_others(self.bin)
         data = self.folder / "data"
         subprocess.run(self._command(str(self.bin / "initdb"), "-D", str(data), "-A", "trust", "-U", _USER, "-E",
                                      "UTF8", "--no-sync"), check=True, capture_output=True, text=True)
