@@ -22,25 +22,25 @@ def _cmd_query(args: Args) -> int:
 
     uri = milvus_uri(args.store)
     store: Any
-    if postgres_url(args.store) is not None:
-        from ctx_retrieval.retrieval import postgres
+    if postgres_url(args.store) is not None or uri is not None:  # one engine holds both sides and its analysis
+        engine: Any
+        if uri is None:
+            from ctx_retrieval.retrieval import postgres as engine
 
-        built = postgres.recorded(args.store)  # the table's own embedder and analysis
-        if not built:
-            raise InvalidInputError(f"{store_name(args.store)} holds no ctx-retrieval index (no table ctx_chunks): "
-                                    "build one with ctx-retrieval index docs/ --store postgresql://...")
-        model = "e5" if "e5" in str(built.get("embedder", "")) else "minilm"
-        store = postgres.PostgresStore(args.store, embedder=offline_embedder(progress=False, name=model),
-                                       tokenizer=args.bm25_tokenizer or str(built.get("tokenizer", "identifiers")))
-    elif uri is not None:
-        from ctx_retrieval.retrieval.milvus import recorded
+            uri = args.store
+            built = engine.recorded(uri)
+            if not built:
+                raise InvalidInputError(f"{store_name(uri)} holds no ctx-retrieval index (no table ctx_chunks): "
+                                        "build one with ctx-retrieval index docs/ --store postgresql://...")
+            make = engine.PostgresStore
+        else:
+            from ctx_retrieval.retrieval import milvus as engine
 
-        built = recorded(uri)  # the collection's own embedder and analysis
-        model = "e5" if "e5" in str(built.get("embedder", "")) else "minilm"
-        from ctx_retrieval.retrieval.milvus import MilvusStore
-
-        store = MilvusStore(uri, embedder=offline_embedder(progress=False, name=model),
-                            tokenizer=args.bm25_tokenizer or str(built.get("tokenizer", "identifiers")))
+            built = engine.recorded(uri)
+            make = engine.MilvusStore
+        model = "e5" if "e5" in str(built.get("embedder", "")) else "minilm"  # the embedder the chunks were made with
+        store = make(uri, embedder=offline_embedder(progress=False, name=model),
+                     tokenizer=args.bm25_tokenizer or str(built.get("tokenizer", "identifiers")))
     else:
         built_with = store_embedder(args.store)  # the store's own: queries must be embedded by the same model
         model = "e5" if built_with == "e5" else "minilm"

@@ -134,7 +134,8 @@ async def request_context(settings: RunSettings, state: RunState, plan: Plan, re
 
     def stops_the_run(decision: ErrorDecision, error: Exception) -> Exception:
         state.stop_with(s.provider.run_error(decision, error), error)
-        kind, detail = tries.last_error or (decision.kind, type(error).__name__)
+        assert tries.last_error is not None  # paced_call records the attempt before it asks for the run's error
+        kind, detail = tries.last_error
         return RetriesSpentError(detail, kind=kind, detail=detail, provider=s.traits.name)
 
     hooks = _ChunkHooks(s, state, plan, request, variable, priority, i)

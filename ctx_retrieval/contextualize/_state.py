@@ -56,7 +56,7 @@ class RunState:
     previous: dict[int, Previous] = field(default_factory=dict)  # earlier contexts served or kept (``versions``)
 
     @classmethod
-    def start(cls, plans: list[Plan], settings: RunSettings, *, seed: int | None, progress: bool, notes: list[str],
+    def start(cls, plans: list[Plan], settings: RunSettings, *, progress: bool, notes: list[str],
               fatal: CtxRetrievalError | None, pacer: Pacer, leases: DocumentLeases | None = None) -> RunState:
         """A run's state: its report, limiter, request and document slots (shaped by the server), progress bar;
         the provider's ``notes`` are logged and reported."""

@@ -325,7 +325,7 @@ class ContextGenerator:
             planner = Planner(settings, self._exact_counts)
             pacer = settings.pacer(self._seed)
             plans, fatal = await planner.plan_run(list(items), pacer)
-            state = RunState.start(plans, settings, seed=self._seed, notes=notes, fatal=fatal, pacer=pacer,
+            state = RunState.start(plans, settings, notes=notes, fatal=fatal, pacer=pacer,
                                    progress=self.progress if progress is None else progress,
                                    leases=leases_for(settings.cache, self.lease_ttl_s, clock=settings.clock)
                                    if batch is None else None)

@@ -229,9 +229,10 @@ def run_ablation(
         # A text already embedded (no baseline context: the plain text; the same context) reuses its vector.
         known = dict(zip(plain, plain_vectors, strict=True))
         known.update(zip(contextual, contextual_vectors, strict=True))
-        new = list(dict.fromkeys(t for t in texts if t not in known))
+        missing = [t for t in texts if t not in known]
+        new = list(dict.fromkeys(missing))
         say(f"embedding {len(new)} chunk texts with the {label} contexts for its row "
-            f"({len(texts) - sum(1 for t in texts if t not in known)} already embedded)")
+            f"({len(texts) - len(missing)} already embedded)")
         known.update(zip(new, embedder.embed(new) if new else [], strict=True))
         import numpy as np
 

@@ -44,7 +44,7 @@ from typing import Any
 from ctx_retrieval._optional import require
 from ctx_retrieval.errors import InvalidInputError, SearchIndexError
 from ctx_retrieval.language import corpus_languages
-from ctx_retrieval.retrieval.bm25 import ANALYSIS_VERSIONS, TOKENIZERS, analyser, compound_words, resolve_tokenizer
+from ctx_retrieval.retrieval.bm25 import ANALYSIS_VERSIONS, TOKENIZERS, analyser, compound_words
 from ctx_retrieval.retrieval.filters import compile_where
 from ctx_retrieval.retrieval.fusion import chunk_key
 from ctx_retrieval.retrieval.stemming import Compounds, compounding, recorded_languages, said, stemmed_in
@@ -190,10 +190,9 @@ class BM25Store:
         self.path = Path(path) if path is not None else None
         self.tokenizer_name = tokenizer if isinstance(tokenizer, str) else _callable_name(tokenizer)
         self._tokenizer = tokenizer
-        resolve_tokenizer(tokenizer)  # an unknown name is refused here, not at the first write
         self._asked = None if language == "auto" else stemmed_in(language)
         self._decided = False  # the languages and compound words are final once the first write (or the folder) says
-        self._tokenize = self._analysis(self._asked)
+        self._tokenize = self._analysis(self._asked)  # an unknown tokenizer is refused here, not at the first write
         self.writer_timeout_s = writer_timeout_s
         self.owner = dict(owner) if owner else None
         self._lock = threading.Lock()  # one writer per process at a time; readers need no lock
@@ -233,8 +232,6 @@ class BM25Store:
                 manifest = self.path / MANIFEST
                 meta = _check_manifest(self.path, manifest, self.tokenizer_name, self.owner) if manifest.exists() \
                     else None
-                if meta is not None:
-                    self._adopt(meta)
                 if meta is None:
                     if any(p.name != _LOCK_FILE and not p.name.startswith(".") for p in self.path.iterdir()):
                         raise SearchIndexError(f"{self.path} holds files but no {MANIFEST}: it is not a "
@@ -245,10 +242,12 @@ class BM25Store:
                             "analysis": ANALYSIS_VERSIONS.get(self.tokenizer_name), "engine_files": False,
                             **({"owner": self.owner} if self.owner else {})}
                     _write_atomic(manifest, json.dumps(meta))
-                elif meta.get("engine_files") and not (self.path / _ENGINE_META).exists():
-                    raise SearchIndexError(f"{self.path} lost the engine's {_ENGINE_META} (its list of segments): "
-                                           "the index cannot be read; delete the folder to rebuild it from your "
-                                           "vector store (the next open refills it)", path=str(self.path))
+                else:
+                    self._adopt(meta)
+                    if meta.get("engine_files") and not (self.path / _ENGINE_META).exists():
+                        raise SearchIndexError(f"{self.path} lost the engine's {_ENGINE_META} (its list of segments): "
+                                               "the index cannot be read; delete the folder to rebuild it from your "
+                                               "vector store (the next open refills it)", path=str(self.path))
                 try:
                     index = tantivy.Index(self._schema, path=str(self.path), reuse=True)
                 except (OSError, ValueError) as exc:

@@ -219,6 +219,10 @@ class MilvusStore:
                                         f"{recorded[what]!r}, not {mine!r}: open it with the one it was built with "
                                         "(queries and the index must come from one model and one analysis)")
         self._adopt(recorded)
+        if self.languages is None and self._tokenize is not None and len(self):
+            # Written before collections recorded their languages: analysed as then, and never looked up at each
+            # query (the lookup is for an empty collection whose first chunks another client writes).
+            self.languages = self._asked or ()
         self.client.load_collection(collection)  # a collection another client made is "released" until loaded
 
     def recorded(self) -> dict[str, Any]:

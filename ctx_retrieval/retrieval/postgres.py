@@ -38,6 +38,8 @@ T = TypeVar("T")
 _TABLE = re.compile(r"[a-z_][a-z0-9_]{0,40}")
 _K1, _B = 1.5, 0.75
 _ORDERED = {"$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
+_EQUAL = {"$eq": "=", "$ne": "IS DISTINCT FROM"}  # a missing key is distinct from any value: it passes $ne
+_RECORDED = "SELECT value - 'words' FROM {}_meta WHERE key = 'analysis'"  # what a table was built with
 
 
 class PostgresStore:
@@ -77,8 +79,7 @@ class PostgresStore:
         if replace:  # the collection built anew (the CLI's index)
             t = table
             self._conn.execute(f"DROP TABLE IF EXISTS {t}_terms, {t}_stats, {t}_meta, {t}")
-        self._create(len(embedder.embed_query("dimension")))
-        self._adopt(self.recorded())
+        self._adopt(self._create(len(embedder.embed_query("dimension"))))
 
     def __repr__(self) -> str:  # never the URL: it may hold a password
         return f"PostgresStore(table={self.table!r}, tokenizer={self.tokenizer_name!r}, languages={self.languages!r})"
@@ -86,7 +87,8 @@ class PostgresStore:
     def close(self) -> None:
         self._conn.close()
 
-    def _create(self, dimension: int) -> None:
+    def _create(self, dimension: int) -> dict[str, Any]:
+        """The collection's tables, made if missing; what it was built with, checked against this store's."""
         t = self.table
         with self._conn.transaction():
             self._conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (t,))  # two jobs creating at once
@@ -119,13 +121,12 @@ class PostgresStore:
         # Enough HNSW candidates for a hybrid side, and filtered searches that keep scanning until they have them.
         self._conn.execute(f"SET hnsw.ef_search = {max(40, min(1000, self.candidates))}")
         self._conn.execute("SET hnsw.iterative_scan = strict_order")
+        return recorded
 
     def recorded(self) -> dict[str, Any]:
         """What the table was built with (``embedder``, ``tokenizer``, ``analysis``, ``languages``)."""
-        row = self._conn.execute(f"SELECT value FROM {self.table}_meta WHERE key = 'analysis'").fetchone()
-        found = dict(row[0]) if row else {}
-        found.pop("words", None)
-        return found
+        row = self._conn.execute(_RECORDED.format(self.table)).fetchone()
+        return dict(row[0]) if row else {}
 
     def _adopt(self, recorded: Mapping[str, Any]) -> None:
         found = recorded_languages(recorded.get("languages"), self._asked, f"the table {self.table!r}")
@@ -167,23 +168,22 @@ class PostgresStore:
             if self.languages is None:
                 self._decide([c.indexed_text for c in chunks])
             counts = [Counter(self._tokenize(c.indexed_text)) for c in chunks]
+            lengths = [sum(terms.values()) for terms in counts]
             removed = self._conn.execute(f"DELETE FROM {t} WHERE id = ANY(%s) RETURNING length",
                                          ([c.chunk_id for c in chunks],)).fetchall()
             with self._conn.cursor() as cursor:
                 with cursor.copy(f"COPY {t} (id, document_id, text, context, metadata, embedding, length) "
                                  "FROM STDIN") as copy:
-                    for chunk, vector, terms in zip(chunks, vectors, counts, strict=True):
+                    for chunk, vector, length in zip(chunks, vectors, lengths, strict=True):
                         meta = json.dumps(dict((metadata or {}).get(chunk.chunk_id, {})), ensure_ascii=False)
                         copy.write_row((chunk.chunk_id, chunk.document_id, chunk.text, chunk.context, meta,
-                                        "[" + ",".join(repr(float(x)) for x in vector) + "]", sum(terms.values())))
+                                        _vector(vector), length))
                 with cursor.copy(f"COPY {t}_terms (term, id, tf, length) FROM STDIN") as copy:
-                    for chunk, terms in zip(chunks, counts, strict=True):
-                        length = sum(terms.values())
+                    for chunk, terms, length in zip(chunks, counts, lengths, strict=True):
                         for term, tf in terms.items():
                             copy.write_row((term, chunk.chunk_id, tf, length))
-            added = sum(sum(terms.values()) for terms in counts)
             self._conn.execute(f"UPDATE {t}_stats SET chunks = chunks + %s, length = length + %s",
-                               (len(chunks) - len(removed), added - sum(r[0] for r in removed)))
+                               (len(chunks) - len(removed), sum(lengths) - sum(r[0] for r in removed)))
         return len(chunks)
 
     def delete(self, ids: Iterable[str]) -> None:
@@ -231,9 +231,8 @@ class PostgresStore:
         t = self.table
         if side == "vector":
             found = self.embedder.embed_query(query) if vector is None else vector
-            literal = "[" + ",".join(repr(float(x)) for x in found) + "]"
             rows = self._conn.execute(f"SELECT c.id FROM {t} c WHERE {condition} ORDER BY c.embedding <=> %s::vector "
-                                      "LIMIT %s", (*params, literal, k)).fetchall()
+                                      "LIMIT %s", (*params, _vector(found), k)).fetchall()
             return [r[0] for r in rows]
         if self.languages is None:  # another process's first write decides the analysis
             self._adopt(self.recorded())
@@ -272,7 +271,7 @@ def recorded(url: str, table: str = "ctx_chunks") -> dict[str, Any]:
     with psycopg.connect(url) as conn:
         if conn.execute("SELECT to_regclass(%s)", (f"{table}_meta",)).fetchone()[0] is None:
             return {}
-        row = conn.execute(f"SELECT value - 'words' FROM {table}_meta WHERE key = 'analysis'").fetchone()
+        row = conn.execute(_RECORDED.format(table)).fetchone()
     return dict(row[0]) if row else {}
 
 
@@ -294,22 +293,23 @@ def sql_where(where: Mapping[str, Any] | None, column: str) -> tuple[str, list[A
         return "true", []
     from ctx_retrieval.retrieval.filters import compile_where
 
-    compile_where(where)  # malformed filters fail here, with the stores' own messages
+    compile_where(where)  # malformed filters fail here, with the stores' own messages, once for the whole filter
+    return _sql(where, column)
+
+
+def _sql(where: Mapping[str, Any], column: str) -> tuple[str, list[Any]]:
     parts: list[str] = []
     params: list[Any] = []
     for key, value in where.items():
         if key in ("$and", "$or"):
-            inner = [sql_where(part, column) for part in value]
+            inner = [_sql(part, column) for part in value]
             parts.append("(" + (" AND " if key == "$and" else " OR ").join(f"({s})" for s, _ in inner) + ")")
             params += [p for _, ps in inner for p in ps]
             continue
         for operator, want in (value.items() if isinstance(value, Mapping) else [("$eq", value)]):
             field = f"({column} -> %s)"
-            if operator == "$eq":
-                parts.append(f"{field} = %s::jsonb")
-                params += [key, json.dumps(want)]
-            elif operator == "$ne":
-                parts.append(f"{field} IS DISTINCT FROM %s::jsonb")
+            if operator in _EQUAL:
+                parts.append(f"{field} {_EQUAL[operator]} %s::jsonb")
                 params += [key, json.dumps(want)]
             elif operator in ("$in", "$nin"):
                 test = f"COALESCE({field} = ANY(%s::jsonb[]), false)"
@@ -317,12 +317,14 @@ def sql_where(where: Mapping[str, Any] | None, column: str) -> tuple[str, list[A
                 params += [key, [json.dumps(w) for w in want]]
             elif isinstance(want, bool) or not isinstance(want, (int, float, str)):
                 raise InvalidInputError(f"{operator} on {key!r} compares numbers or strings, not {want!r}")
-            elif isinstance(want, str):
-                parts.append(f"(jsonb_typeof({field}) = 'string' AND ({column} ->> %s) COLLATE \"C\" "
-                             f"{_ORDERED[operator]} %s)")
-                params += [key, key, want]
             else:
-                parts.append(f"(jsonb_typeof({field}) = 'number' AND ({column} ->> %s)::numeric "
+                kind, read = ("string", ' COLLATE "C"') if isinstance(want, str) else ("number", "::numeric")
+                parts.append(f"(jsonb_typeof({field}) = '{kind}' AND ({column} ->> %s){read} "
                              f"{_ORDERED[operator]} %s)")
                 params += [key, key, want]
     return " AND ".join(parts) or "true", params
+
+
+def _vector(values: Sequence[float]) -> str:
+    """A vector as pgvector's text form (what ``COPY`` and a ``::vector`` parameter read)."""
+    return "[" + ",".join(repr(float(x)) for x in values) + "]"

@@ -187,8 +187,10 @@ class Compounds:
         for at in range(_PART, len(word) - _PART + 1):
             head, rest = word[:at], word[at:]
             for link in _LINKS:
-                body = head[: len(head) - len(link)] if link and head.endswith(link) else None if link else head
-                if body is None or len(body) < _PART or body not in self.words:
+                if not head.endswith(link):
+                    continue
+                body = head[: len(head) - len(link)]
+                if len(body) < _PART or body not in self.words:
                     continue
                 if rest in self.words or (depth < 2 and len(self._split(rest, depth + 1)) > 1):
                     score = min(len(body), len(rest))

@@ -212,3 +212,16 @@ def test_the_collection_records_its_languages_and_stems_questions_alike(tmp_path
     assert again.languages == ("german",)
     with pytest.raises(InvalidInputError, match="language="):
         MilvusStore(store.uri, embedder=embedder, language="french")
+
+
+def test_a_collection_written_before_languages_were_recorded_is_not_looked_up_at_each_query(
+        store: MilvusStore, embedder: Any, monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+
+    legacy = {k: v for k, v in store.recorded().items() if k != "languages"}
+    store.client.alter_collection_properties(store.collection, properties={"ctx_retrieval": json.dumps(legacy)})
+    again = MilvusStore(store.uri, embedder=embedder)
+    looked: list[str] = []
+    monkeypatch.setattr(again, "recorded", lambda: looked.append("lookup") or legacy)
+    assert again.search("ACME revenue", k=1, mode="bm25")[0].chunk.chunk_id == "acme:1"
+    assert again.languages == () and looked == []
