@@ -12,7 +12,7 @@ from ctx_retrieval._optional import require
 require("langchain_core", "langchain")
 
 from .embeddings import E5Embeddings, MiniLMEmbeddings, embeddings_for  # noqa: E402 - after the dependency check
-from .milvus import ContextualMilvus  # noqa: E402 - needs ctx-retrieval[milvus] when used, not when imported
+from .engines import ContextualMilvus, ContextualPostgres  # noqa: E402 - their extras needed when used, not imported
 from .providers import LangChainChatProvider  # noqa: E402
 from .rerank import ClaudeRerankCompressor, eval_reranker  # noqa: E402
 from .retrievers import ContextualBM25Retriever, ContextualHybridRetriever, ContextualVectorStore  # noqa: E402
@@ -30,6 +30,7 @@ __all__ = [
     "ContextualDocumentTransformer",
     "ContextualHybridRetriever",
     "ContextualMilvus",
+    "ContextualPostgres",
     "ContextualVectorStore",
     "E5Embeddings",
     "EmbedderTokenSplitter",

@@ -27,7 +27,7 @@ from ctx_retrieval.retrieval.fusion import DEFAULT_RRF_K, side_weights
 from ctx_retrieval.retrieval.hybrid import DEFAULT_CANDIDATES, HybridRetriever, Side, check_depths, vector_sides
 from ctx_retrieval.retrieval.hybrid import all_weights as check_weights
 
-from .milvus import ContextualMilvus, where_of
+from .engines import EngineVectorStore, where_of
 from .sides import RetrieverSide, TracedSide, VectorSide, documents, vector_side
 from .store import Codec, ContextualBM25Retriever, ContextualVectorStore, bm25_side, new_store
 
@@ -114,7 +114,7 @@ class ContextualHybridRetriever(BaseRetriever):
 
     def __init__(self, **kwargs: Any) -> None:
         store = kwargs.get("vectorstore")
-        if store is not None and not isinstance(store, ContextualVectorStore | ContextualMilvus):  # wrapped here
+        if store is not None and not isinstance(store, ContextualVectorStore | EngineVectorStore):  # wrapped here
             kwargs["vectorstore"] = ContextualVectorStore(
                 store, kwargs.get("bm25_path"), embed_layout=kwargs.get("embed_layout", "whole"),
                 tokenizer=kwargs.get("bm25_tokenizer", "identifiers"), follow=True)
@@ -122,10 +122,10 @@ class ContextualHybridRetriever(BaseRetriever):
 
     def model_post_init(self, context: Any, /) -> None:
         check_depths(self.k, self.candidates, self.rrf_k)
-        if isinstance(self.vectorstore, ContextualMilvus):  # both sides in one engine: nothing to pair or wrap
+        if isinstance(self.vectorstore, EngineVectorStore):  # both sides in one engine: nothing to pair or wrap
             if self.bm25 is not None or self.embed_layout != "whole":
-                raise ConfigurationError("a ContextualMilvus collection holds its own BM25 side, each chunk whole: "
-                                         "drop bm25= and embed_layout=", setting="vectorstore")
+                raise ConfigurationError(f"a {type(self.vectorstore).__name__} holds its own BM25 side, each chunk "
+                                         "whole: drop bm25= and embed_layout=", setting="vectorstore")
             check_weights(self.weights, 2)
             return
         if not isinstance(self.vectorstore, ContextualVectorStore):
@@ -198,7 +198,7 @@ class ContextualHybridRetriever(BaseRetriever):
     def _hybrid(self, run_manager: Any, filter: Filter | None) -> tuple[HybridRetriever[Document], Any]:  # noqa: A002
         chosen = filter if filter is not None else self.search_kwargs.get("filter")
         config = {"callbacks": run_manager.get_child()}
-        if isinstance(self.vectorstore, ContextualMilvus):
+        if isinstance(self.vectorstore, EngineVectorStore):
             return self.vectorstore.hybrid(candidates=self.candidates, weights=self.weights, rrf_k=self.rrf_k,
                                            callbacks=config["callbacks"]), where_of(chosen)
         store: ContextualVectorStore = self.vectorstore

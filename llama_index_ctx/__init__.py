@@ -12,8 +12,8 @@ from ctx_retrieval._optional import require
 require("llama_index.core", "llama-index")
 
 from .embeddings import E5Embedding, MiniLMEmbedding, embedding_for  # noqa: E402
+from .engines import ContextualMilvusVectorStore, ContextualPostgresVectorStore  # noqa: E402 - extras when used
 from .late import LateChunkingTransform  # noqa: E402
-from .milvus import ContextualMilvusVectorStore  # noqa: E402 - needs ctx-retrieval[milvus] when used, not imported
 from .providers import LlamaIndexLLMProvider  # noqa: E402
 from .rerank import ClaudeRerankPostprocessor, eval_reranker  # noqa: E402
 from .retrievers import ContextualHybridRetriever, ContextualVectorStore, chroma_vector_store  # noqa: E402
@@ -27,6 +27,7 @@ __all__ = [
     "ContextualHybridRetriever",
     "ContextualMilvusVectorStore",
     "ContextualNodeTransform",
+    "ContextualPostgresVectorStore",
     "ContextualVectorStore",
     "E5Embedding",
     "EmbedderTokenSplitter",

@@ -27,7 +27,7 @@ from ctx_retrieval.retrieval.fusion import DEFAULT_RRF_K
 from ctx_retrieval.retrieval.hybrid import DEFAULT_CANDIDATES, Hit, HybridRetriever, Side, check_depths, vector_sides
 from ctx_retrieval.retrieval.hybrid import all_weights as check_weights
 
-from .milvus import ContextualMilvusVectorStore, where_for
+from .engines import EngineVectorStore, where_for
 from .sides import IndexSide, RetrieverSide, TracedSide, annotated, index_side, unembedded
 from .store import (
     Codec,
@@ -110,10 +110,10 @@ class ContextualHybridRetriever(BaseRetriever):
         self.candidates, self.weights, self.rrf_k = candidates, check_weights(weights, 1 + len(self.also)), rrf_k
         self._fixed_bm25 = bm25 is not None
         engine = index.vector_store
-        self.engine = engine if isinstance(engine, ContextualMilvusVectorStore) else None
+        self.engine = engine if isinstance(engine, EngineVectorStore) else None
         if self.engine is not None:  # both sides in one engine: nothing to pair or wrap
             if bm25 is not None or also or embed_layout != "whole":
-                raise ConfigurationError("a ContextualMilvusVectorStore holds its own BM25 side, each node whole: drop "
+                raise ConfigurationError(f"a {type(engine).__name__} holds its own BM25 side, each node whole: drop "
                                          "bm25=, also= and embed_layout=", setting="index")
             self.embed_layout, self.bm25 = "whole", None
             return
@@ -173,7 +173,7 @@ class ContextualHybridRetriever(BaseRetriever):
         return cls(VectorStoreIndex.from_vector_store(vector_store, embed_model=embed_model), **kwargs)
 
     def stored_nodes(self) -> list[BaseNode]:
-        """Every whole node both sides hold (read from BM25; not on Milvus, which is read by node id)."""
+        """Every whole node both sides hold (read from BM25; not in an engine, which is read by node id)."""
         return (self.engine or self.store).get_nodes()
 
     def insert_nodes(self, nodes: Sequence[BaseNode]) -> None:

@@ -198,7 +198,7 @@ def run_ablation(
                             tokenizer=tokenizer, replace=True)
         store.add_records([Record(i, t, text_of[i]) for i, t in zip(ids, texts, strict=True)], vectors)
         vector_of = query_vector.__getitem__
-        return _QueryVectors(store.dense_side(load=list), vector_of), store.bm25_side(load=list)
+        return _QueryVectors(store.side("vector", load=list), vector_of), store.side("bm25", load=list)
 
     def dense(texts: list[str], vectors: Any, variant: str) -> Side[str]:
         if vector_store in ("milvus", "postgres"):

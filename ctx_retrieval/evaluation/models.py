@@ -83,10 +83,14 @@ class FrameworkEmbedder:
         return np.stack([self.embed_query(q) for q in queries]) if queries else _unit([[0.0]])[:0]
 
 
-def as_embedder(model: Any) -> Any:
-    """``model`` as an ``Embedder``: this package's embedders as they are; LangChain ``Embeddings``
-    (``embed_documents`` / ``embed_query``) and LlamaIndex ``BaseEmbedding`` (``get_text_embedding_batch`` /
-    ``get_query_embedding``) wrapped; anything else is a ``ConfigurationError``."""
+def as_embedder(model: Any) -> Embedder:
+    """``model`` as an ``Embedder``: this package's embedders as they are, also inside our framework models
+    (``MiniLMEmbeddings``, ``E5Embedding``...); other LangChain ``Embeddings`` (``embed_documents`` /
+    ``embed_query``) and LlamaIndex ``BaseEmbedding`` (``get_text_embedding_batch`` / ``get_query_embedding``)
+    wrapped; anything else is a ``ConfigurationError``."""
+    from ctx_retrieval.adapting import embedder_of
+
+    model = embedder_of(model)
     if isinstance(model, Embedder):
         return model
     return FrameworkEmbedder(model)

@@ -24,46 +24,25 @@ import hashlib
 import json
 import logging
 import math
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 from ctx_retrieval._optional import require
 from ctx_retrieval.errors import ConfigurationError, InvalidInputError
 from ctx_retrieval.language import corpus_languages
 from ctx_retrieval.protocols import Embedder
 from ctx_retrieval.retrieval.bm25 import analyser
-from ctx_retrieval.retrieval.dense import IdRanking
+from ctx_retrieval.retrieval.engine_store import EngineStore, Fusion, Stored
 from ctx_retrieval.retrieval.fusion import DEFAULT_RRF_K, chunk_key, side_weights
-from ctx_retrieval.retrieval.hybrid import DEFAULT_CANDIDATES, Hit, HybridRetriever, search_mode
+from ctx_retrieval.retrieval.hybrid import DEFAULT_CANDIDATES, Hit
 from ctx_retrieval.retrieval.pairing import Record
 from ctx_retrieval.retrieval.stemming import recorded_languages, stemmed_in
-from ctx_retrieval.retrieval.store import IndexedChunk, SearchHit
+from ctx_retrieval.retrieval.store import IndexedChunk
 
-__all__ = ["EngineFusion", "MilvusStore", "Stored", "StoredHit", "milvus_filter", "recorded"]
+__all__ = ["EngineFusion", "MilvusStore", "milvus_filter", "recorded"]
 
 T = TypeVar("T")
 
-
-@dataclass(frozen=True)
-class Stored:
-    """A chunk as the collection holds it: the chunk, its metadata, and the adapter's serialized item (``payload``,
-    the ``Record``'s: a LangChain document or a LlamaIndex node, rebuilt from it by the adapter)."""
-
-    chunk: IndexedChunk
-    metadata: Mapping[str, Any] = field(default_factory=dict)
-    payload: bytes = b""
-
-
-@dataclass(frozen=True)
-class StoredHit(Generic[T]):
-    """A result of ``MilvusStore.search_stored``: the stored chunk, its fused score and each side's rank (as
-    ``SearchHit``)."""
-
-    item: T
-    score: float
-    vector_rank: int | None
-    bm25_rank: int | None
 
 _TEXT_MAX = 65_535
 _ID_MAX = 1_024
@@ -165,7 +144,7 @@ def _properties(client: Any, collection: str) -> dict[str, Any]:
     return found if isinstance(found, dict) else {}
 
 
-class MilvusStore:
+class MilvusStore(EngineStore):
     """Chunks with their contexts in one Milvus collection: vectors and the engine's BM25 side by side.
 
     Key init args:
@@ -289,22 +268,6 @@ class MilvusStore:
 
     # -- writes: one collection, so one write ----------------------------------------------------------------
 
-    def add(self, chunks: Iterable[IndexedChunk], *, metadata: Mapping[str, Mapping[str, Any]] | None = None) -> int:
-        """Add or replace (by chunk id) chunks; ``metadata`` (chunk id -> dict) is what filters read. The collection
-        is flushed once the call's last batch is written (``flush``)."""
-        written = 0
-        batch: list[Record] = []
-        for chunk in chunks:
-            made = chunk.record()
-            batch.append(Record(made.id, made.text, made.chunk, made.context, made.ref,
-                                {**made.metadata, **dict((metadata or {}).get(chunk.chunk_id, {}))}, made.payload))
-            if len(batch) >= _BATCH:
-                written += len(self.add_records(batch))
-                batch = []
-        written += len(self.add_records(batch)) if batch else 0
-        self.flush()
-        return written
-
     def flush(self) -> None:
         """Seal what was written into segments the engine indexes: searches then stop scanning the rows still in
         growing segments (one flush after 1,000 chunks took a Milvus Lite query from 143 to 21 ms). Milvus seals
@@ -314,9 +277,7 @@ class MilvusStore:
         self.client.flush(self.collection)
 
     def add_records(self, records: Sequence[Record], vectors: Sequence[Sequence[float]] | None = None) -> list[str]:
-        """Add or replace (by id) the pairing's records, as the adapters make them: ``text`` (context + chunk) is
-        embedded, unless ``vectors`` (one per record: a framework that embeds before it writes) are given, and
-        analysed for BM25; ``metadata`` is what filters read; ``payload`` comes back with ``search_stored``."""
+        """As ``EngineStore.add_records``, one upsert a 500 records."""
         ids: list[str] = []
         for start in range(0, len(records), _BATCH):
             part = list(records[start:start + _BATCH])
@@ -360,9 +321,6 @@ class MilvusStore:
 
     # -- queries -------------------------------------------------------------------------------------------
 
-    def _chunks(self, ids: list[str]) -> list[IndexedChunk]:
-        return [s.chunk for s in self._stored(ids, payload=False)]
-
     def _stored(self, ids: list[str], *, payload: bool = True) -> list[Stored]:
         if not ids:
             return []
@@ -373,92 +331,42 @@ class MilvusStore:
                  for r in rows}
         return [found[i] for i in ids if i in found]
 
-    def get(self, ids: Sequence[str]) -> list[Stored]:
-        """The stored chunks under these ids (those that exist), in the order asked."""
-        return self._stored([str(i) for i in ids])
-
-    def dense_side(self, vector: Sequence[float] | None = None,
-                   load: Callable[[list[str]], Sequence[Any]] | None = None) -> _Side[Any]:
-        """The dense field as a hybrid side (``vector``: the query's, when the caller embedded it); its hits are
-        chunks, or what ``load`` makes of their ids."""
-        return _Side(self, "dense", load or self._chunks, vector)
-
-    def bm25_side(self, load: Callable[[list[str]], Sequence[Any]] | None = None) -> _Side[Any]:
-        """The engine's BM25 over our analysis as a hybrid side (hits as for ``dense_side``)."""
-        return _Side(self, "bm25", load or self._chunks)
-
-    def search(self, query: str, *, k: int = 20, mode: str = "hybrid",
-               where: Mapping[str, Any] | None = None) -> list[SearchHit]:
-        """The ``k`` best chunks for ``query``: ``hybrid`` (both sides fused), ``dense`` or ``bm25`` alone."""
-        return [SearchHit(h.item, h.score, h.vector_rank, h.bm25_rank)
-                for h in self._search(query, k, mode, where, self._chunks, None)]
-
-    def search_stored(self, query: str, *, k: int = 20, mode: str = "hybrid", where: Mapping[str, Any] | None = None,
-                      vector: Sequence[float] | None = None, candidates: int | None = None,
-                      rrf_k: int | None = None) -> list[StoredHit[Stored]]:
-        """As ``search``, each hit with its metadata and payload (what the adapters rebuild their objects from);
-        ``vector``: the query's, when the framework embedded it; ``candidates``/``rrf_k``: the caller's, for this
-        query (else the store's)."""
-        return self._search(query, k, mode, where, self._stored, vector, candidates, rrf_k)
-
-    def _search(self, query: str, k: int, mode: str, where: Mapping[str, Any] | None,
-                load: Callable[[list[str]], Sequence[T]], vector: Sequence[float] | None,
-                candidates: int | None = None, rrf_k: int | None = None) -> list[StoredHit[T]]:
-        mode = search_mode(mode)
-        fusion: HybridRetriever[T] | EngineFusion[T]
-        if mode == "hybrid":
-            fusion = self.hybrid(load, vector=vector, candidates=candidates, rrf_k=rrf_k)
-        else:  # one side alone
-            side = _Side(self, "dense" if mode == "vector" else "bm25", load, vector)
-            fusion = HybridRetriever(side if mode == "vector" else None, side if mode == "bm25" else None,
-                                     candidates=candidates or self.candidates,
-                                     rrf_k=self.rrf_k if rrf_k is None else rrf_k)
-        return [StoredHit(h.item, h.score, h.vector_rank, h.bm25_rank) for h in fusion.retrieve(query, k, where)]
-
-    def hybrid(self, load: Callable[[list[str]], Sequence[T]], *, vector: Sequence[float] | None = None,
-               candidates: int | None = None, weights: Sequence[float] | Mapping[str, float] = (1.0, 1.0),
-               rrf_k: int | None = None, trace: Callable[[Any], Any] | None = None
-               ) -> HybridRetriever[T] | EngineFusion[T]:
-        """What an adapter's retriever queries, its hits read by ``load`` (documents, nodes): our fusion over the
-        two engine sides (each hit with both ranks; ``trace`` wraps the BM25 side for the framework's tracing), or
-        the engine's own with ``engine_fusion=True`` (equal weights only: Milvus's RRF weighs both sides alike).
-        ``vector``: the query's, when the framework embedded it; ``where`` dicts are given to ``retrieve``."""
-        candidates = candidates or self.candidates
-        rrf_k = self.rrf_k if rrf_k is None else rrf_k
-        if self.engine_fusion:
-            if len(set(side_weights(weights))) > 1:
-                raise ConfigurationError("the engine's RRF weighs both sides alike: drop weights= or "
-                                         "engine_fusion=True", setting="weights")
-            return EngineFusion(self, load, vector, candidates, rrf_k)
-        bm25: Any = _Side(self, "bm25", load)
-        return HybridRetriever(_Side(self, "dense", load, vector), trace(bm25) if trace else bm25,
-                               candidates=candidates, weights=weights, rrf_k=rrf_k)
+    def _engine_fusion(self, load: Callable[[list[str]], Sequence[T]], vector: Sequence[float] | None,
+                       candidates: int, rrf_k: int, weights: Sequence[float] | Mapping[str, float]
+                       ) -> EngineFusion[T] | None:
+        """``engine_fusion=True``: Milvus's own ``hybrid_search`` (equal weights only: its RRF weighs both sides
+        alike)."""
+        if not self.engine_fusion:
+            return None
+        if len(set(side_weights(weights))) > 1:
+            raise ConfigurationError("the engine's RRF weighs both sides alike: drop weights= or engine_fusion=True",
+                                     setting="weights")
+        return EngineFusion(self, load, vector, candidates, rrf_k)
 
     def _request(self, side: str, query: str, vector: Sequence[float] | None = None
                  ) -> tuple[list[Any], str, dict[str, Any]]:
         """(data, field, search params) for one side: the query's vector, or its tokens for BM25 (each field's
         search parameters given: Milvus Lite refuses their defaults)."""
-        if side == "dense":
+        if side == "vector":
             vector = self.embedder.embed_query(query) if vector is None else vector
             return [[float(x) for x in vector]], "dense", {"metric_type": "COSINE", "params": {}}
         if self.languages is None and self._tokenize is not None:  # another client's first write decides them
             self._adopt(self.recorded())
         return [self._tokens(query) or "\u2205"], "sparse", {"metric_type": "BM25", "params": {"drop_ratio_search": 0}}
 
-    def side_search(self, side: str, query: str, k: int, where: Mapping[str, Any] | None,
-                    load: Callable[[list[str]], Sequence[T]], vector: Sequence[float] | None = None) -> IdRanking[T]:
+    def _side_ids(self, side: str, query: str, k: int, where: Mapping[str, Any] | None,
+                  vector: Sequence[float] | None) -> list[str]:
         data, field, param = self._request(side, query, vector)
         answer = self.client.search(self.collection, data=data, anns_field=field, limit=k, search_params=param,
                                     filter=milvus_filter(where), output_fields=["id"])
-        ids = [str(hit["id"]) for hit in answer[0]] if answer else []
-        return IdRanking(ids, [chunk_key(i) for i in ids], load)
+        return [str(hit["id"]) for hit in answer[0]] if answer else []
 
     def _engine_hybrid(self, query: str, k: int, where: Mapping[str, Any] | None,
                        load: Callable[[list[str]], Sequence[T]], vector: Sequence[float] | None, candidates: int,
                        rrf_k: int) -> list[Hit[T]]:
         expression = milvus_filter(where)
         requests = []
-        for side in ("dense", "bm25"):
+        for side in ("vector", "bm25"):
             data, field, param = self._request(side, query, vector)
             requests.append(self._milvus.AnnSearchRequest(data=data, anns_field=field, param=param,
                                                           limit=candidates, expr=expression or None))
@@ -478,7 +386,7 @@ class MilvusStore:
         return [str(r["id"]) for r in self.client.get(self.collection, ids=list(ids), output_fields=["id"])]
 
 
-class EngineFusion(Generic[T]):
+class EngineFusion(Fusion[T]):
     """The engine's ``hybrid_search`` where a ``HybridRetriever`` would fuse: one round trip, fused scores, no per-side
     ranks (``MilvusStore.hybrid`` with ``engine_fusion=True``)."""
 
@@ -491,15 +399,3 @@ class EngineFusion(Generic[T]):
 
     async def aretrieve(self, query: str, k: int = 20, where: Mapping[str, Any] | None = None) -> list[Hit[T]]:
         return await asyncio.to_thread(self.retrieve, query, k, where)
-
-
-class _Side(Generic[T]):
-    """One of a ``MilvusStore``'s two engine sides as a hybrid side (the dense field, or the BM25 function), its
-    hits read by ``load``."""
-
-    def __init__(self, store: MilvusStore, side: str, load: Callable[[list[str]], Sequence[T]],
-                 vector: Sequence[float] | None = None) -> None:
-        self.store, self.side, self.load, self.vector = store, side, load, vector
-
-    def search(self, query: str, k: int, where: Any = None) -> IdRanking[T]:
-        return self.store.side_search(self.side, query, k, where, self.load, self.vector)

@@ -18,31 +18,33 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any, Generic, TypeVar
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from ctx_retrieval._optional import require
 from ctx_retrieval.errors import InvalidInputError
 from ctx_retrieval.language import corpus_languages
 from ctx_retrieval.protocols import Embedder
 from ctx_retrieval.retrieval.bm25 import ANALYSIS_VERSIONS, analyser, compound_words
-from ctx_retrieval.retrieval.dense import IdRanking
-from ctx_retrieval.retrieval.fusion import DEFAULT_RRF_K, chunk_key
-from ctx_retrieval.retrieval.hybrid import DEFAULT_CANDIDATES, HybridRetriever, search_mode
+from ctx_retrieval.retrieval.engine_store import EngineStore, Stored
+from ctx_retrieval.retrieval.fusion import DEFAULT_RRF_K
+from ctx_retrieval.retrieval.hybrid import DEFAULT_CANDIDATES
+from ctx_retrieval.retrieval.pairing import Record
 from ctx_retrieval.retrieval.stemming import Compounds, recorded_languages, stemmed_in
-from ctx_retrieval.retrieval.store import IndexedChunk, SearchHit
+from ctx_retrieval.retrieval.store import IndexedChunk
 
 __all__ = ["PostgresStore", "recorded", "sql_where"]
 
-T = TypeVar("T")
 _TABLE = re.compile(r"[a-z_][a-z0-9_]{0,40}")
 _K1, _B = 1.5, 0.75
+_ID_MAX = 1_024  # bytes: a btree entry holds at most ~2.7 kB (an id beside a term in the postings' key)
+_TERM_MAX = 256  # characters (at most 1 kB): a longer token is an encoded blob no query asks for
 _ORDERED = {"$gt": ">", "$gte": ">=", "$lt": "<", "$lte": "<="}
 _EQUAL = {"$eq": "=", "$ne": "IS DISTINCT FROM"}  # a missing key is distinct from any value: it passes $ne
 _RECORDED = "SELECT value - 'words' FROM {}_meta WHERE key = 'analysis'"  # what a table was built with
 
 
-class PostgresStore:
+class PostgresStore(EngineStore):
     """Chunks with their contexts in one PostgreSQL table: vectors and BM25 side by side, written together.
 
     Key init args:
@@ -92,25 +94,10 @@ class PostgresStore:
         t = self.table
         with self._conn.transaction():
             self._conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (t,))  # two jobs creating at once
-            self._conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
-            self._conn.execute(f"CREATE TABLE IF NOT EXISTS {t} (id text PRIMARY KEY, document_id text NOT NULL, "
-                               f"text text NOT NULL, context text, metadata jsonb NOT NULL DEFAULT '{{}}', "
-                               f"embedding vector({dimension}) NOT NULL, length integer NOT NULL)")
-            self._conn.execute(f"CREATE INDEX IF NOT EXISTS {t}_document ON {t} (document_id)")
-            self._conn.execute(f"CREATE INDEX IF NOT EXISTS {t}_hnsw ON {t} USING hnsw (embedding vector_cosine_ops)")
-            # A posting carries its chunk's length: a query reads postings alone (an index-only scan) unless it
-            # filters (measured: 2.2x faster than joining every posting to its chunk, at 10,000 chunks)
-            self._conn.execute(f"CREATE TABLE IF NOT EXISTS {t}_terms (term text NOT NULL, id text NOT NULL "
-                               f"REFERENCES {t} (id) ON DELETE CASCADE, tf integer NOT NULL, length integer NOT NULL, "
-                               "PRIMARY KEY (term, id) INCLUDE (tf, length))")
-            self._conn.execute(f"CREATE INDEX IF NOT EXISTS {t}_terms_id ON {t}_terms (id)")
-            self._conn.execute(f"CREATE TABLE IF NOT EXISTS {t}_stats (one boolean PRIMARY KEY DEFAULT true, "
-                               "chunks bigint NOT NULL, length bigint NOT NULL)")
-            self._conn.execute(f"INSERT INTO {t}_stats VALUES (true, 0, 0) ON CONFLICT DO NOTHING")
-            self._conn.execute(f"CREATE TABLE IF NOT EXISTS {t}_meta (key text PRIMARY KEY, value jsonb NOT NULL)")
-            self._conn.execute(f"INSERT INTO {t}_meta VALUES ('analysis', %s) ON CONFLICT DO NOTHING", (json.dumps(
-                {"embedder": self.embedder.model_id, "tokenizer": self.tokenizer_name,
-                 "analysis": ANALYSIS_VERSIONS.get(self.tokenizer_name)}),))
+            # made once (the meta table last): DDL on a table waits for every open write to it, so a service that
+            # opens the collection while a job writes must not run any
+            if self._conn.execute("SELECT to_regclass(%s)", (f"{t}_meta",)).fetchone()[0] is None:
+                self._make(dimension)
         recorded = self.recorded()
         for what, mine in (("embedder", self.embedder.model_id), ("tokenizer", self.tokenizer_name),
                            ("analysis", ANALYSIS_VERSIONS.get(self.tokenizer_name))):
@@ -122,6 +109,28 @@ class PostgresStore:
         self._conn.execute(f"SET hnsw.ef_search = {max(40, min(1000, self.candidates))}")
         self._conn.execute("SET hnsw.iterative_scan = strict_order")
         return recorded
+
+    def _make(self, dimension: int) -> None:
+        t = self.table
+        self._conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        self._conn.execute(f"CREATE TABLE IF NOT EXISTS {t} (id text PRIMARY KEY, document_id text NOT NULL, "
+                           f"text text NOT NULL, context text, metadata jsonb NOT NULL DEFAULT '{{}}', "
+                           f"payload text NOT NULL, embedding vector({dimension}) NOT NULL, length int NOT NULL)")
+        self._conn.execute(f"CREATE INDEX IF NOT EXISTS {t}_document ON {t} (document_id)")
+        self._conn.execute(f"CREATE INDEX IF NOT EXISTS {t}_hnsw ON {t} USING hnsw (embedding vector_cosine_ops)")
+        # A posting carries its chunk's length: a query reads postings alone (an index-only scan) unless it
+        # filters (measured: 2.2x faster than joining every posting to its chunk, at 10,000 chunks)
+        self._conn.execute(f"CREATE TABLE IF NOT EXISTS {t}_terms (term text NOT NULL, id text NOT NULL "
+                           f"REFERENCES {t} (id) ON DELETE CASCADE, tf integer NOT NULL, length integer NOT NULL, "
+                           "PRIMARY KEY (term, id) INCLUDE (tf, length))")
+        self._conn.execute(f"CREATE INDEX IF NOT EXISTS {t}_terms_id ON {t}_terms (id)")
+        self._conn.execute(f"CREATE TABLE IF NOT EXISTS {t}_stats (one boolean PRIMARY KEY DEFAULT true, "
+                           "chunks bigint NOT NULL, length bigint NOT NULL)")
+        self._conn.execute(f"INSERT INTO {t}_stats VALUES (true, 0, 0) ON CONFLICT DO NOTHING")
+        self._conn.execute(f"CREATE TABLE IF NOT EXISTS {t}_meta (key text PRIMARY KEY, value jsonb NOT NULL)")
+        self._conn.execute(f"INSERT INTO {t}_meta VALUES ('analysis', %s) ON CONFLICT DO NOTHING", (json.dumps(
+            {"embedder": self.embedder.model_id, "tokenizer": self.tokenizer_name,
+             "analysis": ANALYSIS_VERSIONS.get(self.tokenizer_name)}),))
 
     def recorded(self) -> dict[str, Any]:
         """What the table was built with (``embedder``, ``tokenizer``, ``analysis``, ``languages``)."""
@@ -149,48 +158,48 @@ class PostgresStore:
 
     # -- writes: each call one transaction ------------------------------------------------------------------
 
-    def add(self, chunks: Iterable[IndexedChunk], *, metadata: Mapping[str, Mapping[str, Any]] | None = None,
-            vectors: Sequence[Sequence[float]] | None = None) -> int:
-        """Add or replace (by chunk id) chunks, both sides in one transaction; ``metadata`` (chunk id -> dict) is
-        what filters read; ``vectors`` (one per chunk) when they were embedded already. Returns how many were
-        written."""
-        chunks = list(chunks)
-        if not chunks:
-            return 0
-        if len({c.chunk_id for c in chunks}) != len(chunks):
-            raise InvalidInputError("the chunks repeat an id; each chunk is stored once under its id")
+    def add_records(self, records: Sequence[Record], vectors: Sequence[Sequence[float]] | None = None) -> list[str]:
+        """As ``EngineStore.add_records``: every record's row and BM25 terms, the statistics with them, in one
+        transaction (a job killed mid-call leaves the rows as they were)."""
+        records = list(records)
+        if not records:
+            return []
+        _check(records)
         if vectors is None:
-            vectors = self.embedder.embed([c.indexed_text for c in chunks])
-        elif len(vectors) != len(chunks):
-            raise InvalidInputError(f"{len(vectors)} vectors for {len(chunks)} chunks: pass one vector per chunk")
+            vectors = self.embedder.embed([r.text for r in records])
+        elif len(vectors) != len(records):
+            raise InvalidInputError(f"{len(vectors)} vectors for {len(records)} chunks: pass one vector per chunk")
         t = self.table
+        if self.languages is None:
+            with self._conn.transaction():
+                self._decide([r.text for r in records])
+        counts = [Counter(self._tokenize(r.text)) for r in records]  # before the transaction: it holds row locks
+        lengths = [sum(terms.values()) for terms in counts]
         with self._conn.transaction():
-            if self.languages is None:
-                self._decide([c.indexed_text for c in chunks])
-            counts = [Counter(self._tokenize(c.indexed_text)) for c in chunks]
-            lengths = [sum(terms.values()) for terms in counts]
             removed = self._conn.execute(f"DELETE FROM {t} WHERE id = ANY(%s) RETURNING length",
-                                         ([c.chunk_id for c in chunks],)).fetchall()
+                                         ([r.id for r in records],)).fetchall()
             with self._conn.cursor() as cursor:
-                with cursor.copy(f"COPY {t} (id, document_id, text, context, metadata, embedding, length) "
+                with cursor.copy(f"COPY {t} (id, document_id, text, context, metadata, payload, embedding, length) "
                                  "FROM STDIN") as copy:
-                    for chunk, vector, length in zip(chunks, vectors, lengths, strict=True):
-                        meta = json.dumps(dict((metadata or {}).get(chunk.chunk_id, {})), ensure_ascii=False)
-                        copy.write_row((chunk.chunk_id, chunk.document_id, chunk.text, chunk.context, meta,
-                                        _vector(vector), length))
+                    for r, vector, length in zip(records, vectors, lengths, strict=True):
+                        meta = json.dumps({**dict(r.metadata), "document_id": r.ref or ""}, ensure_ascii=False,
+                                          default=str)
+                        copy.write_row((r.id, r.ref or "", r.chunk, r.context, meta,
+                                        r.payload.decode("utf-8", "surrogatepass"), _vector(vector), length))
                 with cursor.copy(f"COPY {t}_terms (term, id, tf, length) FROM STDIN") as copy:
-                    for chunk, terms, length in zip(chunks, counts, lengths, strict=True):
+                    for r, terms, length in zip(records, counts, lengths, strict=True):
                         for term, tf in terms.items():
-                            copy.write_row((term, chunk.chunk_id, tf, length))
+                            if len(term) <= _TERM_MAX:  # longer: no query matches it (queries drop them too)
+                                copy.write_row((term, r.id, tf, length))
             self._conn.execute(f"UPDATE {t}_stats SET chunks = chunks + %s, length = length + %s",
-                               (len(chunks) - len(removed), sum(lengths) - sum(r[0] for r in removed)))
-        return len(chunks)
+                               (len(records) - len(removed), sum(lengths) - sum(r[0] for r in removed)))
+        return [r.id for r in records]
 
-    def delete(self, ids: Iterable[str]) -> None:
+    def delete(self, chunk_ids: Sequence[str]) -> None:
         """Delete chunks by id (unknown ids are ignored), both sides in one transaction."""
-        self._delete("id", [str(i) for i in ids])
+        self._delete("id", [str(i) for i in chunk_ids])
 
-    def delete_documents(self, document_ids: Iterable[str]) -> None:
+    def delete_documents(self, document_ids: Sequence[str]) -> None:
         """Delete every chunk of these documents, both sides in one transaction."""
         self._delete("document_id", [str(i) for i in document_ids])
 
@@ -209,22 +218,8 @@ class PostgresStore:
 
     # -- reads ----------------------------------------------------------------------------------------------
 
-    def search(self, query: str, *, k: int = 20, mode: str = "hybrid",
-               where: Mapping[str, Any] | None = None) -> list[SearchHit]:
-        """The ``k`` best chunks for ``query``: ``hybrid`` (both sides fused), ``vector`` or ``bm25`` alone."""
-        mode = search_mode(mode)
-        dense: _Side[IndexedChunk] | None = self.side("vector") if mode != "bm25" else None
-        bm25: _Side[IndexedChunk] | None = self.side("bm25") if mode != "vector" else None
-        fusion = HybridRetriever(dense, bm25, candidates=self.candidates, rrf_k=self.rrf_k)
-        return [SearchHit(h.item, h.score, h.vector_rank, h.bm25_rank) for h in fusion.retrieve(query, k, where)]
-
-    def side(self, name: str, *, load: Callable[[list[str]], Sequence[T]] | None = None) -> _Side[T]:
-        """One side (``vector`` or ``bm25``) as a ``HybridRetriever`` side; ``load`` makes its items of the ids
-        (default: the stored chunks). A vector side's ``vector``, when set, is the next query's vector."""
-        return _Side(self, name, load or self.chunks)  # type: ignore[arg-type]
-
-    def side_ids(self, side: str, query: str, k: int, where: Mapping[str, Any] | None,
-                 vector: Sequence[float] | None = None) -> list[str]:
+    def _side_ids(self, side: str, query: str, k: int, where: Mapping[str, Any] | None,
+                  vector: Sequence[float] | None) -> list[str]:
         """One side's (``vector`` or ``bm25``) ``k`` best chunk ids for ``query`` under ``where``, best first;
         ``vector``: the query's, when it was embedded already."""
         condition, params = sql_where(where, "c.metadata")
@@ -236,7 +231,7 @@ class PostgresStore:
             return [r[0] for r in rows]
         if self.languages is None:  # another process's first write decides the analysis
             self._adopt(self.recorded())
-        counts = Counter(self._tokenize(query))
+        counts = Counter(t for t in self._tokenize(query) if len(t) <= _TERM_MAX)
         if not counts or k <= 0:
             return []
         # float8 throughout (numeric literals would make PostgreSQL compute in arbitrary precision: 2x slower); a
@@ -254,11 +249,14 @@ class PostgresStore:
             (list(counts), list(counts.values()), *params, k)).fetchall()
         return [r[0] for r in rows]
 
-    def chunks(self, ids: list[str]) -> list[IndexedChunk]:
-        """The stored chunks under these ids, in their order (ids no longer stored are left out)."""
-        rows = self._conn.execute(f"SELECT id, document_id, text, context FROM {self.table} WHERE id = ANY(%s)",
-                                  (ids,)).fetchall()
-        found = {r[0]: IndexedChunk(r[0], r[1], r[2], r[3]) for r in rows}
+    def _stored(self, ids: list[str], *, payload: bool = True) -> list[Stored]:
+        if not ids:
+            return []
+        read = "payload" if payload else "''"
+        rows = self._conn.execute(f"SELECT id, document_id, text, context, metadata, {read} FROM {self.table} "
+                                  "WHERE id = ANY(%s)", (ids,)).fetchall()
+        found = {r[0]: Stored(IndexedChunk(r[0], r[1], r[2], r[3]), r[4], r[5].encode("utf-8", "surrogatepass"))
+                 for r in rows}
         return [found[i] for i in ids if i in found]
 
 
@@ -273,16 +271,6 @@ def recorded(url: str, table: str = "ctx_chunks") -> dict[str, Any]:
             return {}
         row = conn.execute(_RECORDED.format(table)).fetchone()
     return dict(row[0]) if row else {}
-
-
-class _Side(Generic[T]):
-    def __init__(self, store: PostgresStore, side: str, load: Callable[[list[str]], Sequence[T]]) -> None:
-        self.store, self.name, self.load = store, side, load
-        self.vector: Sequence[float] | None = None
-
-    def search(self, query: str, k: int, where: Any = None) -> IdRanking[T]:
-        ids = self.store.side_ids(self.name, query, k, where, self.vector)
-        return IdRanking(ids, [chunk_key(i) for i in ids], self.load)
 
 
 def sql_where(where: Mapping[str, Any] | None, column: str) -> tuple[str, list[Any]]:
@@ -323,6 +311,22 @@ def _sql(where: Mapping[str, Any], column: str) -> tuple[str, list[Any]]:
                              f"{_ORDERED[operator]} %s)")
                 params += [key, key, want]
     return " AND ".join(parts) or "true", params
+
+
+def _check(records: Sequence[Record]) -> None:
+    """What PostgreSQL would refuse mid-transaction, refused first with the fix: repeated or huge ids, NUL
+    characters (text and JSONB cannot hold them)."""
+    if len({r.id for r in records}) != len(records):
+        raise InvalidInputError("the chunks repeat an id; each chunk is stored once under its id")
+    for r in records:
+        for what, value in (("id", r.id), ("document id", r.ref or "")):
+            if len(value.encode("utf-8", "surrogatepass")) > _ID_MAX:
+                raise InvalidInputError(f"a chunk's {what} is over {_ID_MAX} bytes ({value[:40]!r}...): use a "
+                                        "shorter one (a digest of it, say)")
+        if any("\x00" in v for v in (r.id, r.ref or "", r.text, r.context or "")) or "\\u0000" in json.dumps(
+                dict(r.metadata), default=str):
+            raise InvalidInputError(f"chunk {r.id[:80]!r} holds a NUL character, which PostgreSQL text cannot store: "
+                                    "remove it from the text, ids and metadata before indexing")
 
 
 def _vector(values: Sequence[float]) -> str:

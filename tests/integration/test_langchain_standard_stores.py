@@ -1,6 +1,6 @@
 """LangChain's own standard tests for a vector store (sync and async: add, get by id, idempotent ids, delete),
 run against every vector store we ship for LangChain (issue 53): ``ContextualVectorStore`` over LangChain's
-``InMemoryVectorStore`` and over Chroma, and ``ContextualMilvus`` on Milvus Lite."""
+``InMemoryVectorStore`` and over Chroma, ``ContextualMilvus`` on Milvus Lite, ``ContextualPostgres`` on PostgreSQL."""
 
 from __future__ import annotations
 
@@ -45,3 +45,14 @@ class TestContextualMilvus(VectorStoreIntegrationTests):
         from langchain_ctx import ContextualMilvus
 
         yield ContextualMilvus(self.get_embeddings(), uri=str(tmp_path / "standard.db"))
+
+
+class TestContextualPostgres(VectorStoreIntegrationTests):
+    @pytest.fixture
+    def vectorstore(self, request: pytest.FixtureRequest) -> Iterator[VectorStore]:
+        pytest.importorskip("psycopg")
+        from langchain_ctx import ContextualPostgres
+
+        store = ContextualPostgres(self.get_embeddings(), url=str(request.getfixturevalue("postgres").new_database()))
+        yield store
+        store.store.close()

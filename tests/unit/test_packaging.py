@@ -152,13 +152,14 @@ EXPECTED_ALL = {
                                 "TokenCountingProvider", "WrapsEmbedder"],
     "llama_index_ctx": [
         "ClaudeRerankPostprocessor", "ContextualBM25Retriever", "ContextualHybridRetriever",
-        "ContextualMilvusVectorStore", "ContextualNodeTransform", "ContextualVectorStore", "E5Embedding",
+        "ContextualMilvusVectorStore", "ContextualNodeTransform", "ContextualPostgresVectorStore",
+        "ContextualVectorStore", "E5Embedding",
         "EmbedderTokenSplitter",
         "LateChunkingTransform", "LlamaIndexLLMProvider", "MiniLMEmbedding", "arefresh_stale", "chroma_vector_store",
         "embedding_for", "eval_reranker", "refresh_stale"],
     "langchain_ctx": [
         "ClaudeRerankCompressor", "ContextualBM25Retriever", "ContextualDocumentTransformer",
-        "ContextualHybridRetriever", "ContextualMilvus", "E5Embeddings", "EmbedderTokenSplitter",
+        "ContextualHybridRetriever", "ContextualMilvus", "ContextualPostgres", "E5Embeddings", "EmbedderTokenSplitter",
         "ContextualVectorStore",
         "LangChainChatProvider", "MiniLMEmbeddings", "embeddings_for", "eval_reranker", "for_answering",
         "original_text", "split_and_contextualize"],

@@ -1,16 +1,17 @@
-"""Issue 37: contextual hybrid inside Milvus through the frameworks. Each chunk is one row both engine sides read, so
-the frameworks' own incremental ingestion (LangChain ``index()``, LlamaIndex ``IngestionPipeline`` with a docstore)
-keeps both true at once; an ingestion job and a query service in two processes share a Milvus server."""
+"""Issues 37 and 54: contextual hybrid inside one engine (Milvus, PostgreSQL) through the frameworks. Each chunk is
+one row both engine sides read, so the frameworks' own incremental ingestion (LangChain ``index()``, LlamaIndex
+``IngestionPipeline`` with a docstore) keeps both true at once; an ingestion job and a query service in two
+processes share a Milvus server or a PostgreSQL database."""
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-pytest.importorskip("pymilvus")
-pytest.importorskip("milvus_lite")
 pytest.importorskip("langchain_core")
 
 from langchain_core.documents import Document as LCDocument
@@ -20,7 +21,7 @@ from langchain_text_splitters import RecursiveCharacterTextSplitter
 from ctx_retrieval import HeuristicContextualizer, InvalidInputError
 from ctx_retrieval.errors import ConfigurationError
 from langchain_ctx import ContextualDocumentTransformer, ContextualHybridRetriever, MiniLMEmbeddings
-from langchain_ctx.milvus import ContextualMilvus
+from langchain_ctx.engines import ContextualMilvus, ContextualPostgres
 from tests.helpers import LineService, milvus_lite_server
 
 ACME = ("ACME Corp quarterly report, Q2 2023.\n\nRevenue grew by 3% over the previous quarter.\n\n"
@@ -40,8 +41,49 @@ def lc_ids(documents: list[LCDocument]) -> list[str]:
     return [str(d.metadata["chunk_id"]) for d in documents]
 
 
-def test_langchain_hybrid_on_milvus_finds_a_chunk_by_its_context_on_both_sides(tmp_path: Path, embedder: Any) -> None:
-    store = ContextualMilvus(MiniLMEmbeddings(embedder), uri=str(tmp_path / "lc.db"))
+class Engine:
+    """Where the tests' engine keeps a collection: ``place()`` one for this process, ``shared()`` one a second
+    process reaches; ``lc``/``li`` open the framework stores on it."""
+
+    def __init__(self, name: str, tmp_path: Path, request: pytest.FixtureRequest) -> None:
+        self.name, self.tmp_path = name, tmp_path
+        if name == "milvus":
+            pytest.importorskip("pymilvus")
+            pytest.importorskip("milvus_lite")
+        else:
+            self.server = request.getfixturevalue("postgres")
+
+    def place(self) -> str:
+        return str(self.tmp_path / "engine.db") if self.name == "milvus" else str(self.server.new_database())
+
+    @contextlib.contextmanager
+    def shared(self) -> Iterator[str]:
+        if self.name == "milvus":
+            with milvus_lite_server(self.tmp_path / "milvus") as uri:
+                yield uri
+        else:
+            yield str(self.server.new_database())
+
+    def lc(self, embeddings: Any, where: str) -> Any:
+        return ContextualMilvus(embeddings, uri=where) if self.name == "milvus" else ContextualPostgres(embeddings,
+                                                                                                         url=where)
+
+    def li(self, where: str, embed_model: Any) -> Any:
+        from llama_index_ctx import ContextualMilvusVectorStore, ContextualPostgresVectorStore
+
+        made = ContextualMilvusVectorStore if self.name == "milvus" else ContextualPostgresVectorStore
+        return made(where, embed_model=embed_model)
+
+
+@pytest.fixture(params=["milvus", "postgres"])
+def engine(request: pytest.FixtureRequest, tmp_path: Path) -> Engine:
+    return Engine(request.param, tmp_path, request)
+
+
+def test_langchain_hybrid_in_an_engine_finds_a_chunk_by_its_context_on_both_sides(engine: Engine,
+                                                                                   embedder: Any) -> None:
+    where = engine.place()
+    store = engine.lc(MiniLMEmbeddings(embedder), where)
     chunks = lc_chunks((ACME, "acme"), (GLOBEX, "globex"))
     store.add_documents(chunks, ids=lc_ids(chunks))
     retriever = ContextualHybridRetriever(vectorstore=store, k=3)
@@ -53,16 +95,19 @@ def test_langchain_hybrid_on_milvus_finds_a_chunk_by_its_context_on_both_sides(t
     assert retriever.invoke("Globex revenue", filter={"tenant": "b"}) == []
     with pytest.raises(InvalidInputError, match="where dict"):
         retriever.invoke("Globex revenue", filter=lambda d: True)
-    # the engine's own fusion agrees on the first hit, and says it cannot weigh the sides
-    fused = ContextualMilvus(MiniLMEmbeddings(embedder), uri=str(tmp_path / "lc.db"), engine_fusion=True)
+    assert [d.id for d in store.get_by_ids([first.id, "missing"])] == [first.id]
+    if engine.name != "milvus":
+        return
+    # Milvus's own fusion agrees on the first hit, and says it cannot weigh the sides
+    fused = ContextualMilvus(MiniLMEmbeddings(embedder), uri=where, engine_fusion=True)
     assert "Tucson" in ContextualHybridRetriever(vectorstore=fused, k=1).invoke("acme Tucson")[0].page_content
     with pytest.raises(ConfigurationError, match="weights"):
         ContextualHybridRetriever(vectorstore=fused, weights=(0.3, 0.7)).invoke("acme Tucson")
 
 
-def test_langchain_index_edits_and_deletes_land_on_both_engine_sides(tmp_path: Path, embedder: Any) -> None:
-    store = ContextualMilvus(MiniLMEmbeddings(embedder), uri=str(tmp_path / "lc.db"))
-    records = InMemoryRecordManager("milvus")
+def test_langchain_index_edits_and_deletes_land_on_both_engine_sides(engine: Engine, embedder: Any) -> None:
+    store = engine.lc(MiniLMEmbeddings(embedder), engine.place())
+    records = InMemoryRecordManager("engine")
     records.create_schema()
 
     def write(*documents: tuple[str, str]) -> Any:
@@ -84,9 +129,10 @@ def test_langchain_index_edits_and_deletes_land_on_both_engine_sides(tmp_path: P
 LC_SERVICE = """
 import json, sys
 from ctx_retrieval import MiniLMEmbedder
-from langchain_ctx import ContextualHybridRetriever, MiniLMEmbeddings
-from langchain_ctx.milvus import ContextualMilvus
-store = ContextualMilvus(MiniLMEmbeddings(MiniLMEmbedder(cache=sys.argv[2])), uri=sys.argv[1])
+from langchain_ctx import ContextualHybridRetriever, ContextualMilvus, ContextualPostgres, MiniLMEmbeddings
+embeddings = MiniLMEmbeddings(MiniLMEmbedder(cache=sys.argv[2]))
+store = (ContextualPostgres(embeddings, url=sys.argv[1]) if sys.argv[1].startswith("postgresql:")
+         else ContextualMilvus(embeddings, uri=sys.argv[1]))
 retriever = ContextualHybridRetriever(vectorstore=store, k=3)
 print(json.dumps("ready"), flush=True)
 for line in sys.stdin:
@@ -117,16 +163,15 @@ def li_documents(*texts_and_sources: tuple[str, str]) -> list[Any]:
     return [LIDocument(text=text, id_=source, metadata={"tenant": "a"}) for text, source in texts_and_sources]
 
 
-def test_llama_index_pipeline_and_hybrid_query_on_milvus(tmp_path: Path, embedder: Any) -> None:
+def test_llama_index_pipeline_and_hybrid_query_in_an_engine(engine: Engine, embedder: Any) -> None:
     pytest.importorskip("llama_index.core")
     from llama_index.core import VectorStoreIndex
     from llama_index.core.storage.docstore import SimpleDocumentStore
     from llama_index.core.vector_stores.types import MetadataFilters
 
     from llama_index_ctx import ContextualHybridRetriever, MiniLMEmbedding
-    from llama_index_ctx.milvus import ContextualMilvusVectorStore
 
-    store = ContextualMilvusVectorStore(str(tmp_path / "li.db"), embed_model=MiniLMEmbedding(embedder))
+    store = engine.li(engine.place(), MiniLMEmbedding(embedder))
     docstore = SimpleDocumentStore()
     li_pipeline(store, embedder, docstore).run(documents=li_documents((ACME, "acme"), (GLOBEX, "globex")))
     index = VectorStoreIndex.from_vector_store(store, embed_model=MiniLMEmbedding(embedder))
@@ -155,10 +200,11 @@ LI_SERVICE = """
 import json, sys
 from llama_index.core import VectorStoreIndex
 from ctx_retrieval import MiniLMEmbedder
-from llama_index_ctx import ContextualHybridRetriever, MiniLMEmbedding
-from llama_index_ctx.milvus import ContextualMilvusVectorStore
+from llama_index_ctx import (ContextualHybridRetriever, ContextualMilvusVectorStore, ContextualPostgresVectorStore,
+                             MiniLMEmbedding)
 embed = MiniLMEmbedding(MiniLMEmbedder(cache=sys.argv[2]))
-store = ContextualMilvusVectorStore(sys.argv[1], embed_model=embed)
+store = (ContextualPostgresVectorStore if sys.argv[1].startswith("postgresql:") else ContextualMilvusVectorStore)(
+    sys.argv[1], embed_model=embed)
 retriever = ContextualHybridRetriever(VectorStoreIndex.from_vector_store(store, embed_model=embed), similarity_top_k=3)
 print(json.dumps("ready"), flush=True)
 for line in sys.stdin:
@@ -168,10 +214,10 @@ for line in sys.stdin:
 """
 
 
-def langchain_job(uri: str, embedder: Any) -> Any:
+def langchain_job(engine: Engine, uri: str, embedder: Any) -> Any:
     """The ingestion job: LangChain's ``index()`` with a record manager into the collection (its own client)."""
-    job = ContextualMilvus(MiniLMEmbeddings(embedder), uri=uri)
-    records = InMemoryRecordManager("milvus")
+    job = engine.lc(MiniLMEmbeddings(embedder), uri)
+    records = InMemoryRecordManager("engine")
     records.create_schema()
 
     def write(*documents: tuple[str, str]) -> None:
@@ -180,15 +226,14 @@ def langchain_job(uri: str, embedder: Any) -> Any:
     return write
 
 
-def llama_index_job(uri: str, embedder: Any) -> Any:
+def llama_index_job(engine: Engine, uri: str, embedder: Any) -> Any:
     """The ingestion job: an ``IngestionPipeline`` with a docstore (UPSERTS_AND_DELETE) into the collection."""
     pytest.importorskip("llama_index.core")
     from llama_index.core.storage.docstore import SimpleDocumentStore
 
     from llama_index_ctx import MiniLMEmbedding
-    from llama_index_ctx.milvus import ContextualMilvusVectorStore
 
-    job = ContextualMilvusVectorStore(uri, embed_model=MiniLMEmbedding(embedder))
+    job = engine.li(uri, MiniLMEmbedding(embedder))
     docstore = SimpleDocumentStore()
 
     def write(*documents: tuple[str, str]) -> None:
@@ -198,11 +243,11 @@ def llama_index_job(uri: str, embedder: Any) -> Any:
 
 
 @pytest.mark.parametrize("framework", ["langchain", "llama_index"])
-def test_a_job_and_a_query_service_in_two_processes_share_a_milvus_server(
-        framework: str, tmp_path: Path, embedder: Any, shared_cache_dir: Path) -> None:
+def test_a_job_and_a_query_service_in_two_processes_share_an_engine(
+        framework: str, engine: Engine, embedder: Any, shared_cache_dir: Path) -> None:
     job, script = {"langchain": (langchain_job, LC_SERVICE), "llama_index": (llama_index_job, LI_SERVICE)}[framework]
-    with milvus_lite_server(tmp_path / "milvus") as uri:
-        write = job(uri, embedder)
+    with engine.shared() as uri:
+        write = job(engine, uri, embedder)
         write((GLOBEX, "globex"))
         service = LineService(script, uri, str(shared_cache_dir / "embeddings.sqlite"))
         try:
@@ -215,3 +260,61 @@ def test_a_job_and_a_query_service_in_two_processes_share_a_milvus_server(
             assert all("Zanzibar" not in text for text, _, _ in service.ask("Zanzibar foundry"))
         finally:
             assert service.close() == 0
+
+
+_KILLED_JOB = """
+import sys
+from langchain_classic.indexes import SQLRecordManager
+from langchain_core.indexing import index
+from ctx_retrieval import MiniLMEmbedder
+from langchain_ctx import ContextualPostgres, MiniLMEmbeddings
+from tests.integration.test_engine_frameworks import ACME, EDITED, GLOBEX, lc_chunks
+store = ContextualPostgres(MiniLMEmbeddings(MiniLMEmbedder(cache=sys.argv[2])), url=sys.argv[1])
+records = SQLRecordManager("engine", db_url=sys.argv[3])
+records.create_schema()
+index(lc_chunks((ACME, "acme"), (GLOBEX, "globex")), records, store, cleanup="incremental", source_id_key="source",
+      key_encoder="sha256")
+execute = store.store._conn.execute
+def held(sql, *args, **kwargs):  # the edit's rows are deleted and copied: wait to be killed before the statistics
+    if "_stats SET" in str(sql):
+        print("mid-write", flush=True)
+        sys.stdin.readline()
+    return execute(sql, *args, **kwargs)
+store.store._conn.execute = held
+index(lc_chunks((EDITED, "acme")), records, store, cleanup="incremental", source_id_key="source",
+      key_encoder="sha256")
+"""
+
+
+def test_a_job_killed_inside_its_write_leaves_the_old_version_on_both_sides_and_its_rerun_the_new(
+        postgres: Any, embedder: Any, tmp_path: Path, shared_cache_dir: Path) -> None:
+    import subprocess
+    import sys
+
+    from langchain_classic.indexes import SQLRecordManager
+
+    url, records_url = str(postgres.new_database()), f"sqlite:///{tmp_path / 'records.sqlite'}"
+    job = subprocess.Popen([sys.executable, "-c", _KILLED_JOB, url, str(shared_cache_dir / "embeddings.sqlite"),
+                            records_url], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert job.stdout is not None and job.stdout.readline().strip() == "mid-write"
+        service = ContextualPostgres(MiniLMEmbeddings(embedder), url=url)  # its own connection
+
+        def foundry() -> list[tuple[str, str]]:
+            return [(mode, h.item.chunk.text) for mode in ("bm25", "vector")
+                    for h in service.store.search_stored("foundry Tucson Zanzibar", k=10, mode=mode)
+                    if "foundry" in h.item.chunk.text]
+
+        assert sorted(t for _, t in foundry()) == 2 * [next(t for _, t in foundry())]  # the old version, both sides
+        assert "Tucson" in foundry()[0][1]
+        job.kill()
+    finally:
+        job.kill()
+        job.wait(timeout=60)
+    stored = len(service.store)
+    assert all("Tucson" in t for _, t in foundry()) and len(foundry()) == 2  # the kill rolled the edit back
+    # the rerun (the same record manager) writes the edit and cleans the old chunk up: the new version only
+    records = SQLRecordManager("engine", db_url=records_url)
+    index(lc_chunks((EDITED, "acme")), records, service, cleanup="incremental", source_id_key="source",
+          key_encoder="sha256")
+    assert all("Zanzibar" in t for _, t in foundry()) and len(foundry()) == 2 and len(service.store) == stored
