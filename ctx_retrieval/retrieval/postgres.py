@@ -234,18 +234,18 @@ class PostgresStore(EngineStore):
         counts = Counter(t for t in self._tokenize(query) if len(t) <= _TERM_MAX)
         if not counts or k <= 0:
             return []
-        # float8 throughout (numeric literals would make PostgreSQL compute in arbitrary precision: 2x slower); a
-        # term's document frequency counted over its postings in the same pass (a window), before any filter
+        # Each query term's weight first (its document frequency counted over its postings, before any filter),
+        # then one pass over the postings: against a window counting postings in the scoring pass, 25 -> 14 ms at
+        # 10,000 chunks. float8 throughout (numeric literals would make PostgreSQL compute in arbitrary precision).
         joined = f"JOIN {t} c ON c.id = p.id WHERE {condition}" if where else ""
         rows = self._conn.execute(
             f"WITH q (term, times) AS (SELECT * FROM unnest(%s::text[], %s::int[])), "
-            f"s AS (SELECT chunks::float8 AS n, greatest(length::float8 / greatest(chunks, 1), 1e-9) AS avg "
-            f"FROM {t}_stats), "
-            f"p AS (SELECT p.id, p.tf, p.length, q.times, count(*) OVER (PARTITION BY p.term)::float8 AS df "
-            f"FROM {t}_terms p JOIN q USING (term)) "
-            f"SELECT p.id, sum(p.times * ln(1 + (s.n - p.df + 0.5::float8) / (p.df + 0.5::float8)) * p.tf "
-            f"* {_K1 + 1}::float8 / (p.tf + {_K1}::float8 * ({1 - _B}::float8 + {_B}::float8 * p.length / s.avg))) "
-            f"AS score FROM p CROSS JOIN s {joined} GROUP BY p.id ORDER BY score DESC, p.id LIMIT %s",
+            f"w AS MATERIALIZED (SELECT q.term, q.times * {_K1 + 1}::float8 * ln(1 + ((SELECT chunks::float8 FROM "
+            f"{t}_stats) - d.df + 0.5::float8) / (d.df + 0.5::float8)) AS weight FROM q CROSS JOIN LATERAL "
+            f"(SELECT count(*)::float8 AS df FROM {t}_terms p WHERE p.term = q.term) d) "
+            f"SELECT p.id, sum(w.weight * p.tf / (p.tf + {_K1}::float8 * ({1 - _B}::float8 + {_B}::float8 * p.length "
+            f"/ (SELECT greatest(length::float8 / greatest(chunks, 1), 1e-9) FROM {t}_stats)))) AS score "
+            f"FROM w JOIN {t}_terms p USING (term) {joined} GROUP BY p.id ORDER BY score DESC, p.id LIMIT %s",
             (list(counts), list(counts.values()), *params, k)).fetchall()
         return [r[0] for r in rows]
 
