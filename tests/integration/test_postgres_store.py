@@ -111,6 +111,8 @@ def test_hostile_names_values_and_ids_stay_data(url: str, embedder: Any) -> None
     assert side_ids(store, "bm25", "revenue", 10, {"tenant' OR '1'='1": "x"}) == []
     with pytest.raises(InvalidInputError):
         side_ids(store, "vector", "revenue", 10, {"tenant": {"$regex": ".*"}})
+    with pytest.raises(InvalidInputError, match="'vector' or 'bm25'"):
+        store.side("hybrid")
     store.delete([odd[1]])
     assert odd[1] not in side_ids(store, "bm25", "revenue", 10, None) and len(store) == 3
     # what PostgreSQL would refuse mid-write (an index entry over ~2.7 kB, NUL in text or JSONB) is refused first,
@@ -200,3 +202,23 @@ def test_the_ablation_through_postgres_gives_the_in_memory_rows(postgres: Any, t
     assert rows["postgres"] == rows["numpy"] and rows["numpy"]["contextual BM25"][0] == 1.0
     with pytest.raises(InvalidInputError, match="postgres_url"):
         run_ablation(corpus, contexts, contextualizer_label="t", embedder=embedder, vector_store="postgres")
+
+
+def test_a_rebuild_loads_first_and_builds_its_vector_index_when_its_write_ends(url: str, embedder: Any) -> None:
+    import numpy as np
+
+    from ctx_retrieval.retrieval.postgres import _vectors
+
+    store = PostgresStore(url, embedder=embedder, table="rebuilt", replace=True)
+
+    def index() -> Any:
+        return store._conn.execute("SELECT to_regclass('rebuilt_hnsw')").fetchone()[0]
+
+    assert index() is None
+    store.add(CHUNKS, metadata=META)
+    assert index() is not None and side_ids(store, "vector", "Tucson foundry", 1, None) == ["acme:2"]
+    # the text form holds every digit pgvector's float4 keeps
+    values = np.random.default_rng(0).standard_normal((3, 384)).astype(np.float32)
+    read = np.array([[float(x) for x in t[1:-1].split(",")] for t in _vectors(values)], dtype=np.float32)
+    assert np.array_equal(read, values)
+    store.close()
