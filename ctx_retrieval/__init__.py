@@ -8,7 +8,7 @@ the API allows. Importing it imports no framework and no SDK.
 
 from ctx_retrieval import errors as _errors
 from ctx_retrieval.contextualize.cache import ContextCache, default_cache_path
-from ctx_retrieval.contextualize.generator import ContextGenerator, ContextRun, CostEstimate
+from ctx_retrieval.contextualize.generator import ContextGenerator
 from ctx_retrieval.contextualize.heuristic import HeuristicContextualizer
 from ctx_retrieval.contextualize.prompts import (
     DEFAULT_PROMPT,
@@ -18,6 +18,7 @@ from ctx_retrieval.contextualize.prompts import (
     PromptTemplate,
     clean_context,
 )
+from ctx_retrieval.contextualize.results import ContextRun, CostEstimate
 from ctx_retrieval.contextualize.versions import ReusePolicy
 from ctx_retrieval.contextualize.windowing import WindowConfig
 from ctx_retrieval.errors import *  # noqa: F403 - the error tree, named once in errors.__all__
@@ -35,8 +36,8 @@ from ctx_retrieval.retrieval.hybrid import BM25Side, Hit, HybridRetriever
 from ctx_retrieval.retrieval.late import late_chunk_embeddings
 from ctx_retrieval.retrieval.rerank import ClaudeReranker
 from ctx_retrieval.text import indexed_text
-from ctx_retrieval.types import Chunk, ContextResult, SourceDocument, make_chunk_id
-from ctx_retrieval.usage import FailedChunk, RunReport, StaleChunk, TokenUsage
+from ctx_retrieval.types import Chunk, ContextResult, SourceDocument, TokenUsage, make_chunk_id
+from ctx_retrieval.usage import FailedChunk, RunReport, StaleChunk
 
 __version__ = "0.1.0"
 

@@ -11,8 +11,6 @@ import warnings
 from collections.abc import Callable
 from typing import ParamSpec, TypeVar
 
-__all__ = ["former_keywords", "former_names", "in_memory_collection"]
-
 P = ParamSpec("P")
 R = TypeVar("R")
 

@@ -7,8 +7,6 @@ from types import ModuleType
 
 from ctx_retrieval.errors import MissingDependencyError
 
-__all__ = ["require"]
-
 
 def require(module: str, extra: str) -> ModuleType:
     """Import ``module`` or raise ``MissingDependencyError`` naming ``pip install "ctx-retrieval[extra]"``."""

@@ -7,8 +7,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-__all__ = ["cache_dir"]
-
 
 def cache_dir() -> Path:
     base = os.environ.get("CTX_RETRIEVAL_CACHE_DIR")

@@ -12,8 +12,6 @@ import os
 import socket
 import uuid
 
-__all__ = ["dead_here", "same_process", "worker_id"]
-
 _SEP = "|"
 
 

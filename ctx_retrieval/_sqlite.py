@@ -21,8 +21,6 @@ from pathlib import Path
 
 from ctx_retrieval.errors import CacheError
 
-__all__ = ["busy", "guarded", "open_cache_database", "transaction"]
-
 
 def busy(exc: sqlite3.OperationalError) -> bool:
     code = getattr(exc, "sqlite_errorcode", None)  # Python >= 3.11; extended codes keep the primary code low

@@ -34,9 +34,6 @@ from ctx_retrieval.reconstruct import Piece, source_document
 from ctx_retrieval.types import Chunk, ContextResult, SourceDocument, make_chunk_id
 from ctx_retrieval.usage import RunReport
 
-__all__ = ["acontextualize", "contextualizer_for", "counting_embedder", "embedder_of", "estimate_of", "file_name",
-           "grouped", "identity", "provenance", "report_of", "served_report", "stable_id", "warn_truncated"]
-
 logger = logging.getLogger(__name__)
 
 

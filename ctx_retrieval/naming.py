@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from ctx_retrieval.types import SourceDocument
 
-__all__ = ["SOURCE_KEYS", "document_name", "printable"]
 
 # Where a document's file name is kept: ctx_retrieval's loaders and LangChain (``source``), LlamaIndex's readers
 # (``file_path``, ``file_name``).

@@ -8,8 +8,6 @@ import logging
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["NoBar", "make_bar", "progress_bar"]
-
 logger = logging.getLogger("ctx_retrieval")
 
 

@@ -16,8 +16,6 @@ from typing import Any
 
 from ctx_retrieval.types import Chunk, SourceDocument
 
-__all__ = ["Piece", "rebuild_document", "source_document"]
-
 logger = logging.getLogger(__name__)
 
 

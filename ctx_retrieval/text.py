@@ -13,8 +13,6 @@ from typing import Any
 
 from ctx_retrieval.keys import CONTEXT_SEPARATOR
 
-__all__ = ["indexed_header", "indexed_text"]
-
 
 def indexed_header(context: str | None, metadata: Mapping[str, Any] | None = None,
                    metadata_keys: Sequence[str] = ()) -> str:

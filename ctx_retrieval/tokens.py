@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-__all__ = ["TokenCounter", "estimate_tokens"]
-
 TokenCounter = Callable[[str], int]
 
 _ASCII_CHARS_PER_TOKEN = 3.6

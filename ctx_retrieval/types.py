@@ -8,21 +8,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-__all__ = [
-    "Chunk",
-    "ContextRequest",
-    "ContextResult",
-    "ErrorAction",
-    "ErrorDecision",
-    "ProviderResponse",
-    "ResultStatus",
-    "ServerLimit",
-    "ServerLimits",
-    "SourceDocument",
-    "TokenUsage",
-    "make_chunk_id",
-]
-
 ResultStatus = Literal["generated", "cached", "reused", "failed", "not_attempted", "empty"]
 """How a chunk's result came about.
 

@@ -13,8 +13,6 @@ from ctx_retrieval.types import TokenUsage
 if TYPE_CHECKING:
     from ctx_retrieval.types import Chunk, SourceDocument
 
-__all__ = ["FailedChunk", "RunReport", "StaleChunk", "TokenUsage"]
-
 
 @dataclass(frozen=True)
 class FailedChunk:

@@ -15,8 +15,9 @@ from .embeddings import E5Embeddings, MiniLMEmbeddings, embeddings_for  # noqa: 
 from .engines import ContextualMilvus, ContextualPostgres  # noqa: E402 - their extras needed when used, not imported
 from .providers import LangChainChatProvider  # noqa: E402
 from .rerank import ClaudeRerankCompressor, eval_reranker  # noqa: E402
-from .retrievers import ContextualBM25Retriever, ContextualHybridRetriever, ContextualVectorStore  # noqa: E402
+from .retrievers import ContextualHybridRetriever  # noqa: E402
 from .splitters import EmbedderTokenSplitter  # noqa: E402
+from .store import ContextualBM25Retriever, ContextualVectorStore  # noqa: E402
 from .transformer import (  # noqa: E402
     ContextualDocumentTransformer,
     for_answering,

@@ -10,8 +10,6 @@ from langchain_core.embeddings import Embeddings
 
 from ctx_retrieval.retrieval.embeddings import CachingEmbedder, MiniLMEmbedder
 
-__all__ = ["E5Embeddings", "MiniLMEmbeddings", "embeddings_for"]
-
 
 class MiniLMEmbeddings(Embeddings):
     """all-MiniLM-L6-v2 (int8 ONNX, no torch, no download) for LangChain vector stores.

@@ -31,8 +31,6 @@ from ctx_retrieval.retrieval.milvus import MilvusStore
 from .sides import TracedSide
 from .store import record
 
-__all__ = ["ContextualMilvus", "ContextualPostgres", "EngineVectorStore"]
-
 DEFAULT_COLLECTION = "ctx_retrieval"
 
 

@@ -6,11 +6,9 @@ from typing import Any
 
 from langchain_core.messages import HumanMessage
 
-from ctx_retrieval.providers.base import ContextRequest, ProviderResponse
 from ctx_retrieval.providers.messages import anthropic_blocks, converse_blocks, plain_prompt, usage_from_fields
 from ctx_retrieval.providers.wrapped import WrappedModelProvider
-
-__all__ = ["LangChainChatProvider"]
+from ctx_retrieval.types import ContextRequest, ProviderResponse
 
 
 class LangChainChatProvider(WrappedModelProvider):

@@ -14,8 +14,6 @@ from ctx_retrieval.keys import CHUNK_ID_KEY
 from ctx_retrieval.providers.base import Provider
 from ctx_retrieval.retrieval.rerank import ClaudeReranker
 
-__all__ = ["ClaudeRerankCompressor", "eval_reranker"]
-
 
 class ClaudeRerankCompressor(BaseDocumentCompressor):
     """Reranks documents with the core's provider (Claude reads the query and the candidates).

@@ -31,8 +31,6 @@ from .engines import EngineVectorStore, where_of
 from .sides import RetrieverSide, TracedSide, VectorSide, documents, vector_side
 from .store import Codec, ContextualBM25Retriever, ContextualVectorStore, bm25_side, new_store
 
-__all__ = ["ContextualBM25Retriever", "ContextualHybridRetriever", "ContextualVectorStore"]
-
 DEFAULT_COLLECTION = "ctx_retrieval"
 Filter = Mapping[str, Any] | Callable[[Document], bool]
 _CODEC = Codec()

@@ -13,8 +13,6 @@ from langchain_text_splitters import TextSplitter
 from ctx_retrieval.adapting import embedder_of
 from ctx_retrieval.chunking import CONTEXT_TOKENS, DEFAULT_CHUNK_TOKENS, check_chunk_tokens, split_by_tokens
 
-__all__ = ["EmbedderTokenSplitter"]
-
 
 class EmbedderTokenSplitter(TextSplitter):
     """Chunks of at most ``chunk_tokens`` tokens of the embedder (``MiniLMEmbeddings`` by default, ``E5Embeddings``

@@ -43,8 +43,6 @@ from ctx_retrieval.retrieval.pairing import (
 from ctx_retrieval.text import indexed_text
 from ctx_retrieval.tokens import estimate_tokens
 
-__all__ = ["ContextualBM25Retriever", "ContextualVectorStore", "bm25_side", "decode", "document_filter"]
-
 WHOLE_KEY = "ctx_whole_id"
 """On each window stored for a chunk (``embed_layout="windows"``): the id of the whole chunk it belongs to."""
 WINDOW_KEY = "window"

@@ -17,8 +17,6 @@ from langchain_core.outputs import ChatGeneration, LLMResult
 
 from ctx_retrieval.contextualize.tracing import TracedAnswer, TracedRequest
 
-__all__ = ["LangChainRequestTracer"]
-
 
 class LangChainRequestTracer:
     """A ``RequestTracer`` reporting to LangChain callbacks: ``callbacks`` as LangChain takes them (handlers or a

@@ -28,9 +28,6 @@ from ctx_retrieval.usage import RunReport
 
 from .tracing import LangChainRequestTracer
 
-__all__ = ["ContextualDocumentTransformer", "UnplaceableChunkError", "for_answering", "original_text",
-           "split_and_contextualize"]
-
 logger = logging.getLogger(__name__)
 
 

@@ -16,9 +16,9 @@ from .engines import ContextualMilvusVectorStore, ContextualPostgresVectorStore 
 from .late import LateChunkingTransform  # noqa: E402
 from .providers import LlamaIndexLLMProvider  # noqa: E402
 from .rerank import ClaudeRerankPostprocessor, eval_reranker  # noqa: E402
-from .retrievers import ContextualHybridRetriever, ContextualVectorStore, chroma_vector_store  # noqa: E402
+from .retrievers import ContextualHybridRetriever  # noqa: E402
 from .splitters import EmbedderTokenSplitter  # noqa: E402
-from .store import ContextualBM25Retriever  # noqa: E402 - after the dependency check
+from .store import ContextualBM25Retriever, ContextualVectorStore, chroma_vector_store  # noqa: E402
 from .transform import ContextualNodeTransform, arefresh_stale, refresh_stale  # noqa: E402
 
 __all__ = [

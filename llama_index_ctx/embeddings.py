@@ -11,8 +11,6 @@ from pydantic import PrivateAttr
 
 from ctx_retrieval.retrieval.embeddings import MINILM_MODEL_ID, CachingEmbedder, MiniLMEmbedder
 
-__all__ = ["E5Embedding", "MiniLMEmbedding", "embedding_for"]
-
 
 class MiniLMEmbedding(BaseEmbedding):
     """all-MiniLM-L6-v2 (int8 ONNX, no torch, no download) for LlamaIndex.

@@ -40,8 +40,6 @@ from ctx_retrieval.retrieval.milvus import MilvusStore
 from .sides import annotated
 from .store import record, where_of
 
-__all__ = ["ContextualMilvusVectorStore", "ContextualPostgresVectorStore", "EngineVectorStore"]
-
 DEFAULT_COLLECTION = "ctx_retrieval"
 _MODES = {VectorStoreQueryMode.DEFAULT: "vector", VectorStoreQueryMode.HYBRID: "hybrid",
           VectorStoreQueryMode.TEXT_SEARCH: "bm25", VectorStoreQueryMode.SPARSE: "bm25"}

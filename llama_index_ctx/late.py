@@ -13,8 +13,6 @@ from ctx_retrieval.reconstruct import Piece, source_document
 from ctx_retrieval.retrieval.embeddings import MINILM_MODEL_ID, MiniLMEmbedder
 from ctx_retrieval.retrieval.late import late_chunk_embeddings
 
-__all__ = ["LateChunkingTransform"]
-
 
 class LateChunkingTransform(TransformComponent):
     """Embeds every node from its whole document: the document is read by the embedding model in overlapping

@@ -6,11 +6,9 @@ from typing import Any
 
 from llama_index.core.base.llms.types import CacheControl, CachePoint, ChatMessage, MessageRole, TextBlock
 
-from ctx_retrieval.providers.base import ContextRequest, ProviderResponse
 from ctx_retrieval.providers.messages import cache_control, field, usage_from_fields
 from ctx_retrieval.providers.wrapped import WrappedModelProvider
-
-__all__ = ["LlamaIndexLLMProvider"]
+from ctx_retrieval.types import ContextRequest, ProviderResponse
 
 
 class LlamaIndexLLMProvider(WrappedModelProvider):

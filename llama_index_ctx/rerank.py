@@ -12,8 +12,6 @@ from pydantic import PrivateAttr
 from ctx_retrieval.providers.base import Provider
 from ctx_retrieval.retrieval.rerank import ClaudeReranker
 
-__all__ = ["ClaudeRerankPostprocessor", "eval_reranker"]
-
 
 class ClaudeRerankPostprocessor(BaseNodePostprocessor):
     """Reranks nodes with the core's provider (Claude reads the query and the candidates, context included).

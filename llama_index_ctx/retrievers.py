@@ -34,16 +34,12 @@ from .store import (
     ContextualBM25Retriever,
     ContextualVectorStore,
     bm25_side,
-    chroma_vector_store,
     indexable,
     parent_id,
     token_counter,
     with_stable_id,
     wrap_index,
 )
-
-__all__ = ["ContextualHybridRetriever", "ContextualVectorStore", "chroma_vector_store"]
-
 
 _CODEC = Codec()
 

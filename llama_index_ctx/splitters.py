@@ -18,8 +18,6 @@ from ctx_retrieval.adapting import embedder_of
 from ctx_retrieval.chunking import CONTEXT_TOKENS, DEFAULT_CHUNK_TOKENS, TokenCount, check_chunk_tokens, split_by_tokens
 from ctx_retrieval.errors import ConfigurationError
 
-__all__ = ["EmbedderTokenSplitter"]
-
 
 class EmbedderTokenSplitter(MetadataAwareTextSplitter):
     """Nodes of at most ``chunk_tokens`` tokens of the embedder, embedded metadata included, cut at paragraphs,

@@ -62,9 +62,6 @@ from ctx_retrieval.retrieval.pairing import (
 )
 from ctx_retrieval.tokens import estimate_tokens
 
-__all__ = ["ContextualBM25Retriever", "ContextualVectorStore", "bm25_side", "chroma_vector_store", "decode",
-           "parent_id"]
-
 _OWNER = "llama_index_ctx.Node/1"
 _PAGE = 5000
 _MAX_WINDOWS = 64  # windows asked for when a chunk is read back from a store (a 256-token input cut at 48 each: 6)

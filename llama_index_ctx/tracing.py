@@ -21,8 +21,6 @@ from llama_index.core.instrumentation.events.llm import LLMChatEndEvent, LLMChat
 
 from ctx_retrieval.contextualize.tracing import TracedAnswer, TracedRequest
 
-__all__ = ["LlamaIndexRequestTracer"]
-
 dispatcher = get_dispatcher(__name__)
 
 

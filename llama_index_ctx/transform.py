@@ -32,8 +32,6 @@ from ctx_retrieval.usage import RunReport
 
 from .tracing import LlamaIndexRequestTracer
 
-__all__ = ["ContextualNodeTransform", "arefresh_stale", "refresh_stale"]
-
 logger = logging.getLogger(__name__)
 
 

@@ -20,8 +20,6 @@ from ctx_retrieval.cli import cache, contextualize, evaluation, index, query
 from ctx_retrieval.cli._common import Args
 from ctx_retrieval.errors import CtxRetrievalError
 
-__all__ = ["main"]
-
 
 def _build_parser(*, twin: bool = False) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(

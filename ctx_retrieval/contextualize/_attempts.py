@@ -20,11 +20,8 @@ from ctx_retrieval.errors import ProviderUnavailableError
 from ctx_retrieval.models import cost_usd, request_cost_usd
 from ctx_retrieval.naming import document_name, printable
 from ctx_retrieval.pacing import Hooks, RetriesSpentError, Send, Tries, paced_call
-from ctx_retrieval.providers.base import ContextRequest, ErrorDecision, ProviderResponse
-from ctx_retrieval.types import TokenUsage
+from ctx_retrieval.types import ContextRequest, ErrorDecision, ProviderResponse, TokenUsage
 from ctx_retrieval.usage import RunReport
-
-__all__ = ["STOPPED", "Lost", "estimated_cost", "request_context", "spent"]
 
 logger = logging.getLogger(__name__)
 

@@ -34,9 +34,8 @@ from ctx_retrieval.errors import (
 from ctx_retrieval.models import cost_usd
 from ctx_retrieval.naming import document_name, printable
 from ctx_retrieval.pacing import RetriesSpentError, Tries
-from ctx_retrieval.providers.base import ProviderResponse
 from ctx_retrieval.tokens import TokenCounter
-from ctx_retrieval.types import ContextResult, ResultStatus, TokenUsage
+from ctx_retrieval.types import ContextResult, ProviderResponse, ResultStatus, TokenUsage
 from ctx_retrieval.usage import FailedChunk, StaleChunk
 
 logger = logging.getLogger(__name__)

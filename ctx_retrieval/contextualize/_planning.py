@@ -15,27 +15,19 @@ from typing import Literal
 
 from ctx_retrieval.contextualize._scheduling import AUTO_START_CONCURRENCY
 from ctx_retrieval.contextualize._settings import RunSettings
-from ctx_retrieval.contextualize.cache import context_cache_key, text_digest
+from ctx_retrieval.contextualize.cache import DocumentVersion, context_cache_key, text_digest
 from ctx_retrieval.contextualize.prompts import PromptTemplate, clean_context
 from ctx_retrieval.contextualize.results import CostEstimate
 from ctx_retrieval.contextualize.stores import OutputHistory
 from ctx_retrieval.contextualize.validation import locate_chunks
-from ctx_retrieval.contextualize.versions import (
-    DocumentVersion,
-    Previous,
-    ReusePolicy,
-    VersionedStore,
-    chunk_digest,
-    chunk_key,
-)
+from ctx_retrieval.contextualize.versions import Previous, ReusePolicy, VersionedStore, chunk_digest, chunk_key
 from ctx_retrieval.contextualize.windowing import DocumentView, document_view
 from ctx_retrieval.errors import ChunkTooLargeError, ConfigurationError, CtxRetrievalError, InvalidInputError
 from ctx_retrieval.models import ModelInfo, request_cost_usd
 from ctx_retrieval.pacing import Hooks, Pacer, RetriesSpentError, paced_call
 from ctx_retrieval.protocols import TokenCountingProvider
-from ctx_retrieval.providers.base import ContextRequest, ErrorDecision
 from ctx_retrieval.tokens import TokenCounter, estimate_tokens
-from ctx_retrieval.types import Chunk, SourceDocument, TokenUsage
+from ctx_retrieval.types import Chunk, ContextRequest, ErrorDecision, SourceDocument, TokenUsage
 
 logger = logging.getLogger(__name__)
 

@@ -17,8 +17,6 @@ from ctx_retrieval.contextualize.versions import (
     edit_distances,
 )
 
-__all__ = ["REFRESH_FALLBACK", "estimate", "find_previous", "refresh_order", "reuse_savings", "versioned_store"]
-
 # What a refresh keeps until a chunk's new context is written: any earlier context of the same chunk.
 REFRESH_FALLBACK = ReusePolicy(max_changed_tokens=2**62, other_models=True)
 

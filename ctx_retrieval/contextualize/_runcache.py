@@ -32,9 +32,8 @@ if TYPE_CHECKING:
     from ctx_retrieval.contextualize._state import RunState
     from ctx_retrieval.contextualize.leases import DocumentLeases
     from ctx_retrieval.pacing import Clock
-    from ctx_retrieval.providers.base import ProviderResponse
+    from ctx_retrieval.types import ProviderResponse
 
-__all__ = ["RunCache"]
 
 logger = logging.getLogger(__name__)
 

@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from ctx_retrieval.contextualize._settings import ProviderTraits
 
-__all__ = ["AUTO_MAX_CONCURRENCY", "AUTO_START_CONCURRENCY", "DOCUMENTS_PER_SLOT", "Shape", "server_shape"]
 
 # With max_concurrency=None the run finds how many requests to keep in flight: it starts with this many and grows
 # while a request the rate limits let through has to wait for a slot and each step raises the throughput (then

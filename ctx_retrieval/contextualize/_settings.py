@@ -27,8 +27,6 @@ from ctx_retrieval.protocols import (
 from ctx_retrieval.providers.base import Provider
 from ctx_retrieval.tokens import TokenCounter
 
-__all__ = ["ProviderTraits", "RunSettings"]
-
 
 @dataclass(frozen=True)
 class ProviderTraits:

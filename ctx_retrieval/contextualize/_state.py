@@ -22,8 +22,6 @@ from ctx_retrieval.progress import NoBar, make_bar
 from ctx_retrieval.types import ContextResult
 from ctx_retrieval.usage import RunReport
 
-__all__ = ["RunState", "grow_if_bound", "logs_above", "progress_bar"]
-
 logger = logging.getLogger(__name__)
 
 

@@ -20,8 +20,7 @@ from ctx_retrieval.contextualize._settings import RunSettings
 from ctx_retrieval.errors import ConfigurationError
 from ctx_retrieval.naming import printable
 from ctx_retrieval.protocols import BatchProvider
-from ctx_retrieval.providers.base import ContextRequest
-from ctx_retrieval.types import TokenUsage
+from ctx_retrieval.types import ContextRequest, TokenUsage
 
 logger = logging.getLogger(__name__)
 

@@ -24,10 +24,7 @@ from typing import Any
 from ctx_retrieval._paths import cache_dir
 from ctx_retrieval._sqlite import guarded, open_cache_database, transaction
 from ctx_retrieval.errors import CacheError, ConfigurationError
-from ctx_retrieval.usage import TokenUsage
-
-__all__ = ["CacheStats", "CachedContext", "ContextCache", "DocumentVersion", "by_chunk", "context_cache_key",
-           "default_cache_path", "prune_criteria", "prune_cutoff", "text_digest"]
+from ctx_retrieval.types import TokenUsage
 
 logger = logging.getLogger(__name__)
 

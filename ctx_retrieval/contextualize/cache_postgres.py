@@ -35,8 +35,6 @@ from ctx_retrieval.contextualize.cache import (
 )
 from ctx_retrieval.errors import CacheError
 
-__all__ = ["CACHE_URL_ENV", "CacheURL", "PostgresContextCache", "is_postgres_url", "redact_url"]
-
 CACHE_URL_ENV = "CTX_RETRIEVAL_CACHE_URL"
 
 _SCHEMA = (

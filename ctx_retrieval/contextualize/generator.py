@@ -47,8 +47,6 @@ from ctx_retrieval.tokens import TokenCounter
 from ctx_retrieval.types import Chunk, SourceDocument
 from ctx_retrieval.usage import RunReport
 
-__all__ = ["ContextGenerator", "ContextRun", "CostEstimate", "OnError", "ReusePolicy"]
-
 logger = logging.getLogger(__name__)
 
 

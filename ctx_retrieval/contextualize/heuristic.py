@@ -19,8 +19,6 @@ from ctx_retrieval.language import written_in_english
 from ctx_retrieval.types import Chunk, ContextResult, SourceDocument, TokenUsage
 from ctx_retrieval.usage import RunReport
 
-__all__ = ["HEURISTIC_VERSION", "HeuristicContextualizer"]
-
 HEURISTIC_VERSION = "title-heading-v2"  # v2: heading attribute lists ({ #anchor }) left out, no "From" in others
 
 _HEADING = re.compile(

@@ -31,8 +31,6 @@ from ctx_retrieval.contextualize._planning import Plan
 from ctx_retrieval.naming import document_name
 from ctx_retrieval.pacing import SYSTEM_CLOCK, Clock
 
-__all__ = ["DEFAULT_LEASE_TTL_S", "DocumentLeases", "LeaseStore", "leases_for", "worker_id"]
-
 logger = logging.getLogger(__name__)
 
 DEFAULT_LEASE_TTL_S = 60.0

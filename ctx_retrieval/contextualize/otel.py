@@ -21,8 +21,6 @@ from typing import Any
 from ctx_retrieval._optional import require
 from ctx_retrieval.contextualize.tracing import TracedAnswer, TracedRequest
 
-__all__ = ["OpenTelemetryRequestTracer"]
-
 
 class OpenTelemetryRequestTracer:
     """A ``RequestTracer`` that opens one span per context request (``tracer_provider``: the global one by

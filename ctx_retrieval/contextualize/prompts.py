@@ -22,9 +22,6 @@ from ctx_retrieval.errors import ConfigurationError
 from ctx_retrieval.language import written_in_english
 from ctx_retrieval.tokens import TokenCounter, estimate_tokens
 
-__all__ = ["DEFAULT_PROMPT", "DOCUMENT_LANGUAGE_PROMPT", "ENGLISH_PROMPT", "PROMPT_VERSION", "PromptTemplate",
-           "clean_context"]
-
 PROMPT_VERSION = "ctx-v1"
 LANGUAGE_PROMPT_VERSION = "ctx-v1-lang"
 

@@ -8,10 +8,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import overload
 
-from ctx_retrieval.types import ContextResult
-from ctx_retrieval.usage import RunReport, TokenUsage
-
-__all__ = ["ContextRun", "CostEstimate"]
+from ctx_retrieval.types import ContextResult, TokenUsage
+from ctx_retrieval.usage import RunReport
 
 
 class ContextRun(Sequence[ContextResult]):

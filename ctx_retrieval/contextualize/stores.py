@@ -11,8 +11,6 @@ from ctx_retrieval.contextualize.cache import CachedContext, ContextCache, defau
 from ctx_retrieval.contextualize.cache_postgres import CACHE_URL_ENV, PostgresContextCache, is_postgres_url
 from ctx_retrieval.errors import CacheError
 
-__all__ = ["ContextStore", "OutputHistory", "open_context_cache"]
-
 OUTPUT_HISTORY = 500  # the most recent contexts an estimate reads their output lengths from
 
 

@@ -19,8 +19,6 @@ from typing import Any, Protocol, runtime_checkable
 
 from ctx_retrieval.types import TokenUsage
 
-__all__ = ["TRACED_TEXT_CHARS", "RequestTracer", "TracedAnswer", "TracedRequest", "current_tracers", "tracing"]
-
 TRACED_TEXT_CHARS = 2_000  # what one traced event carries of a chunk or an answer: a 1 MB chunk is not a 1 MB event
 
 

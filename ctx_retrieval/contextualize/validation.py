@@ -7,8 +7,6 @@ from collections.abc import Sequence
 from ctx_retrieval.errors import ChunkNotInDocumentError, DuplicateChunkIdError, InvalidInputError, InvalidTextError
 from ctx_retrieval.types import Chunk, SourceDocument
 
-__all__ = ["check_text", "locate_chunks"]
-
 
 def check_text(text: object, what: str, *, document_id: str, chunk_id: str | None = None) -> None:
     """Raise unless ``text`` is a str that can be sent as UTF-8 JSON."""

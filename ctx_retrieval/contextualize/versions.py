@@ -34,10 +34,6 @@ from typing import Any, Protocol, runtime_checkable
 from ctx_retrieval.contextualize.cache import CachedContext, DocumentVersion, _digest
 from ctx_retrieval.errors import ConfigurationError
 
-__all__ = ["DocumentVersion", "Previous", "ReusePolicy", "VersionedStore", "changed_tokens", "chunk_digest",
-           "chunk_key", "edit_distances", "refreshing", "stale_documents",
-           "stale_marker"]
-
 CHUNK_DIGEST_CHARS = 16  # 64 bits: chunk digests are compared within one document only
 
 

@@ -17,9 +17,6 @@ from ctx_retrieval.errors import ConfigurationError
 from ctx_retrieval.tokens import TokenCounter
 from ctx_retrieval.types import Chunk, SourceDocument
 
-__all__ = ["DocumentView", "WindowConfig", "document_view"]
-
-
 # Share of a price-tier threshold a document may fill: the rest is room for the chunk, the prompt's own text and
 # the error of a token estimate (the API counts exactly; planning estimates).
 PRICE_TIER_FILL = 0.9

@@ -4,16 +4,8 @@
 (Pass@k, bootstrap intervals), ``ablation`` runs the variants, ``report`` renders the result.
 """
 
-from ctx_retrieval.evaluation.ablation import DEFAULT_CANDIDATES, run_ablation
-from ctx_retrieval.evaluation.corpus import (
-    EvalCorpus,
-    EvalQuery,
-    RecordedContextualizer,
-    cookbook_chunk_id,
-    document_from_row,
-    load_cookbook,
-    load_corpus,
-)
+from ctx_retrieval.evaluation.ablation import run_ablation
+from ctx_retrieval.evaluation.corpus import EvalCorpus, EvalQuery, RecordedContextualizer, load_cookbook, load_corpus
 from ctx_retrieval.evaluation.metrics import (
     BOOTSTRAP_RESAMPLES,
     K_VALUES,
@@ -22,6 +14,8 @@ from ctx_retrieval.evaluation.metrics import (
     pass_per_query,
 )
 from ctx_retrieval.evaluation.report import EvalResult, VariantScore
+from ctx_retrieval.loaders import cookbook_chunk_id, document_from_row
+from ctx_retrieval.retrieval.hybrid import DEFAULT_CANDIDATES
 
 __all__ = [
     "BOOTSTRAP_RESAMPLES",

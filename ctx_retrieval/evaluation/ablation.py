@@ -36,8 +36,6 @@ from ctx_retrieval.retrieval.fusion import DEFAULT_RRF_K
 from ctx_retrieval.retrieval.hybrid import DEFAULT_CANDIDATES, BM25Side, HybridRetriever, Side, WindowedSide
 from ctx_retrieval.text import indexed_text
 
-__all__ = ["DEFAULT_CANDIDATES", "run_ablation"]
-
 logger = logging.getLogger(__name__)
 
 

@@ -20,9 +20,6 @@ from ctx_retrieval.loaders import (
 from ctx_retrieval.types import Chunk, ContextResult, SourceDocument
 from ctx_retrieval.usage import FailedChunk, RunReport
 
-__all__ = ["EvalCorpus", "EvalQuery", "RecordedContextualizer", "cookbook_chunk_id", "document_from_row",
-           "load_cookbook", "load_corpus", "read_queries"]
-
 
 @dataclass(frozen=True)
 class EvalQuery:

@@ -11,8 +11,6 @@ import re
 from pathlib import Path
 from typing import Any
 
-__all__ = ["FAILURE_K", "render_html"]
-
 FAILURE_K = 20  # a query "fails" a variant when its gold chunk is not in that variant's top 20
 SNIPPET_CHARS = 320
 TOP_HITS = 3

@@ -6,9 +6,6 @@ from collections.abc import Sequence
 
 from ctx_retrieval.evaluation.corpus import EvalQuery
 
-__all__ = ["BOOTSTRAP_RESAMPLES", "COPIED_BY_USERS", "COPIED_WARNING", "K_VALUES", "bootstrap_interval", "copied_share",
-           "mean_reciprocal_rank", "pass_at_k", "pass_per_query"]
-
 K_VALUES = (1, 5, 10, 20)  # Pass@1: question answering reads the first hit
 
 

@@ -10,8 +10,6 @@ from typing import Any, Protocol, runtime_checkable
 from ctx_retrieval.errors import ConfigurationError
 from ctx_retrieval.protocols import Embedder, QueryEmbedder
 
-__all__ = ["FrameworkEmbedder", "as_embedder", "embed_queries"]
-
 
 @runtime_checkable
 class LangChainEmbeddings(Protocol):

@@ -34,9 +34,6 @@ from ctx_retrieval.tokens import TokenCounter, estimate_tokens
 from ctx_retrieval.types import Chunk, SourceDocument
 from ctx_retrieval.usage import RunReport
 
-__all__ = ["QUESTION_PROMPT", "GeneratedQuery", "QuerySet", "clean_question", "estimate_queries",
-           "generate_queries", "question_generator", "sample_chunks"]
-
 QUESTION_PROMPT = replace(
     ENGLISH_PROMPT, version="q-v1", other_languages=None,
     chunk_block=(

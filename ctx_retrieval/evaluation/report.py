@@ -16,8 +16,6 @@ from ctx_retrieval.evaluation.metrics import (
     pass_per_query,
 )
 
-__all__ = ["EvalResult", "VariantScore"]
-
 
 @dataclass(frozen=True)
 class VariantScore:

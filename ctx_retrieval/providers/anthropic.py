@@ -52,12 +52,7 @@ from ctx_retrieval.providers.base import (
     DEADLINE_GRACE_S,
     DEFAULT_REQUEST_THREADS,
     AnswerTooLarge,
-    ContextRequest,
-    ErrorDecision,
-    ProviderResponse,
     SDKProvider,
-    ServerLimit,
-    ServerLimits,
     endpoint_identity,
     parse_json_answer,
     read_capped,
@@ -69,12 +64,11 @@ from ctx_retrieval.providers.generic import (
     decision_for_status,
 )
 from ctx_retrieval.providers.messages import anthropic_blocks
-from ctx_retrieval.usage import TokenUsage
+from ctx_retrieval.types import ContextRequest, ErrorDecision, ProviderResponse, ServerLimit, ServerLimits, TokenUsage
 
 if TYPE_CHECKING:
     import anthropic as anthropic_sdk
 
-__all__ = ["DEFAULT_ANTHROPIC_MODEL", "AnthropicMessages", "AnthropicProvider"]
 
 logger = logging.getLogger(__name__)
 

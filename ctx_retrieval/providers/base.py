@@ -34,16 +34,9 @@ from ctx_retrieval.errors import CtxRetrievalError
 from ctx_retrieval.models import ModelInfo
 from ctx_retrieval.types import (
     ContextRequest,
-    ErrorAction,
     ErrorDecision,
     ProviderResponse,
-    ServerLimit,
-    ServerLimits,
 )
-
-__all__ = ["DEFAULT_REQUEST_THREADS", "MAX_ANSWER_BYTES", "AnswerTooLarge", "ContextRequest", "ErrorAction",
-           "ErrorDecision", "Provider", "ProviderBase", "ProviderResponse", "SDKProvider", "ServerLimit",
-           "ServerLimits", "endpoint_identity", "parse_json_answer", "read_capped", "read_capped_in_thread"]
 
 # A context answer is a few hundred bytes of JSON; thinking blocks and usage keep it well under this.
 MAX_ANSWER_BYTES = 4 * 1024 * 1024
@@ -303,7 +296,8 @@ class SDKProvider(ProviderBase, Generic[ClientT]):
     def _request_failed(self, decision: ErrorDecision, exc: BaseException, what: str) -> CtxRetrievalError:
         """The run's error for a fatal decision no specific error covers: the server's reason kept once."""
         from ctx_retrieval.errors import ProviderRequestError
-        from ctx_retrieval.providers.generic import server_error_type, server_message
+        from ctx_retrieval.pacing import server_message
+        from ctx_retrieval.providers.generic import server_error_type
 
         said = server_message(exc)
         return ProviderRequestError(f"{what}: {type(exc).__name__}" + (f": {said}" if said else ""),

@@ -15,20 +15,7 @@ import sys
 import time
 from typing import Any
 
-from ctx_retrieval.pacing import server_message
 from ctx_retrieval.types import ErrorDecision
-
-__all__ = [
-    "MalformedAnswer",
-    "classify_exception",
-    "decision_for_status",
-    "quota_exhausted",
-    "retry_after_s",
-    "server_error_type",
-    "server_message",
-    "spend_limit_reached",
-    "unreachable",
-]
 
 
 class MalformedAnswer(Exception):  # noqa: N818 - a condition of an answer, classified, never raised to users

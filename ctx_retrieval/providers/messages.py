@@ -11,8 +11,6 @@ from typing import Any
 
 from ctx_retrieval.types import ContextRequest, TokenUsage
 
-__all__ = ["anthropic_blocks", "cache_control", "field", "plain_prompt", "usage_from_fields"]
-
 
 def cache_control(ttl: str = "5m") -> dict[str, str]:
     """Anthropic's ``cache_control`` for a block: ephemeral, with ``ttl`` when it is the 1-hour one."""

@@ -27,24 +27,15 @@ from ctx_retrieval.errors import (
     UnknownModelError,
 )
 from ctx_retrieval.models import ModelInfo
-from ctx_retrieval.providers.base import (
-    AnswerTooLarge,
-    ContextRequest,
-    ErrorDecision,
-    ProviderResponse,
-    SDKProvider,
-    endpoint_identity,
-    parse_json_answer,
-    read_capped,
-)
+from ctx_retrieval.providers.base import AnswerTooLarge, SDKProvider, endpoint_identity, parse_json_answer, read_capped
 from ctx_retrieval.providers.generic import MalformedAnswer, classify_exception, decision_for_status
 from ctx_retrieval.providers.messages import field, plain_prompt, usage_from_fields
 from ctx_retrieval.providers.servers import PrefixCache, ServerInfo, describe_server
+from ctx_retrieval.types import ContextRequest, ErrorDecision, ProviderResponse
 
 if TYPE_CHECKING:
     import openai as openai_sdk
 
-__all__ = ["OpenAICompatibleProvider"]
 
 logger = logging.getLogger(__name__)
 

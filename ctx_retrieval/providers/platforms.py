@@ -40,12 +40,12 @@ from ctx_retrieval.errors import (
 )
 from ctx_retrieval.models import ModelInfo, lookup_model_info, platform_model, platform_prices
 from ctx_retrieval.providers.anthropic import DEFAULT_TIMEOUT_S, AnthropicMessages
-from ctx_retrieval.providers.base import DEFAULT_REQUEST_THREADS, ErrorDecision, endpoint_identity
+from ctx_retrieval.providers.base import DEFAULT_REQUEST_THREADS, endpoint_identity
+from ctx_retrieval.types import ErrorDecision
 
 if TYPE_CHECKING:
     import anthropic as anthropic_sdk
 
-__all__ = ["BedrockProvider", "VertexProvider"]
 
 BEDROCK_KEY_ENV = "AWS_BEARER_TOKEN_BEDROCK"
 BEDROCK_PAGE = "https://platform.claude.com/docs/en/build-with-claude/claude-on-amazon-bedrock"

@@ -29,8 +29,6 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-__all__ = ["PrefixCache", "ServerInfo", "describe_server"]
-
 logger = logging.getLogger(__name__)
 
 PrefixCache = Literal["per_slot", "shared", "unknown"]

@@ -17,16 +17,9 @@ from ctx_retrieval.errors import (
     UnknownModelError,
 )
 from ctx_retrieval.models import ModelInfo, lookup_model_info, platform_model
-from ctx_retrieval.providers.base import (
-    ContextRequest,
-    ErrorDecision,
-    ProviderBase,
-    ProviderResponse,
-    endpoint_identity,
-)
+from ctx_retrieval.providers.base import ProviderBase, endpoint_identity
 from ctx_retrieval.providers.generic import classify_exception, server_error_type
-
-__all__ = ["WrappedModelProvider"]
+from ctx_retrieval.types import ContextRequest, ErrorDecision, ProviderResponse
 
 
 class WrappedModelProvider(ProviderBase):

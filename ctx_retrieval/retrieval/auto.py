@@ -10,8 +10,6 @@ from typing import Any, Literal
 
 from ctx_retrieval.retrieval.choosing import choose_embedder
 
-__all__ = ["embedder_for", "offline_embedder"]
-
 logger = logging.getLogger(__name__)
 
 

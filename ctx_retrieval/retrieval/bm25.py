@@ -28,8 +28,6 @@ from ctx_retrieval.retrieval.stemming import Compounds, compounding, fold_accent
 if TYPE_CHECKING:
     import numpy as np
 
-__all__ = ["TOKENIZERS", "BM25Index", "analyser", "fold_accents", "resolve_tokenizer", "tokenize", "tokenize_folded",
-           "tokenize_parts", "tokenize_thai"]
 
 _WORD_PARTS = re.compile(r"[^\W_]+", re.UNICODE)  # the ``parts`` tokenizer's words, as before issue 35
 _ASCII_WORD = re.compile(r"\w+")  # in ASCII text, what ``_word_patterns`` finds

@@ -49,8 +49,6 @@ from ctx_retrieval.retrieval.filters import compile_where
 from ctx_retrieval.retrieval.fusion import chunk_key
 from ctx_retrieval.retrieval.stemming import Compounds, compounding, recorded_languages, said, stemmed_in
 
-__all__ = ["BM25Entry", "BM25Results", "BM25Store", "StoredEntry", "chunk_key"]
-
 logger = logging.getLogger(__name__)
 
 FORMAT = 3  # 2: a write-order field that breaks score ties; 3: numbers as floats, row counts, hashed long terms

@@ -23,8 +23,6 @@ from typing import Literal
 
 from ctx_retrieval.language import written_in_english
 
-__all__ = ["CODE_SHARE", "NOT_ENGLISH_SHARE", "EmbedderChoice", "choose_embedder", "code_share", "not_english_share"]
-
 NOT_ENGLISH_SHARE = 0.2
 """The share of a corpus's characters in documents not written in English from which e5 is the default."""
 

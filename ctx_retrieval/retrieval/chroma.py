@@ -20,9 +20,6 @@ chromadb = require("chromadb", "chroma")
 from chromadb.api.types import Documents, EmbeddingFunction, Embeddings  # noqa: E402 - after the guarded import
 from chromadb.utils.embedding_functions import register_embedding_function  # noqa: E402
 
-__all__ = ["DEFAULT_CHROMA_DIR", "MiniLMChromaEmbeddingFunction", "chroma_facts", "chroma_searchable",
-           "persistent_client"]
-
 DEFAULT_CHROMA_DIR = ".ctx_retrieval/chroma"
 
 

@@ -12,9 +12,6 @@ from typing import Any, Generic, Protocol, TypeVar
 from ctx_retrieval.errors import ConfigurationError
 from ctx_retrieval.retrieval.fusion import chunk_key
 
-__all__ = ["ChromaDenseIndex", "ChromaSide", "DenseIndex", "IdRanking", "NumpyDenseIndex", "NumpyDenseSide",
-           "add_vectors", "cosine_collection", "top_k"]
-
 T = TypeVar("T")
 
 

@@ -44,7 +44,6 @@ from ctx_retrieval.retrieval.embeddings import (
 if TYPE_CHECKING:
     import numpy as np
 
-__all__ = ["E5_MODEL_ID", "E5Embedder"]
 
 logger = logging.getLogger(__name__)
 

@@ -38,8 +38,6 @@ from ctx_retrieval.retrieval._encoder import (
 if TYPE_CHECKING:
     import numpy as np
 
-__all__ = ["MINILM_MODEL_ID", "CachingEmbedder", "EmbeddingCache", "MiniLMEmbedder", "embedding_threads",
-           "open_embedding_cache"]
 
 logger = logging.getLogger(__name__)
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")  # half a character (a bad escape): read as U+FFFD

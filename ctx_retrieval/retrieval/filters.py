@@ -13,8 +13,6 @@ from typing import Any
 
 from ctx_retrieval.errors import InvalidInputError
 
-__all__ = ["OPERATORS", "compile_where", "matches"]
-
 _MISSING = object()
 _COMPARISONS: dict[str, Callable[[Any, Any], bool]] = {
     "$eq": lambda have, want: have == want,

@@ -15,8 +15,6 @@ from typing import Generic, TypeVar
 
 from ctx_retrieval.errors import InvalidInputError
 
-__all__ = ["DEFAULT_RRF_K", "SIDES", "FusedHit", "chunk_key", "fuse", "reciprocal_rank_fusion", "side_weights"]
-
 DEFAULT_RRF_K = 10
 """The RRF constant: 10, not the literature's 60 (Cormack et al. 2009; LangChain's ``EnsembleRetriever`` and
 LlamaIndex's fusion retriever use 60). Measured on three corpora (``benchmarks/fusion_sweep.py``), a smaller constant

@@ -21,26 +21,7 @@ from typing import Any, Generic, Literal, Protocol, TypeVar, runtime_checkable
 from ctx_retrieval.errors import ConfigurationError, InvalidInputError
 from ctx_retrieval.keys import BM25_RANK_KEY, FUSED_SCORE_KEY, VECTOR_RANK_KEY, VECTOR_RANKS_KEY
 from ctx_retrieval.retrieval.bm25_store import BM25Results, BM25Store, StoredEntry
-from ctx_retrieval.retrieval.fusion import DEFAULT_RRF_K, chunk_key, fuse, side_weights
-
-__all__ = [
-    "DEFAULT_CANDIDATES",
-    "AsyncSide",
-    "BM25Side",
-    "Hit",
-    "HybridRetriever",
-    "Ranked",
-    "Ranking",
-    "Reranker",
-    "Screen",
-    "Side",
-    "WindowedSide",
-    "all_weights",
-    "check_depths",
-    "chunk_key",
-    "search_mode",
-    "vector_sides",
-]
+from ctx_retrieval.retrieval.fusion import DEFAULT_RRF_K, fuse, side_weights
 
 T = TypeVar("T")
 T_co = TypeVar("T_co", covariant=True)

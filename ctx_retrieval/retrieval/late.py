@@ -17,8 +17,6 @@ from typing import Any
 from ctx_retrieval.contextualize.validation import locate_chunks
 from ctx_retrieval.types import Chunk, SourceDocument
 
-__all__ = ["late_chunk_embeddings"]
-
 
 def late_chunk_embeddings(document: SourceDocument, chunks: Sequence[Chunk], embedder: Any, *,
                           window: int | None = None, stride: int | None = None) -> Any:

@@ -14,8 +14,6 @@ from typing import Literal
 
 from ctx_retrieval.text import indexed_text
 
-__all__ = ["EMBED_LAYOUTS", "EmbedLayout", "chunk_windows", "window_texts"]
-
 EmbedLayout = Literal["whole", "windows"]
 EMBED_LAYOUTS: tuple[EmbedLayout, ...] = ("whole", "windows")
 _MIN_WINDOW_TOKENS = 48

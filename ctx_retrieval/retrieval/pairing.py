@@ -56,26 +56,6 @@ from ctx_retrieval.retrieval.hybrid import IdentifiedRanking
 from ctx_retrieval.retrieval.layout import EMBED_LAYOUTS, EmbedLayout, chunk_windows
 from ctx_retrieval.text import indexed_text
 
-__all__ = [
-    "ItemCodec",
-    "Pairing",
-    "QueryGuard",
-    "Record",
-    "RefDeleting",
-    "Row",
-    "RowListing",
-    "RowReading",
-    "StoreFacts",
-    "SyncReport",
-    "VectorRows",
-    "VisibilityChecking",
-    "bm25_beside",
-    "chunk_of",
-    "open_bm25",
-    "row_id",
-    "window_of",
-]
-
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")

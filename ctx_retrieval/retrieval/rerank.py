@@ -16,10 +16,9 @@ from collections.abc import Sequence
 
 from ctx_retrieval._aio import run_sync
 from ctx_retrieval.pacing import SYSTEM_CLOCK, Clock, Limiter, Pacer, RateLimit, RetryPolicy, paced_call
-from ctx_retrieval.providers.base import ContextRequest, Provider
+from ctx_retrieval.providers.base import Provider
 from ctx_retrieval.tokens import estimate_tokens
-
-__all__ = ["ClaudeReranker"]
+from ctx_retrieval.types import ContextRequest
 
 logger = logging.getLogger(__name__)
 

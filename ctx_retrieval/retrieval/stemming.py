@@ -24,9 +24,6 @@ from ctx_retrieval._optional import require
 from ctx_retrieval.errors import InvalidInputError
 from ctx_retrieval.language import is_latin
 
-__all__ = ["LATIN_STEMMED", "Compounds", "compounding", "fold_accents", "german_normal", "recorded_languages",
-           "script_language", "stemmed_in", "stems"]
-
 # The first letter's script decides, for scripts that one Snowball stemmer covers.
 _SCRIPTS = ((0x0400, 0x04FF, "russian"), (0x0370, 0x03FF, "greek"), (0x0600, 0x06FF, "arabic"),
             (0x0900, 0x097F, "hindi"), (0x0B80, 0x0BFF, "tamil"))

@@ -19,7 +19,8 @@ import sys
 import threading
 from collections.abc import Callable
 
-from ctx_retrieval.testing.fake_anthropic import FAULT_KINDS, FakeAnthropicServer
+from ctx_retrieval.testing.fake_anthropic import FakeAnthropicServer
+from ctx_retrieval.testing.twin_faults import FAULT_KINDS
 
 
 def _number(low: float, *, above: bool = False, integer: bool = False, high: float = math.inf

@@ -46,8 +46,6 @@ import math
 from dataclasses import dataclass
 from typing import Any, Literal
 
-__all__ = ["TwinModel", "count_tokens", "lookup", "retired", "served_models", "validate_request"]
-
 # off: thinks only when asked (enabled+budget or adaptive); adaptive_on_request: only when asked, adaptive only;
 # on_can_disable: adaptive by default, "disabled" accepted; always_on: cannot be disabled.
 Thinking = Literal["off", "adaptive_on_request", "on_can_disable", "always_on"]

@@ -22,8 +22,6 @@ from typing import Protocol
 
 from ctx_retrieval.pacing import Clock
 
-__all__ = ["ServerClock", "SharedClock", "VirtualClock", "WallServerClock"]
-
 _LIVENESS_S = 120.0  # a held server thread whose time never comes still ends (a test that forgot to move it)
 
 

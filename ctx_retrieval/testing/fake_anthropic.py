@@ -43,8 +43,6 @@ from ctx_retrieval.testing.twin_cache import PromptCache
 from ctx_retrieval.testing.twin_faults import ERROR_FAULTS, FAULT_KINDS, MALFORMED_BODIES, FaultPlan
 from ctx_retrieval.testing.twin_limits import RateBuckets
 
-__all__ = ["FAULT_KINDS", "FakeAnthropicServer", "RecordedRequest", "default_responder"]
-
 COUNT_PATH = "/v1/messages/count_tokens"
 
 

@@ -40,8 +40,6 @@ from ctx_retrieval.testing.clock import ServerClock, WallServerClock
 from ctx_retrieval.testing.loopback import LoopbackHandler, LoopbackServer
 from ctx_retrieval.tokens import estimate_tokens
 
-__all__ = ["PROFILES", "FakeOpenAIServer", "minimum_to_compute"]
-
 PROFILES = ("generic", "llama.cpp", "llama-cpp-python", "vllm", "ollama")
 SLOT_PROMPT_SIMILARITY = 0.10  # llama-server --slot-prompt-similarity default (tools/server/README.md)
 _OWNED_BY = {"generic": "organization-owner", "llama.cpp": "llamacpp", "llama-cpp-python": "me", "vllm": "vllm",

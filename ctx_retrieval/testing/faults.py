@@ -17,8 +17,6 @@ from ctx_retrieval.providers.anthropic import AnthropicProvider
 from ctx_retrieval.testing.fake_anthropic import FakeAnthropicServer
 from ctx_retrieval.types import Chunk, SourceDocument
 
-__all__ = ["FaultyRunFigures", "run_faulty_ingestion", "synthetic_corpus"]
-
 DEFAULT_FAULT_MIX = {"rate_limit": 1.0, "overloaded": 1.0, "server_error": 1.0, "slow": 0.5, "drop": 1.0,
                      "truncated": 1.0}
 

@@ -14,8 +14,6 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any, ClassVar
 
-__all__ = ["LoopbackHandler", "LoopbackServer"]
-
 POLL_INTERVAL_S = 0.02
 
 

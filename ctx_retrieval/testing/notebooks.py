@@ -11,8 +11,6 @@ from typing import Any
 
 from ctx_retrieval._optional import require
 
-__all__ = ["SKIP_TAG", "execute_notebook"]
-
 SKIP_TAG = "skip-execution"
 
 

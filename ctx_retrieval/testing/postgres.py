@@ -22,8 +22,6 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-__all__ = ["LocalPostgres", "postgres_bin"]
-
 _USER = "ctx"
 # Waits for the process that started the server (argv[1]) to end, then stops the server and deletes its folder;
 # stopped itself (SIGTERM) when the server is stopped the ordinary way.

@@ -11,8 +11,6 @@ from typing import Any
 from ctx_retrieval.testing.anthropic_rules import BATCH_EXPIRY_S, MAX_BATCH_REQUESTS
 from ctx_retrieval.testing.clock import ServerClock, WallServerClock
 
-__all__ = ["BatchStore"]
-
 # Answers one batch request: (params, allow_cache_read) -> the "result" object of its results line.
 Answer = Callable[[dict[str, Any], bool], dict[str, Any]]
 

@@ -10,8 +10,6 @@ from typing import Any
 
 from ctx_retrieval.testing.anthropic_rules import count_tokens, lookup, prompt_blocks, ttl_seconds
 
-__all__ = ["MESSAGE_OVERHEAD_TOKENS", "PromptCache", "Write"]
-
 MESSAGE_OVERHEAD_TOKENS = 7
 Write = tuple[str, float]  # (prefix hash, ttl seconds)
 

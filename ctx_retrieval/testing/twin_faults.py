@@ -6,8 +6,6 @@ import random
 from collections import deque
 from typing import Any
 
-__all__ = ["ERROR_FAULTS", "FAULT_KINDS", "MALFORMED_BODIES", "FaultPlan"]
-
 FAULT_KINDS = ("rate_limit", "overloaded", "server_error", "slow", "drop", "truncated", "refusal", "max_tokens",
                "billing", "permission", "too_large", "gateway_timeout", "spend_limit", "malformed_no_usage",
                "malformed_null_text", "malformed_error_200", "malformed_array", "context_window", "drip",

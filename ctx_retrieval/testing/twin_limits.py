@@ -7,8 +7,6 @@ import threading
 
 from ctx_retrieval.testing.clock import ServerClock, WallServerClock
 
-__all__ = ["RateBuckets"]
-
 
 class _Bucket:
     def __init__(self, name: str, limit: float, capacity: float) -> None:

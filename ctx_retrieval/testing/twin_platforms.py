@@ -36,8 +36,6 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote
 
-__all__ = ["PlatformCall", "converse_answer", "error_body", "invoke_usage_headers", "parse", "platform_headers"]
-
 _GEOGRAPHIES = ("global", "us", "us-gov", "eu", "jp", "apac", "au", "ca")
 _GEOGRAPHY = "|".join(re.escape(g) for g in _GEOGRAPHIES)
 _BEDROCK_MODEL = re.compile(rf"(?:(?:{_GEOGRAPHY})\.)?anthropic\.(claude-[a-z0-9-]+?)(?:-v\d+(?::\d+)?)?")

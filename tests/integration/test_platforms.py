@@ -184,7 +184,7 @@ def test_a_converse_model_gets_a_cache_point_after_the_document() -> None:
     from langchain_aws.chat_models.bedrock_converse import _messages_to_bedrock
     from langchain_core.messages import HumanMessage
 
-    from ctx_retrieval.providers.base import ContextRequest
+    from ctx_retrieval.types import ContextRequest
     from langchain_ctx import LangChainChatProvider
 
     model = langchain_aws.ChatBedrockConverse(model="us.anthropic.claude-haiku-4-5-20251001-v1:0",

@@ -546,7 +546,7 @@ def test_an_answers_rate_limit_reset_counts_from_when_the_request_was_sent() -> 
     # (1,500 per 6 s: 250/s) is full again 4 ms after one request, so against the answer's arrival that reset lies
     # in the past and the refill rate is lost; against the send time it is the 4 ms the server meant.
     from ctx_retrieval import AnthropicProvider
-    from ctx_retrieval.providers.base import ContextRequest
+    from ctx_retrieval.types import ContextRequest
 
     request = ContextRequest(document_id="d", chunk_id="c", document_prefix="<document>text</document>",
                              document_rest="", chunk_block="<chunk>x</chunk>", max_tokens=50)

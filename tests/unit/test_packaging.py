@@ -215,3 +215,26 @@ def test_the_ablations_former_keywords_still_work_with_a_warning() -> None:
 def test_an_extra_installs_langchains_record_manager_on_disk() -> None:
     assert "langchain-classic" in _resolved("langchain-indexing") and "langchain-classic" not in _resolved("langchain")
     assert _resolved("all") >= _resolved("langchain-indexing")
+
+
+USER_MODULES = {"ctx_retrieval", "ctx_retrieval.chunking", "ctx_retrieval.distributed", "ctx_retrieval.errors",
+                "ctx_retrieval.evaluation", "ctx_retrieval.language", "ctx_retrieval.loaders", "ctx_retrieval.models",
+                "ctx_retrieval.pacing", "ctx_retrieval.protocols", "ctx_retrieval.providers",
+                "ctx_retrieval.retrieval.milvus",
+                "ctx_retrieval.retrieval.postgres", "ctx_retrieval.retrieval.store", "ctx_retrieval.testing",
+                "langchain_ctx", "llama_index_ctx"}
+
+
+def test_only_the_modules_users_import_from_declare_a_public_surface() -> None:
+    # Issue 53: an __all__ says "import from here"; internal modules have none, and the surface stays small.
+    import ast
+
+    declared: dict[str, int] = {}
+    for package in ("ctx_retrieval", "langchain_ctx", "llama_index_ctx"):
+        for path in (ROOT / package).rglob("*.py"):
+            for node in ast.parse(path.read_text(encoding="utf-8")).body:
+                if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "__all__" for t in node.targets):
+                    name = ".".join(path.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+                    declared[name] = len(ast.literal_eval(node.value))
+    assert set(declared) == USER_MODULES
+    assert sum(declared.values()) < 250

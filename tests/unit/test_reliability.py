@@ -22,38 +22,30 @@ from ctx_retrieval import (
     split_into_chunks,
 )
 from ctx_retrieval.contextualize.cache import CachedContext
-from ctx_retrieval.providers.base import ContextRequest, ErrorDecision, ProviderResponse
 from ctx_retrieval.testing import FakeAnthropicServer
 from ctx_retrieval.testing.faults import synthetic_corpus
-from ctx_retrieval.testing.instant import InstantProvider
-from ctx_retrieval.usage import TokenUsage
+from ctx_retrieval.testing.instant import InstantProvider, RefusedError, situating
+from ctx_retrieval.types import ContextRequest, ErrorDecision, ProviderResponse, TokenUsage
 from tests.helpers import TEST_KEY, SteppedClock, make_document
 
 
-class _BareRateLimitError(Exception):
-    """A 429 without retry-after, as OpenAI-compatible servers and proxies send them."""
+def _rate_limited(refusals: int) -> InstantProvider:
+    """Answers the first ``refusals`` requests with a header-less 429 (as OpenAI-compatible servers and proxies
+    send them), then normally."""
+    left = [refusals]
 
+    def handler(request: ContextRequest) -> ProviderResponse:
+        if left[0] > 0:
+            left[0] -= 1
+            raise RefusedError("rate_limited", status_code=429)
+        return situating(request)
 
-class _RateLimitedProvider(InstantProvider):
-    """Answers the first ``refusals`` requests with a header-less 429, then normally."""
-
-    def __init__(self, refusals: int) -> None:
-        super().__init__()
-        self.refusals = refusals
-
-    async def agenerate(self, request: ContextRequest) -> ProviderResponse:
-        if self.refusals > 0:
-            self.refusals -= 1
-            raise _BareRateLimitError
-        return await super().agenerate(request)
-
-    def classify_error(self, exc: BaseException) -> ErrorDecision | None:
-        return ErrorDecision("retry", "rate_limited", None, 429) if isinstance(exc, _BareRateLimitError) else None
+    return InstantProvider(handler)
 
 
 def test_thousands_of_429s_without_retry_after_do_not_overflow_the_backoff() -> None:
     # The run-wide pause grows with the run's 429 count; 2.0 ** 1024 used to raise OverflowError.
-    provider = _RateLimitedProvider(refusals=5000)
+    provider = _rate_limited(refusals=5000)
     generator = ContextGenerator(provider, cache=False, max_concurrency=4, seed=1,
                                  retry=RetryPolicy(initial_delay_s=0.0, max_delay_s=0.0))
     run = generator.contextualize_many(synthetic_corpus(20, per_document=10))
@@ -355,8 +347,8 @@ def test_each_retry_decision_is_logged_at_debug(make_generator: Any, fake_server
 
 
 def test_provider_errors_keep_the_servers_type_and_message() -> None:
-    from ctx_retrieval.providers.base import ErrorDecision
-    from ctx_retrieval.providers.generic import server_error_type, server_message
+    from ctx_retrieval.pacing import server_message
+    from ctx_retrieval.providers.generic import server_error_type
 
     class RefusedError(Exception):
         def __init__(self) -> None:

@@ -13,9 +13,9 @@ from ctx_retrieval import ConfigurationError, RateLimit, RetryPolicy
 from ctx_retrieval.contextualize._scheduling import AUTO_MAX_CONCURRENCY, AUTO_START_CONCURRENCY
 from ctx_retrieval.pacing import Limiter, PrioritySlots, departing
 from ctx_retrieval.providers.anthropic import AnthropicProvider, server_limits
-from ctx_retrieval.providers.base import ContextRequest, ProviderResponse, ServerLimit, ServerLimits
 from ctx_retrieval.testing.clock import VirtualClock
 from ctx_retrieval.testing.instant import InstantProvider
+from ctx_retrieval.types import ContextRequest, ProviderResponse, ServerLimit, ServerLimits
 from tests.helpers import SteppedClock
 
 
