@@ -24,7 +24,7 @@ SHOWS = {
     "langchain_quickstart": [r"\d+ chunks contextualized"],
     "llama_index_quickstart": [r"\d+ nodes contextualized"],
     # both frameworks write into Milvus (Lite) through their own ingestion APIs and read both engine sides back
-    "milvus_quickstart": [r"\d+ chunks contextualized", r"'num_added': [1-9]\d*",
+    "engine_quickstart": [r"\d+ chunks contextualized", r"'num_added': [1-9]\d*",
                           r"[1-9]\d* nodes written by the LlamaIndex pipeline",
                           r"LangChain, Q: .*\n  1\. \[vector #\d+, bm25 #\d+\]",
                           r"LlamaIndex, Q: .*\n  1\. \[vector #\d+, bm25 #\d+\]"],
@@ -38,12 +38,17 @@ SHOWS = {
 }
 
 
-@pytest.mark.parametrize("example", EXAMPLES, ids=[p.stem for p in EXAMPLES])
-def test_example_runs(example: Path, tmp_path: Path) -> None:
+# the engine quickstart runs on Milvus Lite by default, and once more on the test's PostgreSQL server
+RUNS = [(p, None) for p in EXAMPLES] + [(p, "postgres") for p in EXAMPLES if p.stem == "engine_quickstart"]
+
+
+@pytest.mark.parametrize(("example", "engine"), RUNS, ids=[p.stem + (f"-{e}" if e else "") for p, e in RUNS])
+def test_example_runs(example: Path, engine: str | None, tmp_path: Path, request: pytest.FixtureRequest) -> None:
     env = {**os.environ, "CTX_RETRIEVAL_CACHE_DIR": str(tmp_path)}
     env.pop("ANTHROPIC_API_KEY", None)
-    done = subprocess.run([sys.executable, str(example)], capture_output=True, text=True, timeout=300, env=env,
-                          cwd=tmp_path)
+    arguments = [request.getfixturevalue("postgres").new_database()] if engine == "postgres" else []
+    done = subprocess.run([sys.executable, str(example), *arguments], capture_output=True, text=True, timeout=300,
+                          env=env, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     out = done.stdout
     if example.stem != "distributed_ingestion":  # it prints the frameworks' cache reads instead of a report
