@@ -98,11 +98,7 @@ class EngineStore:
             vectors: Sequence[Sequence[float]] | None = None) -> int:
         """Add or replace (by chunk id) chunks; ``metadata`` (chunk id -> dict) is what filters read; ``vectors``
         (one per chunk) when they were embedded already. Returns how many were written."""
-        records = []
-        for chunk in chunks:
-            made = chunk.record()
-            records.append(Record(made.id, made.text, made.chunk, made.context, made.ref,
-                                  {**made.metadata, **dict((metadata or {}).get(chunk.chunk_id, {}))}, made.payload))
+        records = records_of(chunks, metadata)
         written = len(self.add_records(records, vectors)) if records else 0
         self.flush()
         return written
@@ -181,3 +177,14 @@ class EngineSide(Generic[T]):
     def search(self, query: str, k: int, where: Any = None) -> IdRanking[T]:
         ids = self.store._side_ids(self.name, query, k, where, self.vector)
         return IdRanking(ids, [chunk_key(i) for i in ids], self.load)
+
+
+def records_of(chunks: Iterable[IndexedChunk], metadata: Mapping[str, Mapping[str, Any]] | None = None
+               ) -> list[Record]:
+    """Chunks as the records an engine writes, each with its metadata (chunk id -> dict) over the chunk's own."""
+    records = []
+    for chunk in chunks:
+        made = chunk.record()
+        records.append(Record(made.id, made.text, made.chunk, made.context, made.ref,
+                              {**made.metadata, **dict((metadata or {}).get(chunk.chunk_id, {}))}, made.payload))
+    return records

@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from ctx_retrieval._optional import require
@@ -26,7 +26,7 @@ from ctx_retrieval.errors import InvalidInputError
 from ctx_retrieval.language import corpus_languages
 from ctx_retrieval.protocols import Embedder
 from ctx_retrieval.retrieval.bm25 import ANALYSIS_VERSIONS, analyser, compound_words
-from ctx_retrieval.retrieval.engine_store import EngineStore, Stored
+from ctx_retrieval.retrieval.engine_store import EngineStore, Stored, records_of
 from ctx_retrieval.retrieval.fusion import DEFAULT_RRF_K
 from ctx_retrieval.retrieval.hybrid import DEFAULT_CANDIDATES
 from ctx_retrieval.retrieval.pairing import Record
@@ -171,9 +171,22 @@ class PostgresStore(EngineStore):
 
     # -- writes: each call one transaction ------------------------------------------------------------------
 
-    def add_records(self, records: Sequence[Record], vectors: Sequence[Sequence[float]] | None = None) -> list[str]:
+    def replace_documents(self, chunks: Iterable[IndexedChunk], *,
+                          metadata: Mapping[str, Mapping[str, Any]] | None = None,
+                          vectors: Sequence[Sequence[float]] | None = None) -> int:
+        """Replace whole documents: every chunk the store holds of the documents these chunks belong to is deleted
+        and these are written, in one transaction, so every reader sees each document's old version or its new
+        one (chunks the new version dropped included). Returns how many chunks were written."""
+        records = records_of(chunks, metadata)
+        written = len(self.add_records(records, vectors, documents=sorted({r.ref or "" for r in records})))
+        self.flush()
+        return written
+
+    def add_records(self, records: Sequence[Record], vectors: Sequence[Sequence[float]] | None = None, *,
+                    documents: Sequence[str] = ()) -> list[str]:
         """As ``EngineStore.add_records``: every record's row and BM25 terms, the statistics with them, in one
-        transaction (a job killed mid-call leaves the rows as they were)."""
+        transaction (a job killed mid-call leaves the rows as they were); ``documents``: document ids whose chunks
+        are deleted first, in the same transaction (``replace_documents``)."""
         records = list(records)
         if not records:
             return []
@@ -190,7 +203,9 @@ class PostgresStore(EngineStore):
         lengths = [sum(terms.values()) for terms in counts]
         texts = _vectors(vectors)
         with self._conn.transaction():
+            dropped = self._remove("document_id", list(documents)) if documents else (0, 0)
             removed, removed_length = self._remove("id", [r.id for r in records])
+            removed, removed_length = removed + dropped[0], removed_length + dropped[1]
             with self._conn.cursor() as cursor:
                 with cursor.copy(f"COPY {t} (id, document_id, text, context, metadata, payload, embedding, length) "
                                  "FROM STDIN") as copy:

@@ -222,3 +222,46 @@ def test_a_rebuild_loads_first_and_builds_its_vector_index_when_its_write_ends(u
     read = np.array([[float(x) for x in t[1:-1].split(",")] for t in _vectors(values)], dtype=np.float32)
     assert np.array_equal(read, values)
     store.close()
+
+
+_REPLACER = """
+import sys
+from ctx_retrieval.retrieval.embeddings import MiniLMEmbedder
+from ctx_retrieval.retrieval.postgres import PostgresStore
+from ctx_retrieval.retrieval.store import IndexedChunk
+store = PostgresStore(sys.argv[1], embedder=MiniLMEmbedder(cache=sys.argv[2]), table="versions")
+execute = store._conn.execute
+def held(sql, *args, **kwargs):  # the old version deleted and the new one copied: wait to be killed
+    if "_stats SET" in str(sql):
+        print("mid-write", flush=True)
+        sys.stdin.readline()
+    return execute(sql, *args, **kwargs)
+store._conn.execute = held
+store.replace_documents([IndexedChunk("acme:1", "acme", "Revenue grew by 4% over the previous quarter.", None)])
+"""
+
+
+def test_a_document_replaced_in_one_transaction_is_seen_old_or_new_never_mixed(url: str, embedder: Any,
+                                                                              tmp_path: Path) -> None:
+    store = PostgresStore(url, embedder=embedder, table="versions")
+    store.add(CHUNKS, metadata=META)  # acme has two chunks; its new version has one, edited
+
+    def acme() -> list[str]:
+        found = [h.chunk for side in ("vector", "bm25") for h in store.search("ACME revenue foundry Tucson", k=10,
+                                                                               mode=side)]
+        return sorted(c.text for c in found if c.document_id == "acme")
+
+    old = acme()
+    job = subprocess.Popen([sys.executable, "-c", _REPLACER, url, str(tmp_path / "cache.db")], stdin=subprocess.PIPE,
+                           stdout=subprocess.PIPE, text=True)
+    try:
+        assert job.stdout is not None and job.stdout.readline().strip() == "mid-write"
+        assert acme() == old and len(store) == 4  # the old version, whole, while the new one is being written
+    finally:
+        job.kill()
+        job.wait(timeout=60)
+    assert acme() == old and len(store) == 4  # killed: the old version, whole
+    assert store.replace_documents([IndexedChunk("acme:1", "acme", "Revenue grew by 4% over the previous quarter.",
+                                                 None)]) == 1
+    assert acme() == ["Revenue grew by 4% over the previous quarter."] * 2 and len(store) == 3  # the new one only
+    store.close()
