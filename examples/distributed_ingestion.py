@@ -28,31 +28,21 @@ from llama_index.core.storage.docstore import SimpleDocumentStore
 from ctx_retrieval import AnthropicProvider, ContextGenerator
 from ctx_retrieval.distributed import contextualize_dataset
 from ctx_retrieval.loaders import load_sample
-from ctx_retrieval.testing import FakeAnthropicServer
+from ctx_retrieval.testing import claude_or_fake
 from langchain_ctx import ContextualDocumentTransformer
 from llama_index_ctx import ContextualNodeTransform
 
 
 def main() -> None:
     sample, _ = load_sample()
-    server = None
-    if os.environ.get("ANTHROPIC_API_KEY"):
-        provider = AnthropicProvider("claude-haiku-5-5")
-        print("contextualizer: Claude (claude-haiku-5-5)")
-    else:
-        server = FakeAnthropicServer(latency_s=0.02).start()
-        os.environ["ANTHROPIC_API_KEY"] = "sk-ant-example-0000000000"  # the actors read the key from their env
-        provider = AnthropicProvider(base_url=server.base_url)
-        print("contextualizer: no ANTHROPIC_API_KEY, so the local FAKE Anthropic API (canned contexts)")
-    ray.init(num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1", log_to_driver=False)
-    try:
-        with tempfile.TemporaryDirectory() as tmp:
+    # the actors read the key from their environment
+    with claude_or_fake(latency_s=0.02, key_in_env=True) as provider, tempfile.TemporaryDirectory() as tmp:
+        ray.init(num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1", log_to_driver=False)
+        try:
             cache = os.environ.get("CTX_RETRIEVAL_CACHE_URL") or str(Path(tmp) / "contexts.sqlite")
             run(provider, cache, sample.text)
-    finally:
-        ray.shutdown()
-        if server is not None:
-            server.stop()
+        finally:
+            ray.shutdown()
 
 
 def run(provider: AnthropicProvider, cache: str, text: str) -> None:

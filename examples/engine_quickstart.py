@@ -14,7 +14,6 @@ request flow, canned contexts), and says so.
 
 from __future__ import annotations
 
-import os
 import sys
 import tempfile
 from pathlib import Path
@@ -29,9 +28,9 @@ from llama_index.core.node_parser import SentenceSplitter
 from llama_index.core.storage.docstore import SimpleDocumentStore
 from llama_index.core.vector_stores.types import BasePydanticVectorStore
 
-from ctx_retrieval import AnthropicProvider, ContextGenerator
+from ctx_retrieval import ContextGenerator
 from ctx_retrieval.loaders import load_sample
-from ctx_retrieval.testing import FakeAnthropicServer
+from ctx_retrieval.testing import claude_or_fake
 from langchain_ctx import (
     ContextualDocumentTransformer,
     ContextualHybridRetriever,
@@ -67,56 +66,44 @@ def stores(where: str | None, folder: Path, embeddings: MiniLMEmbeddings, embed_
 
 def main() -> None:
     sample, _ = load_sample()
-    server = None
-    if os.environ.get("ANTHROPIC_API_KEY"):
-        provider = AnthropicProvider("claude-haiku-5-5")
-        print("contextualizer: Claude (claude-haiku-5-5)")
-    else:
-        server = FakeAnthropicServer(latency_s=0.05).start()
-        provider = AnthropicProvider(api_key="sk-ant-example-0000000000", base_url=server.base_url)
-        print("contextualizer: no ANTHROPIC_API_KEY, so the local FAKE Anthropic API (canned contexts)")
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, claude_or_fake() as provider:
         generator = ContextGenerator(provider, cache=Path(tmp) / "contexts.sqlite")
-        try:
-            # LangChain: split, contextualize, and index() into the collection (edits and deletes land on both sides)
-            embeddings = MiniLMEmbeddings()
-            documents = [Document(page_content=sample.text, metadata={"source": "acme_q2_2023.md"})]
-            chunks = EmbedderTokenSplitter(embeddings, add_start_index=True).split_documents(documents)
-            transformer = ContextualDocumentTransformer(generator)
-            contextual = transformer.transform_documents(chunks)
-            print(f"{len(contextual)} chunks contextualized\n" + transformer.last_report.format())  # type: ignore[union-attr]
-            embed_model = MiniLMEmbedding()
-            store, engine = stores(sys.argv[1] if len(sys.argv) > 1 else None, Path(tmp), embeddings, embed_model)
-            print(f"stores: {store!r}, {engine!r}")
-            records = InMemoryRecordManager("acme")
-            records.create_schema()
-            print(index(contextual, records, store, cleanup="scoped_full", source_id_key="source",
-                        key_encoder="sha256"))
-            print(f"\nLangChain, Q: {QUESTION}")
-            found = for_answering(ContextualHybridRetriever(vectorstore=store, k=3).invoke(QUESTION))  # chunks alone
-            for n, doc in enumerate(found, start=1):
-                meta = doc.metadata
-                print(f"  {n}. [vector #{meta['vector_rank'] or '-'}, bm25 #{meta['bm25_rank'] or '-'}] "
-                      f"{' '.join(doc.page_content.split())[:100]}...")
+        # LangChain: split, contextualize, and index() into the collection (edits and deletes land on both sides)
+        embeddings = MiniLMEmbeddings()
+        documents = [Document(page_content=sample.text, metadata={"source": "acme_q2_2023.md"})]
+        chunks = EmbedderTokenSplitter(embeddings, add_start_index=True).split_documents(documents)
+        transformer = ContextualDocumentTransformer(generator)
+        contextual = transformer.transform_documents(chunks)
+        print(f"{len(contextual)} chunks contextualized\n" + transformer.last_report.format())  # type: ignore[union-attr]
+        embed_model = MiniLMEmbedding()
+        store, engine = stores(sys.argv[1] if len(sys.argv) > 1 else None, Path(tmp), embeddings, embed_model)
+        print(f"stores: {store!r}, {engine!r}")
+        records = InMemoryRecordManager("acme")
+        records.create_schema()
+        print(index(contextual, records, store, cleanup="scoped_full", source_id_key="source",
+                    key_encoder="sha256"))
+        print(f"\nLangChain, Q: {QUESTION}")
+        found = for_answering(ContextualHybridRetriever(vectorstore=store, k=3).invoke(QUESTION))  # chunks alone
+        for n, doc in enumerate(found, start=1):
+            meta = doc.metadata
+            print(f"  {n}. [vector #{meta['vector_rank'] or '-'}, bm25 #{meta['bm25_rank'] or '-'}] "
+                  f"{' '.join(doc.page_content.split())[:100]}...")
 
-            # LlamaIndex: an ingestion pipeline with a docstore writes the nodes; its own index queries them
-            pipeline = IngestionPipeline(
-                transformations=[SentenceSplitter(chunk_size=150, chunk_overlap=0),
-                                 ContextualNodeTransform.from_generator(generator), embed_model],
-                vector_store=engine, docstore=SimpleDocumentStore(),
-                docstore_strategy=DocstoreStrategy.UPSERTS_AND_DELETE)
-            nodes = pipeline.run(documents=[LIDocument(text=sample.text, id_="acme_q2_2023.md")])
-            print(f"\n{len(nodes)} nodes written by the LlamaIndex pipeline")
-            retriever = LIRetriever(VectorStoreIndex.from_vector_store(engine, embed_model=embed_model),
-                                    similarity_top_k=3)
-            print(f"LlamaIndex, Q: {QUESTION}")
-            for n, hit in enumerate(retriever.retrieve(QUESTION), start=1):
-                meta = hit.node.metadata
-                print(f"  {n}. [vector #{meta['vector_rank'] or '-'}, bm25 #{meta['bm25_rank'] or '-'}] "
-                      f"{' '.join(hit.node.get_content().split())[:100]}...")
-        finally:
-            if server is not None:
-                server.stop()
+        # LlamaIndex: an ingestion pipeline with a docstore writes the nodes; its own index queries them
+        pipeline = IngestionPipeline(
+            transformations=[SentenceSplitter(chunk_size=150, chunk_overlap=0),
+                             ContextualNodeTransform.from_generator(generator), embed_model],
+            vector_store=engine, docstore=SimpleDocumentStore(),
+            docstore_strategy=DocstoreStrategy.UPSERTS_AND_DELETE)
+        nodes = pipeline.run(documents=[LIDocument(text=sample.text, id_="acme_q2_2023.md")])
+        print(f"\n{len(nodes)} nodes written by the LlamaIndex pipeline")
+        retriever = LIRetriever(VectorStoreIndex.from_vector_store(engine, embed_model=embed_model),
+                                similarity_top_k=3)
+        print(f"LlamaIndex, Q: {QUESTION}")
+        for n, hit in enumerate(retriever.retrieve(QUESTION), start=1):
+            meta = hit.node.metadata
+            print(f"  {n}. [vector #{meta['vector_rank'] or '-'}, bm25 #{meta['bm25_rank'] or '-'}] "
+                  f"{' '.join(hit.node.get_content().split())[:100]}...")
 
 
 if __name__ == "__main__":

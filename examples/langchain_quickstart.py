@@ -8,15 +8,14 @@ fake Anthropic API (the real request flow, prompt caching and cost accounting, w
 
 from __future__ import annotations
 
-import os
 import tempfile
 from pathlib import Path
 
 from langchain_core.documents import Document
 
-from ctx_retrieval import AnthropicProvider, ContextGenerator
+from ctx_retrieval import ContextGenerator
 from ctx_retrieval.loaders import load_sample
-from ctx_retrieval.testing import FakeAnthropicServer
+from ctx_retrieval.testing import claude_or_fake
 from langchain_ctx import (
     ContextualDocumentTransformer,
     ContextualHybridRetriever,
@@ -36,21 +35,10 @@ def main() -> None:
     # chunks of at most 150 MiniLM tokens: with a context of up to 100 they fit its 256-token input, in any language
     chunks = EmbedderTokenSplitter(embeddings, add_start_index=True).split_documents(documents)
 
-    server = None
-    if os.environ.get("ANTHROPIC_API_KEY"):
-        provider = AnthropicProvider("claude-haiku-5-5")
-        print("contextualizer: Claude (claude-haiku-5-5)")
-    else:
-        server = FakeAnthropicServer(latency_s=0.05).start()
-        provider = AnthropicProvider(api_key="sk-ant-example-0000000000", base_url=server.base_url)
-        print("contextualizer: no ANTHROPIC_API_KEY, so the local FAKE Anthropic API (canned contexts)")
     with tempfile.TemporaryDirectory() as tmp:
-        try:
+        with claude_or_fake() as provider:
             transformer = ContextualDocumentTransformer(ContextGenerator(provider, cache=Path(tmp) / "c.sqlite"))
             contextual = transformer.transform_documents(chunks)
-        finally:
-            if server is not None:
-                server.stop()
         print(f"{len(contextual)} chunks contextualized\n" + transformer.last_report.format())  # type: ignore[union-attr]
 
         # LangChain's InMemoryVectorStore + the core BM25; pass client= or persist_directory= for Chroma.

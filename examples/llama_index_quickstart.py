@@ -8,7 +8,6 @@ fake Anthropic API (the real request flow, prompt caching and cost accounting, w
 
 from __future__ import annotations
 
-import os
 import tempfile
 from pathlib import Path
 
@@ -16,9 +15,9 @@ from llama_index.core import Document
 from llama_index.core.ingestion import IngestionPipeline
 from llama_index.core.schema import MetadataMode
 
-from ctx_retrieval import AnthropicProvider, ContextGenerator
+from ctx_retrieval import ContextGenerator
 from ctx_retrieval.loaders import load_sample
-from ctx_retrieval.testing import FakeAnthropicServer
+from ctx_retrieval.testing import claude_or_fake
 from llama_index_ctx import ContextualHybridRetriever, ContextualNodeTransform, EmbedderTokenSplitter, MiniLMEmbedding
 
 QUESTIONS = ["How much did ACME's revenue grow over the previous quarter?",
@@ -30,25 +29,14 @@ def main() -> None:
     embed_model = MiniLMEmbedding()
     documents = [Document(text=sample.text, id_="acme-q2-2023", metadata={"file_name": "acme_q2_2023.md"})]
 
-    server = None
-    if os.environ.get("ANTHROPIC_API_KEY"):
-        provider = AnthropicProvider("claude-haiku-5-5")
-        print("contextualizer: Claude (claude-haiku-5-5)")
-    else:
-        server = FakeAnthropicServer(latency_s=0.05).start()
-        provider = AnthropicProvider(api_key="sk-ant-example-0000000000", base_url=server.base_url)
-        print("contextualizer: no ANTHROPIC_API_KEY, so the local FAKE Anthropic API (canned contexts)")
     with tempfile.TemporaryDirectory() as tmp:
-        transform = ContextualNodeTransform(llm=ContextGenerator(provider, cache=Path(tmp) / "c.sqlite"))
-        try:
+        with claude_or_fake() as provider:
+            transform = ContextualNodeTransform(llm=ContextGenerator(provider, cache=Path(tmp) / "c.sqlite"))
             # nodes of at most 150 MiniLM tokens (metadata it embeds included): with a context of up to 100 they
             # fit its 256-token input, in any language
             splitter = EmbedderTokenSplitter(embed_model)
             pipeline = IngestionPipeline(transformations=[splitter, transform])
             nodes = pipeline.run(documents=documents)
-        finally:
-            if server is not None:
-                server.stop()
         print(f"{len(nodes)} nodes contextualized\n" + transform.last_report.format())
 
         # In memory (SimpleVectorStore, as VectorStoreIndex(nodes)); vector_store= takes any other store.

@@ -17,7 +17,6 @@ embedded Chroma is one process's at a time.
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import tempfile
@@ -31,9 +30,9 @@ from typing import Any
 
 from langchain_core.documents import Document
 
-from ctx_retrieval import AnthropicProvider, ContextGenerator
+from ctx_retrieval import ContextGenerator
 from ctx_retrieval.loaders import load_sample
-from ctx_retrieval.testing import FakeAnthropicServer
+from ctx_retrieval.testing import claude_or_fake
 from langchain_ctx import (
     ContextualDocumentTransformer,
     ContextualHybridRetriever,
@@ -53,20 +52,9 @@ def ingest(folder: Path) -> None:
     documents = [Document(page_content=sample.text, metadata={"source": "acme_q2_2023.md"})]
     embeddings = MiniLMEmbeddings()
     chunks = EmbedderTokenSplitter(embeddings, add_start_index=True).split_documents(documents)
-    server = None
-    if os.environ.get("ANTHROPIC_API_KEY"):
-        provider = AnthropicProvider("claude-haiku-5-5")
-        print("contextualizer: Claude (claude-haiku-5-5)")
-    else:
-        server = FakeAnthropicServer(latency_s=0.05).start()
-        provider = AnthropicProvider(api_key="sk-ant-example-0000000000", base_url=server.base_url)
-        print("contextualizer: no ANTHROPIC_API_KEY, so the local FAKE Anthropic API (canned contexts)")
-    try:
+    with claude_or_fake() as provider:
         transformer = ContextualDocumentTransformer(ContextGenerator(provider, cache=folder / "contexts.sqlite"))
         contextual = transformer.transform_documents(chunks)
-    finally:
-        if server is not None:
-            server.stop()
     print(f"{len(contextual)} chunks contextualized\n" + transformer.last_report.format())  # type: ignore[union-attr]
     ContextualHybridRetriever.from_documents(contextual, embeddings, persist_directory=folder / "chroma",
                                              collection_name=COLLECTION)

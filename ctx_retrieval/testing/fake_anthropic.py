@@ -28,7 +28,7 @@ import itertools
 import json
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -688,3 +688,28 @@ class _Handler(LoopbackHandler):
             self._send(200, payload, limit_headers)
         except OSError:  # the client gave up (timeout): nothing was delivered
             fake.undelivered(record)
+
+
+@contextlib.contextmanager
+def claude_or_fake(latency_s: float = 0.05, *, key_in_env: bool = False) -> Iterator[Any]:
+    """The provider the examples run with, said on stdout: Claude (claude-haiku-5-5) when ANTHROPIC_API_KEY is set,
+    else a fake Anthropic API on loopback (the real request flow, canned contexts), stopped after the block.
+    ``key_in_env``: the fake's key is in the environment for the block too (worker processes read it there)."""
+    import os
+
+    from ctx_retrieval.providers.anthropic import AnthropicProvider
+
+    if os.environ.get("ANTHROPIC_API_KEY"):
+        print("contextualizer: Claude (claude-haiku-5-5)")
+        yield AnthropicProvider("claude-haiku-5-5")
+        return
+    print("contextualizer: no ANTHROPIC_API_KEY, so the local FAKE Anthropic API (canned contexts)")
+    key = "sk-ant-example-0000000000"
+    with FakeAnthropicServer(latency_s=latency_s) as server:
+        if key_in_env:
+            os.environ["ANTHROPIC_API_KEY"] = key
+        try:
+            yield AnthropicProvider(api_key=key, base_url=server.base_url)
+        finally:
+            if key_in_env:
+                os.environ.pop("ANTHROPIC_API_KEY", None)
