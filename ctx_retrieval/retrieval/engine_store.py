@@ -42,8 +42,8 @@ class StoredHit(Generic[T]):
 
 
 class Fusion(Generic[T]):
-    """What ``EngineStore.hybrid`` returns: a ``HybridRetriever`` or an engine's own fusion (``retrieve(query, k,
-    where)`` and ``aretrieve``)."""
+    """An engine's own fusion (Milvus's ``hybrid_search``), which ``EngineStore.hybrid`` returns in place of a
+    ``HybridRetriever`` when the store was asked for it: ``retrieve(query, k, where)`` and ``aretrieve``."""
 
     def retrieve(self, query: str, k: int = 20, where: Mapping[str, Any] | None = None) -> list[Hit[T]]:
         raise NotImplementedError
