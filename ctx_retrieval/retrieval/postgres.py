@@ -160,8 +160,8 @@ class PostgresStore(EngineStore):
         self._tokenize = analyser(self.tokenizer_name, found, Compounds(words) if words else None)
 
     def _decide(self, texts: Sequence[str]) -> None:
-        """The first write decides the analysis's languages and compound words and records them (in the write's
-        transaction: a writer that decided first wins)."""
+        """The first write decides the analysis's languages and compound words and records them (the meta row
+        locked in the caller's transaction: a writer that decided first wins)."""
         row = self._conn.execute(f"SELECT value FROM {self.table}_meta WHERE key = 'analysis' FOR UPDATE").fetchone()
         if row and row[0].get("languages") is None:
             found = corpus_languages(texts) if self._asked is None else self._asked
@@ -203,9 +203,7 @@ class PostgresStore(EngineStore):
         lengths = [sum(terms.values()) for terms in counts]
         texts = _vectors(vectors)
         with self._conn.transaction():
-            dropped = self._remove("document_id", list(documents)) if documents else (0, 0)
-            removed, removed_length = self._remove("id", [r.id for r in records])
-            removed, removed_length = removed + dropped[0], removed_length + dropped[1]
+            removed, removed_length = self._remove([r.id for r in records], list(documents))
             with self._conn.cursor() as cursor:
                 with cursor.copy(f"COPY {t} (id, document_id, text, context, metadata, payload, embedding, length) "
                                  "FROM STDIN") as copy:
@@ -225,27 +223,27 @@ class PostgresStore(EngineStore):
 
     def delete(self, chunk_ids: Sequence[str]) -> None:
         """Delete chunks by id (unknown ids are ignored), both sides in one transaction."""
-        self._delete("id", [str(i) for i in chunk_ids])
+        self._delete([str(i) for i in chunk_ids], [])
 
     def delete_documents(self, document_ids: Sequence[str]) -> None:
         """Delete every chunk of these documents, both sides in one transaction."""
-        self._delete("document_id", [str(i) for i in document_ids])
+        self._delete([], [str(i) for i in document_ids])
 
-    def _delete(self, column: str, values: list[str]) -> None:
-        if not values:
+    def _delete(self, ids: list[str], documents: list[str]) -> None:
+        if not ids and not documents:
             return
         with self._conn.transaction():
-            removed, length = self._remove(column, values)
+            removed, length = self._remove(ids, documents)
             self._conn.execute(f"UPDATE {self.table}_stats SET chunks = chunks - %s, length = length - %s",
                                (removed, length))
 
-    def _remove(self, column: str, values: list[str]) -> tuple[int, int]:
-        """Delete the rows whose ``column`` is one of ``values`` and their postings, in the caller's transaction
-        (no foreign key does it: its check on every posting written took N% of a bulk write); how many rows and
-        their total length."""
+    def _remove(self, ids: list[str], documents: list[str]) -> tuple[int, int]:
+        """Delete the rows with one of these ids or of one of these documents, and their postings, in the caller's
+        transaction (the store deletes postings itself: no foreign key checks every posting written); how many
+        rows and their total length."""
         t = self.table
-        removed = self._conn.execute(f"DELETE FROM {t} WHERE {column} = ANY(%s) RETURNING id, length",
-                                     (values,)).fetchall()
+        removed = self._conn.execute(f"DELETE FROM {t} WHERE id = ANY(%s) OR document_id = ANY(%s) "
+                                     "RETURNING id, length", (ids, documents)).fetchall()
         if removed:
             self._conn.execute(f"DELETE FROM {t}_terms WHERE id = ANY(%s)", ([r[0] for r in removed],))
         return len(removed), sum(r[1] for r in removed)
@@ -268,7 +266,7 @@ class PostgresStore(EngineStore):
             return [r[0] for r in rows]
         if self.languages is None:  # another process's first write decides the analysis
             self._adopt(self.recorded())
-        counts = Counter(t for t in self._tokenize(query) if len(t) <= _TERM_MAX)
+        counts = Counter(token for token in self._tokenize(query) if len(token) <= _TERM_MAX)
         if not counts or k <= 0:
             return []
         # Each query term's weight first (its document frequency counted over its postings, before any filter),
