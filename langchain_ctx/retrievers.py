@@ -18,6 +18,7 @@ from langchain_core.documents import BaseDocumentCompressor, Document
 from langchain_core.retrievers import BaseRetriever
 from pydantic import ConfigDict, Field, PrivateAttr, field_validator
 
+from ctx_retrieval._names import former_keywords
 from ctx_retrieval.adapting import file_name, warn_truncated
 from ctx_retrieval.errors import ConfigurationError, InvalidInputError
 from ctx_retrieval.keys import CHUNK_ID_KEY
@@ -26,6 +27,7 @@ from ctx_retrieval.retrieval.bm25 import resolve_tokenizer
 from ctx_retrieval.retrieval.fusion import DEFAULT_RRF_K, side_weights
 from ctx_retrieval.retrieval.hybrid import DEFAULT_CANDIDATES, HybridRetriever, Side, check_depths, vector_sides
 from ctx_retrieval.retrieval.hybrid import all_weights as check_weights
+from ctx_retrieval.retrieval.pairing import bm25_place
 
 from .engines import EngineVectorStore, where_of
 from .sides import RetrieverSide, TracedSide, VectorSide, documents, vector_side
@@ -51,8 +53,10 @@ class ContextualHybridRetriever(BaseRetriever):
             with ``also_embeddings``); rrf_k: the RRF constant (``EnsembleRetriever``'s ``c``).
         search_kwargs: passed to the vector store's search (``{"filter": ...}`` in the store's own filter format;
             the BM25 side applies the same filter: a ``where`` dict or a ``Document -> bool`` callable).
-        bm25: another keyword retriever instead of the store's BM25 (then it is yours to filter and keep in sync).
-        bm25_tokenizer / bm25_path / embed_layout: for a plain store wrapped here (see ``ContextualVectorStore``).
+        bm25: where BM25 lives for a plain store wrapped here (a folder or a ``BM25Store``, as
+            ``ContextualVectorStore``'s ``bm25=``), or another keyword retriever instead of the store's BM25 (then
+            it is yours to filter and keep in sync). ``bm25_path=`` is its former name.
+        bm25_tokenizer / embed_layout: for a plain store wrapped here (see ``ContextualVectorStore``).
         compressor: a reranking ``BaseDocumentCompressor``, applied to the fused candidates.
 
     Instantiate:
@@ -84,7 +88,6 @@ class ContextualHybridRetriever(BaseRetriever):
     rrf_k: int = DEFAULT_RRF_K
     search_kwargs: dict[str, Any] = Field(default_factory=dict)
     bm25_tokenizer: str | Callable[[str], list[str]] = "identifiers"
-    bm25_path: str | Path | None = None
     embed_layout: Literal["whole", "windows"] = "whole"
     compressor: BaseDocumentCompressor | None = None
     _fixed_bm25: bool = PrivateAttr(default=False)
@@ -110,12 +113,17 @@ class ContextualHybridRetriever(BaseRetriever):
             side_weights(value)
         return value  # one per side: checked against the store's sides below
 
+    @former_keywords({"bm25_path": "bm25"})
     def __init__(self, **kwargs: Any) -> None:
         store = kwargs.get("vectorstore")
+        place = kwargs.pop("bm25") if bm25_place(kwargs.get("bm25")) else None
         if store is not None and not isinstance(store, ContextualVectorStore | EngineVectorStore):  # wrapped here
             kwargs["vectorstore"] = ContextualVectorStore(
-                store, kwargs.get("bm25_path"), embed_layout=kwargs.get("embed_layout", "whole"),
+                store, place, embed_layout=kwargs.get("embed_layout", "whole"),
                 tokenizer=kwargs.get("bm25_tokenizer", "identifiers"), follow=True)
+        elif place is not None:
+            raise ConfigurationError(f"bm25={place!r} says where a plain store's BM25 lives; this "
+                                     f"{type(store).__name__} has its own: drop bm25=", setting="bm25")
         super().__init__(**kwargs)
 
     def model_post_init(self, context: Any, /) -> None:
@@ -135,6 +143,7 @@ class ContextualHybridRetriever(BaseRetriever):
             self.bm25 = ContextualBM25Retriever(store=self.vectorstore.bm25, k=self.candidates)
 
     @classmethod
+    @former_keywords({"bm25_path": "bm25"})
     def from_documents(cls, documents: Sequence[Document], embedding: Any, *, client: Any = None,
                        persist_directory: str | Path | None = None, collection_name: str = DEFAULT_COLLECTION,
                        show_progress: bool = False, batch_size: int = 256, also_embeddings: Sequence[Any] = (),
@@ -148,7 +157,7 @@ class ContextualHybridRetriever(BaseRetriever):
         also = [new_store(e, collection_name=f"{collection_name}_also{n}", **where)
                 for n, e in enumerate(also_embeddings, start=1)]
         inner = ContextualVectorStore(new_store(embedding, collection_name=collection_name, **where),
-                                      kwargs.get("bm25_path"),
+                                      kwargs.pop("bm25") if bm25_place(kwargs.get("bm25")) else None,
                                       embed_layout=kwargs.get("embed_layout", "whole"),
                                       tokenizer=kwargs.get("bm25_tokenizer", "identifiers"), also=also)
         retriever = cls(vectorstore=inner, **kwargs)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 from llama_index.core import StorageContext, VectorStoreIndex
 from llama_index.core.base.base_retriever import BaseRetriever
@@ -22,10 +22,13 @@ from llama_index.core.postprocessor.types import BaseNodePostprocessor
 from llama_index.core.schema import BaseNode, NodeWithScore, QueryBundle
 from llama_index.core.vector_stores.types import MetadataFilters
 
+from ctx_retrieval._names import former_keywords
 from ctx_retrieval.errors import ConfigurationError
+from ctx_retrieval.retrieval.bm25_store import BM25Store
 from ctx_retrieval.retrieval.fusion import DEFAULT_RRF_K
 from ctx_retrieval.retrieval.hybrid import DEFAULT_CANDIDATES, Hit, HybridRetriever, Side, check_depths, vector_sides
 from ctx_retrieval.retrieval.hybrid import all_weights as check_weights
+from ctx_retrieval.retrieval.pairing import bm25_place
 
 from .engines import EngineVectorStore, where_for
 from .sides import IndexSide, RetrieverSide, TracedSide, annotated, index_side, unembedded
@@ -53,8 +56,9 @@ class ContextualHybridRetriever(BaseRetriever):
 
     Key init args:
         index: a ``VectorStoreIndex`` over contextualized nodes; a store that is not a ``ContextualVectorStore`` is
-            wrapped (BM25 where the rule puts it: beside a persistent Chroma, ``bm25_path``, else in memory, filled
-            from the stored nodes) and followed: nodes written to it directly are added to BM25 at the next query.
+            wrapped (BM25 where the rule puts it: beside a persistent Chroma, ``bm25=`` a folder, else in memory,
+            filled from the stored nodes) and followed: nodes written to it directly are added to BM25 at the next
+            query.
         similarity_top_k: results returned (20); candidates: results taken from each side before fusion (150).
         weights: fusion weights, ``(vector, bm25)`` or ``{"vector": .., "bm25": ..}`` (one per side, BM25's last,
             with ``also``); rrf_k: the RRF constant.
@@ -63,7 +67,9 @@ class ContextualHybridRetriever(BaseRetriever):
             ``delete_ref_doc`` write them too. Not with the windows layout.
         filters: ``MetadataFilters`` applied to both sides.
         node_postprocessors: applied to the fused candidates before the cut (``ClaudeRerankPostprocessor``...).
-        bm25: another keyword retriever (then it is yours to filter and keep in sync).
+        bm25: where BM25 lives for a plain store wrapped here (a folder or a ``BM25Store``, as
+            ``ContextualVectorStore``'s ``bm25=``), or another keyword retriever (then it is yours to filter and keep
+            in sync). ``bm25_path=`` is its former name.
         embed_layout: ``"whole"`` or ``"windows"`` (nodes that overflow the embedder are stored as window
             children ``<id>#w<n>``; results are whole nodes).
 
@@ -85,12 +91,14 @@ class ContextualHybridRetriever(BaseRetriever):
     at rank 20 on both sides (``rrf_k=10``).
     """
 
+    @former_keywords({"bm25_path": "bm25"})
     def __init__(self, index: VectorStoreIndex, *, similarity_top_k: int = 20, candidates: int = DEFAULT_CANDIDATES,
                  weights: Sequence[float] | Mapping[str, float] = (1.0, 1.0), rrf_k: int = DEFAULT_RRF_K,
                  filters: MetadataFilters | None = None, node_postprocessors: Sequence[BaseNodePostprocessor] = (),
-                 bm25: BaseRetriever | None = None, callback_manager: CallbackManager | None = None,
-                 verbose: bool = False, bm25_tokenizer: str | Callable[[str], list[str]] = "identifiers",
-                 bm25_path: str | Path | None = None, embed_layout: Literal["whole", "windows"] = "whole",
+                 bm25: BaseRetriever | str | Path | BM25Store | None = None,
+                 callback_manager: CallbackManager | None = None, verbose: bool = False,
+                 bm25_tokenizer: str | Callable[[str], list[str]] = "identifiers",
+                 embed_layout: Literal["whole", "windows"] = "whole",
                  also: Sequence[VectorStoreIndex] = ()) -> None:
         super().__init__(callback_manager=callback_manager, verbose=verbose)
         if also and embed_layout == "windows":
@@ -104,16 +112,21 @@ class ContextualHybridRetriever(BaseRetriever):
         self.similarity_top_k, self.filters = similarity_top_k, filters
         self.node_postprocessors = list(node_postprocessors)
         self.candidates, self.weights, self.rrf_k = candidates, check_weights(weights, 1 + len(self.also)), rrf_k
+        place = bm25 if bm25_place(bm25) else None  # where BM25 lives, or which retriever to ask:
+        bm25 = None if place is not None else cast("BaseRetriever | None", bm25)
         self._fixed_bm25 = bm25 is not None
         engine = index.vector_store
         self.engine = engine if isinstance(engine, EngineVectorStore) else None
         if self.engine is not None:  # both sides in one engine: nothing to pair or wrap
-            if bm25 is not None or also or embed_layout != "whole":
+            if bm25 is not None or place is not None or also or embed_layout != "whole":
                 raise ConfigurationError(f"a {type(engine).__name__} holds its own BM25 side, each node whole: drop "
                                          "bm25=, also= and embed_layout=", setting="index")
             self.embed_layout, self.bm25 = "whole", None
             return
-        self.store = wrap_index(index, bm25_path, bm25_tokenizer, embed_layout)
+        if place is not None and isinstance(engine, ContextualVectorStore):
+            raise ConfigurationError(f"bm25={place!r} says where a plain store's BM25 lives; this "
+                                     "ContextualVectorStore has its own: drop bm25=", setting="bm25")
+        self.store = wrap_index(index, place, bm25_tokenizer, embed_layout)
         self.embed_layout = self.store.pairing.layout
         self.bm25 = bm25 or ContextualBM25Retriever(store=self.store.bm25, similarity_top_k=candidates, filters=filters,
                                                callback_manager=self.callback_manager)
@@ -136,6 +149,7 @@ class ContextualHybridRetriever(BaseRetriever):
                               show_progress=show_progress, **kwargs)
 
     @classmethod
+    @former_keywords({"bm25_path": "bm25"})
     def from_nodes(cls, nodes: Sequence[BaseNode], *, vector_store: Any = None, embed_model: Any = None,
                    show_progress: bool = False, also_embed_models: Sequence[Any] = (),
                    **kwargs: Any) -> ContextualHybridRetriever:
@@ -148,7 +162,8 @@ class ContextualHybridRetriever(BaseRetriever):
 
             vector_store = SimpleVectorStore()
         if not isinstance(vector_store, ContextualVectorStore):
-            vector_store = ContextualVectorStore(vector_store, kwargs.pop("bm25_path", None),
+            vector_store = ContextualVectorStore(vector_store, kwargs.pop("bm25") if bm25_place(kwargs.get("bm25"))
+                                                 else None,
                                                  tokenizer=kwargs.pop("bm25_tokenizer", "identifiers"),
                                                  embed_layout=kwargs.get("embed_layout", "whole"),
                                                  count_tokens=token_counter(embed_model))

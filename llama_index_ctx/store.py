@@ -449,7 +449,8 @@ def chroma_vector_store(*, client: Any = None, persist_directory: str | Path | N
                                                                              collection_name)))
 
 
-def wrap_index(index: VectorStoreIndex, bm25_path: str | Path | None, tokenizer: str | Callable[[str], list[str]],
+def wrap_index(index: VectorStoreIndex, bm25: BM25Store | str | Path | None,
+               tokenizer: str | Callable[[str], list[str]],
                embed_layout: Literal["whole", "windows"]) -> ContextualVectorStore:
     """The index's store as a ``ContextualVectorStore``: a plain one is wrapped and followed (its BM25 filled from
     the stored nodes when empty, healed from what others write to it), and the index made to write through it."""
@@ -458,7 +459,7 @@ def wrap_index(index: VectorStoreIndex, bm25_path: str | Path | None, tokenizer:
     store = index.vector_store
     if isinstance(store, ContextualVectorStore):
         return store
-    wrapped = ContextualVectorStore(store, bm25_path, tokenizer=tokenizer, embed_layout=embed_layout, follow=True,
+    wrapped = ContextualVectorStore(store, bm25, tokenizer=tokenizer, embed_layout=embed_layout, follow=True,
                                     docstore=index.docstore, count_tokens=token_counter(index._embed_model))
     index.storage_context.add_vector_store(wrapped, namespace=DEFAULT_VECTOR_STORE)
     index._vector_store = wrapped  # the index writes through the wrapper from now on

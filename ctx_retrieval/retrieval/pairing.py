@@ -39,7 +39,7 @@ import uuid
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Generic, Literal, Protocol, TypeVar, runtime_checkable
+from typing import Any, Generic, Literal, Protocol, TypeGuard, TypeVar, runtime_checkable
 
 from ctx_retrieval._paths import cache_dir
 from ctx_retrieval._process import dead_here, same_process, worker_id
@@ -200,6 +200,12 @@ class SyncReport:
     def __str__(self) -> str:
         return (f"{self.added} chunks added to BM25, {self.removed} removed, {self.updated} updated, {self.finished} "
                 "interrupted writes finished")
+
+
+def bm25_place(value: object) -> TypeGuard[BM25Store | str | Path]:
+    """Whether a retriever's ``bm25=`` says where BM25 lives (a folder or a ``BM25Store``, as a
+    ``ContextualVectorStore``'s ``bm25=`` does), not which retriever to ask (another keyword retriever)."""
+    return isinstance(value, str | Path | BM25Store)
 
 
 def bm25_beside(facts: StoreFacts) -> Path | None:

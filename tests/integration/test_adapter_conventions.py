@@ -312,7 +312,7 @@ def test_a_store_that_cannot_list_its_documents_gets_bm25_from_what_was_added(em
     embeddings = MiniLMEmbeddings(embedder)
     with pytest.raises(ConfigurationError, match=r"cannot list its rows.*pass bm25="):  # BM25 could not be rebuilt
         LCRetriever.from_vectorstore(Opaque(embeddings))
-    retriever = LCRetriever(vectorstore=Opaque(embeddings), k=50, bm25_path=tmp_path / "bm25")
+    retriever = LCRetriever(vectorstore=Opaque(embeddings), k=50, bm25=tmp_path / "bm25")
     retriever.add_documents(documents)
     assert len(retriever.stored_documents()) == len(documents)
     results = retriever.invoke(QUERY)
@@ -320,6 +320,34 @@ def test_a_store_that_cannot_list_its_documents_gets_bm25_from_what_was_added(em
     gone = documents[0].metadata["chunk_id"]
     retriever.delete([gone])
     assert gone not in {d.metadata["chunk_id"] for d in retriever.invoke(QUERY)}
+
+
+def test_a_retrievers_bm25_is_where_bm25_lives_or_a_retriever_and_bm25_path_is_its_former_name(
+        tmp_path: Path, embedder: MiniLMEmbedder) -> None:
+    """Issue 53: one name for one thing. ``bm25=`` a folder on a retriever puts a wrapped store's BM25 there, as it
+    does on ``ContextualVectorStore``; a retriever there is asked instead of BM25; ``bm25_path=`` still works, with a
+    ``DeprecationWarning``; a folder beside a store that has its BM25 already is refused, naming the fix."""
+    documents, nodes = lc_documents(), li_nodes()
+    embeddings, embed_model = MiniLMEmbeddings(embedder), MiniLMEmbedding(embedder)
+    lc = LCRetriever(vectorstore=InMemoryVectorStore(embeddings), bm25=tmp_path / "lc", k=5)
+    lc.add_documents(documents)
+    assert lc.vectorstore.bm25.path == tmp_path / "lc" and len(lc.vectorstore.bm25) == len(documents)
+    with pytest.warns(DeprecationWarning, match=r"bm25_path=\) is now bm25="):
+        old = LCRetriever(vectorstore=InMemoryVectorStore(embeddings), bm25_path=str(tmp_path / "lc-old"))
+    assert old.vectorstore.bm25.path == tmp_path / "lc-old"
+    with pytest.raises(ConfigurationError, match="has its own: drop bm25="):
+        LCRetriever(vectorstore=lc.vectorstore, bm25=tmp_path / "elsewhere")
+    mine = LCRetriever(vectorstore=lc.vectorstore, bm25=lc.bm25)  # a retriever: asked as it is
+    assert mine.bm25 is lc.bm25 and mine.invoke(QUERY)
+
+    li = LIRetriever.from_defaults(nodes=nodes, embed_model=embed_model, bm25=tmp_path / "li", similarity_top_k=5)
+    assert li.store.bm25.path == tmp_path / "li" and li.retrieve(QUERY)
+    plain = VectorStoreIndex(nodes, embed_model=embed_model)
+    with pytest.warns(DeprecationWarning, match=r"bm25_path=\) is now bm25="):
+        wrapped = LIRetriever(plain, bm25_path=tmp_path / "li-old")
+    assert wrapped.store.bm25.path == tmp_path / "li-old" and len(wrapped.store.bm25) == len(nodes)
+    with pytest.raises(ConfigurationError, match="has its own: drop bm25="):
+        LIRetriever(li.index, bm25=tmp_path / "elsewhere")
 
 
 # -- issue 16: the windows layout in both adapters -------------------------------------------------------------
