@@ -162,13 +162,10 @@ def _tokenize(text: str, thai: Callable[[str], list[str]], languages: tuple[str,
     ascii_only = text.isascii() and not languages
     if ascii_only:  # English and code: what follows, with less work a word (the same tokens, tested)
         for identifier in _ASCII_WORD.findall(text):
-            if "_" in identifier:
-                tokens.extend(_identifier_tokens(identifier))
-            elif identifier.islower() or identifier.isdigit():
+            if "_" not in identifier and (identifier.islower() or identifier.isdigit()):
                 tokens.append(identifier)
-            else:  # Capitalised, camelCase, UPPER: its pieces, and the whole where there are several
-                parts = _PIECE.findall(identifier)
-                tokens.extend([identifier.lower()] if len(parts) == 1 else [*map(str.lower, parts), identifier.lower()])
+            else:
+                tokens.extend(_ascii_identifier(identifier))
         return tokens
     for identifier in _word_patterns()[1].findall(text):
         if _CJK.search(identifier):
@@ -180,6 +177,17 @@ def _tokenize(text: str, thai: Callable[[str], list[str]], languages: tuple[str,
             continue
         tokens.extend(_words(identifier, languages, ascii_only, compounds))
     return tokens
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _ascii_identifier(identifier: str) -> tuple[str, ...]:
+    """An ASCII identifier's tokens where it is more than a lower-case word: with underscores, its parts and the
+    whole; Capitalised, camelCase or UPPER, its pieces and the whole where there are several. Remembered: code
+    repeats its identifiers (the cookbook's 737 chunks: 157 -> 94 us a chunk analysed)."""
+    if "_" in identifier:
+        return tuple(_identifier_tokens(identifier))
+    parts = _PIECE.findall(identifier)
+    return (identifier.lower(),) if len(parts) == 1 else (*map(str.lower, parts), identifier.lower())
 
 
 def _words(identifier: str, languages: tuple[str, ...], ascii_only: bool, compounds: Compounds | None) -> list[str]:
