@@ -224,6 +224,47 @@ def test_a_rebuild_loads_first_and_builds_its_vector_index_when_its_write_ends(u
     store.close()
 
 
+def test_a_rebuilds_vector_index_is_built_in_memory_on_a_server_that_allows_little(url: str, embedder: Any) -> None:
+    """pgvector builds the HNSW graph in maintenance_work_mem and says when it no longer fits (then finishes it on a
+    path several times slower): the rebuild raises the setting for its own transaction, and only there."""
+    import numpy as np
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as admin:  # sessions opened after this get 1 MB
+        admin.execute(f"ALTER DATABASE {url.rsplit('/', 1)[1]} SET maintenance_work_mem = '1MB'")
+    store = PostgresStore(url, embedder=embedder, table="big", replace=True)
+    notices: list[str] = []
+    store._conn.add_notice_handler(lambda notice: notices.append(str(notice.message_primary)))
+    vectors = np.random.default_rng(1).standard_normal((1500, 384)).astype(np.float32)
+    store.add([IndexedChunk(f"c{i}", "d", f"chunk number {i}", None) for i in range(1500)], vectors=vectors)
+    assert store._conn.execute("SELECT to_regclass('big_hnsw')").fetchone()[0] is not None
+    assert not [n for n in notices if "no longer fits" in n], notices
+    assert store._conn.execute("SHOW maintenance_work_mem").fetchone()[0] == "1MB"  # the server's, after the build
+    store.close()
+
+
+def test_a_parallel_index_build_without_shared_memory_is_built_again_without_workers(
+        url: str, embedder: Any, caplog: pytest.LogCaptureFixture) -> None:
+    import psycopg
+
+    store = PostgresStore(url, embedder=embedder, table="shm", replace=True)
+    execute, sent = store._conn.execute, []
+
+    def small_dev_shm(sql: Any, *args: Any, **kwargs: Any) -> Any:  # as a container's 64 MB /dev/shm answers
+        sent.append(str(sql))
+        if "USING hnsw" in str(sql) and not any("max_parallel_maintenance_workers = 0" in s for s in sent):
+            raise psycopg.errors.DiskFull("could not resize shared memory segment: No space left on device")
+        return execute(sql, *args, **kwargs)
+
+    store._conn.execute = small_dev_shm  # type: ignore[method-assign]
+    store.add(CHUNKS, metadata=META)
+    store._conn.execute = execute  # type: ignore[method-assign]
+    assert store._conn.execute("SELECT to_regclass('shm_hnsw')").fetchone()[0] is not None
+    assert side_ids(store, "vector", "Tucson foundry", 1, None) == ["acme:2"]
+    assert "--shm-size" in caplog.text and "without them" in caplog.text
+    store.close()
+
+
 _REPLACER = """
 import sys
 from ctx_retrieval.retrieval.embeddings import MiniLMEmbedder
