@@ -132,9 +132,9 @@ class CachingEmbedder:
 
     def _each(self, items: Sequence[T], run: Callable[[Any, T], R]) -> list[R]:
         """``run(session, item)`` for each item (a text or a window, run through the graph alone), in order. One item
-        runs on the session's threads; several run one an item at a time on each of as many threads, over a
-        one-thread session of the same graph: a run on two threads keeps them apart a third of its time (MiniLM, 256
-        tokens, 2 cores: 30.0 texts/s against 23.4, 66 against 81 ms CPU a text)."""
+        runs on the session's threads; several run side by side, an item at a time on each of as many threads, over
+        a one-thread session of the same graph: one run on two threads keeps them apart a third of its time (MiniLM,
+        256 tokens, 2 cores: 30.0 texts/s against 23.4, 66 against 81 ms CPU a text)."""
         workers = self.threads or embedding_threads()
         if len(items) < 2 or workers < 2 or self._graph is None:
             return [run(self._session, item) for item in items]
