@@ -116,14 +116,12 @@ class ContextualHybridRetriever(BaseRetriever):
     @former_keywords({"bm25_path": "bm25"})
     def __init__(self, **kwargs: Any) -> None:
         store = kwargs.get("vectorstore")
-        place = kwargs.pop("bm25") if bm25_place(kwargs.get("bm25")) else None
-        if store is not None and not isinstance(store, ContextualVectorStore | EngineVectorStore):  # wrapped here
+        wrapped = store if isinstance(store, ContextualVectorStore | EngineVectorStore) else None
+        place, kwargs["bm25"] = bm25_place(kwargs.get("bm25"), wrapped)
+        if store is not None and wrapped is None:  # a plain store: wrapped here
             kwargs["vectorstore"] = ContextualVectorStore(
                 store, place, embed_layout=kwargs.get("embed_layout", "whole"),
                 tokenizer=kwargs.get("bm25_tokenizer", "identifiers"), follow=True)
-        elif place is not None:
-            raise ConfigurationError(f"bm25={place!r} says where a plain store's BM25 lives; this "
-                                     f"{type(store).__name__} has its own: drop bm25=", setting="bm25")
         super().__init__(**kwargs)
 
     def model_post_init(self, context: Any, /) -> None:
@@ -156,8 +154,8 @@ class ContextualHybridRetriever(BaseRetriever):
         where = {"client": client, "persist_directory": persist_directory}
         also = [new_store(e, collection_name=f"{collection_name}_also{n}", **where)
                 for n, e in enumerate(also_embeddings, start=1)]
-        inner = ContextualVectorStore(new_store(embedding, collection_name=collection_name, **where),
-                                      kwargs.pop("bm25") if bm25_place(kwargs.get("bm25")) else None,
+        place, kwargs["bm25"] = bm25_place(kwargs.get("bm25"))
+        inner = ContextualVectorStore(new_store(embedding, collection_name=collection_name, **where), place,
                                       embed_layout=kwargs.get("embed_layout", "whole"),
                                       tokenizer=kwargs.get("bm25_tokenizer", "identifiers"), also=also)
         retriever = cls(vectorstore=inner, **kwargs)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Literal, cast
+from typing import Any, Literal
 
 from llama_index.core import StorageContext, VectorStoreIndex
 from llama_index.core.base.base_retriever import BaseRetriever
@@ -112,23 +112,20 @@ class ContextualHybridRetriever(BaseRetriever):
         self.similarity_top_k, self.filters = similarity_top_k, filters
         self.node_postprocessors = list(node_postprocessors)
         self.candidates, self.weights, self.rrf_k = candidates, check_weights(weights, 1 + len(self.also)), rrf_k
-        place = bm25 if bm25_place(bm25) else None  # where BM25 lives, or which retriever to ask:
-        bm25 = None if place is not None else cast("BaseRetriever | None", bm25)
-        self._fixed_bm25 = bm25 is not None
         engine = index.vector_store
+        has_bm25 = isinstance(engine, ContextualVectorStore | EngineVectorStore)
+        place, mine = bm25_place(bm25, engine if has_bm25 else None)  # where BM25 lives, or a retriever to ask
+        self._fixed_bm25 = mine is not None
         self.engine = engine if isinstance(engine, EngineVectorStore) else None
         if self.engine is not None:  # both sides in one engine: nothing to pair or wrap
-            if bm25 is not None or place is not None or also or embed_layout != "whole":
+            if mine is not None or also or embed_layout != "whole":
                 raise ConfigurationError(f"a {type(engine).__name__} holds its own BM25 side, each node whole: drop "
                                          "bm25=, also= and embed_layout=", setting="index")
             self.embed_layout, self.bm25 = "whole", None
             return
-        if place is not None and isinstance(engine, ContextualVectorStore):
-            raise ConfigurationError(f"bm25={place!r} says where a plain store's BM25 lives; this "
-                                     "ContextualVectorStore has its own: drop bm25=", setting="bm25")
         self.store = wrap_index(index, place, bm25_tokenizer, embed_layout)
         self.embed_layout = self.store.pairing.layout
-        self.bm25 = bm25 or ContextualBM25Retriever(store=self.store.bm25, similarity_top_k=candidates, filters=filters,
+        self.bm25 = mine or ContextualBM25Retriever(store=self.store.bm25, similarity_top_k=candidates, filters=filters,
                                                callback_manager=self.callback_manager)
 
     @classmethod
@@ -162,8 +159,8 @@ class ContextualHybridRetriever(BaseRetriever):
 
             vector_store = SimpleVectorStore()
         if not isinstance(vector_store, ContextualVectorStore):
-            vector_store = ContextualVectorStore(vector_store, kwargs.pop("bm25") if bm25_place(kwargs.get("bm25"))
-                                                 else None,
+            place, kwargs["bm25"] = bm25_place(kwargs.get("bm25"))
+            vector_store = ContextualVectorStore(vector_store, place,
                                                  tokenizer=kwargs.pop("bm25_tokenizer", "identifiers"),
                                                  embed_layout=kwargs.get("embed_layout", "whole"),
                                                  count_tokens=token_counter(embed_model))

@@ -39,7 +39,7 @@ import uuid
 from collections.abc import Callable, Generator, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Generic, Literal, Protocol, TypeGuard, TypeVar, runtime_checkable
+from typing import Any, Generic, Literal, Protocol, TypeVar, runtime_checkable
 
 from ctx_retrieval._paths import cache_dir
 from ctx_retrieval._process import dead_here, same_process, worker_id
@@ -202,10 +202,17 @@ class SyncReport:
                 "interrupted writes finished")
 
 
-def bm25_place(value: object) -> TypeGuard[BM25Store | str | Path]:
-    """Whether a retriever's ``bm25=`` says where BM25 lives (a folder or a ``BM25Store``, as a
-    ``ContextualVectorStore``'s ``bm25=`` does), not which retriever to ask (another keyword retriever)."""
-    return isinstance(value, str | Path | BM25Store)
+def bm25_place(value: Any, wrapped: object | None = None) -> tuple[BM25Store | str | Path | None, Any]:
+    """A retriever's ``bm25=`` as (where BM25 lives, which retriever to ask): a folder or a ``BM25Store`` is a place,
+    as a ``ContextualVectorStore``'s ``bm25=`` is; anything else another keyword retriever. ``wrapped``: the store
+    the retriever was given when it has its BM25 already (a ``ContextualVectorStore``, an engine's store), beside
+    which a place is refused."""
+    if not isinstance(value, str | Path | BM25Store):
+        return None, value
+    if wrapped is not None:
+        raise ConfigurationError(f"bm25={value!r} says where a plain store's BM25 lives; this "
+                                 f"{type(wrapped).__name__} has its own: drop bm25=", setting="bm25")
+    return value, None
 
 
 def bm25_beside(facts: StoreFacts) -> Path | None:
