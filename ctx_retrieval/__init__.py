@@ -99,7 +99,7 @@ __all__ = sorted([*_HOME, "__version__"]) + _errors.__all__
 
 def __getattr__(name: str) -> object:
     if name in _HOME:
-        value = getattr(_importlib.import_module(_HOME[name]), name)
+        value = vars(_importlib.import_module(_HOME[name]))[name]
         globals()[name] = value  # imported once: later look-ups find it without this function
         return value
     if name == "BM25Index":
