@@ -1,7 +1,7 @@
 """Pacing, below everything that calls a provider: the retry policy, client-side rate limits, the mirror of the
 server's buckets, run-wide pauses after 429s and 529s, priority slots, and the clock all of them read.
 
-The context engine (``contextualize._attempts``: its requests also hold slots, leases and a budget), the reranker
+The context engine (``contextualize._run``: its requests also hold slots, leases and a budget), the reranker
 and token counting pace through these; ``paced_call`` is the whole loop for a caller that needs nothing more (the
 reranker). A request that waits to retry gives its slot back first, so one slow chunk never stalls a run, and a
 429's ``retry-after`` pauses new requests run-wide instead of letting every worker bounce off the same limit. Time
@@ -612,7 +612,7 @@ class Pacer:
 
 class Hooks:
     """What a caller adds around each attempt of ``paced_call``; the defaults add nothing. The context engine's
-    (``contextualize._attempts``) hold its budget, slots, lease and report; the token counts' stop at the first
+    (``contextualize._run``) hold its budget, slots, lease and report; the token counts' stop at the first
     failure."""
 
     async def before(self) -> object | None:

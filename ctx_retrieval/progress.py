@@ -40,3 +40,13 @@ def progress_bar(total: int, desc: str, *, enabled: bool = True, unit: str = "ch
         yield bar
     finally:
         bar.close()
+
+
+def logs_above(bar: Any) -> contextlib.AbstractContextManager[Any]:
+    """While a progress bar runs, log lines go above it (through ``tqdm.write``) instead of breaking it."""
+    if isinstance(bar, NoBar):
+        return contextlib.nullcontext()
+    from tqdm.contrib.logging import logging_redirect_tqdm
+
+    redirect: contextlib.AbstractContextManager[Any] = logging_redirect_tqdm()
+    return redirect

@@ -24,15 +24,15 @@ from typing import TYPE_CHECKING, Protocol, TypeVar, cast
 from ctx_retrieval.contextualize.cache import CachedContext, ContextCache
 from ctx_retrieval.errors import CacheError
 from ctx_retrieval.naming import document_name
-from ctx_retrieval.types import ResultStatus, TokenUsage
+from ctx_retrieval.types import TokenUsage
 
 if TYPE_CHECKING:
     from ctx_retrieval.contextualize._planning import Plan, Planner
     from ctx_retrieval.contextualize._settings import RunSettings
-    from ctx_retrieval.contextualize._state import RunState
     from ctx_retrieval.contextualize.leases import DocumentLeases
-    from ctx_retrieval.pacing import Clock
-    from ctx_retrieval.types import ProviderResponse
+    from ctx_retrieval.pacing import Clock, Pacer
+    from ctx_retrieval.types import ProviderResponse, ResultStatus
+    from ctx_retrieval.usage import RunReport
 
 
 logger = logging.getLogger(__name__)
@@ -41,23 +41,25 @@ T = TypeVar("T")
 
 
 class RunHost(Protocol):
-    """What the cache side reads of the run it serves (the ``Engine``)."""
+    """What the cache side reads of the run it serves (``_run.Run``)."""
 
     settings: RunSettings
     planner: Planner
-    state: RunState
+    report: RunReport
+    pacer: Pacer
     clock: Clock
+    stop: bool
 
     def set(self, plan: Plan, i: int, context: str | None, status: ResultStatus, usage: TokenUsage) -> None: ...
 
 
 class RunCache:
-    """One run's dealings with its context cache (``Engine.cache``)."""
+    """One run's dealings with its context cache (``Run.cache``)."""
 
-    def __init__(self, engine: RunHost) -> None:
-        # The engine owns this object: a strong reference back would make a cycle that keeps each finished run
-        # (its plans and results) alive until the garbage collector's next pass (+9 MB over 10,000 chunks).
-        self.engine = cast(RunHost, weakref.proxy(engine))
+    def __init__(self, run: RunHost) -> None:
+        # The run owns this object: a strong reference back would make a cycle that keeps each finished run (its
+        # plans and results) alive until the garbage collector's next pass (+9 MB over 10,000 chunks).
+        self.run = cast(RunHost, weakref.proxy(run))
         self.unstored: dict[str, CachedContext] = {}  # answers paid for that the cache has not taken yet
         self._warned_store = False
         self._store_failures = 0
@@ -65,7 +67,7 @@ class RunCache:
         self._flushing = asyncio.Lock()
         self._outage_since: float | None = None
         self._threads = concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="ctx-cache")
-        self._local = isinstance(engine.settings.cache, ContextCache)
+        self._local = isinstance(run.settings.cache, ContextCache)
 
     # -- storing ---------------------------------------------------------------------------------------
 
@@ -73,7 +75,7 @@ class RunCache:
         """Commit an answer to the context cache at once (a killed run never pays for it again); when the cache
         cannot take it, keep it for later. Never raises: the answer is the run's result either way. ``plan`` and
         ``i``: the chunk it answers (None: a chunk of an earlier run's batch that this run does not hold)."""
-        s = self.engine.settings
+        s = self.run.settings
         if s.cache is None:
             return
         if plan is None:
@@ -87,8 +89,8 @@ class RunCache:
     async def flush(self, *, force: bool = False) -> None:
         """Store the answers the cache did not take yet, oldest first, off the event loop (a slow or unreachable
         database never stalls the requests in flight); after a failure, wait with backoff before trying again."""
-        cache = self.engine.settings.cache
-        clock = self.engine.clock
+        cache = self.run.settings.cache
+        clock = self.run.clock
         if cache is None or not self.unstored or (not force and clock.monotonic() < self._store_retry_at):
             return
         async with self._flushing:
@@ -102,14 +104,14 @@ class RunCache:
                     await self.in_thread(functools.partial(cache.put, key, entry))
                 except CacheError as exc:
                     self._store_failures += 1
-                    self._store_retry_at = clock.monotonic() + self.engine.settings.retry.backoff(
-                        self._store_failures, self.engine.state.pacer.rng)
+                    self._store_retry_at = clock.monotonic() + self.run.settings.retry.backoff(
+                        self._store_failures, self.run.pacer.rng)
                     if not self._warned_store:
                         self._warned_store = True
                         message = (f"the context cache cannot store answers ({exc}); they are kept in this run's "
                                    "results and stored when it takes writes again")
                         logger.warning("%s", message)
-                        self.engine.state.report.warnings.append(message)
+                        self.run.report.warnings.append(message)
                     return
                 self.unstored.pop(key, None)
                 self._store_failures = 0
@@ -118,7 +120,7 @@ class RunCache:
         """Last attempt to store what is left; the report counts what could not be."""
         await self.flush(force=True)
         self._threads.shutdown(wait=False)
-        report = self.engine.state.report
+        report = self.run.report
         report.unstored = len(self.unstored)
         if self.unstored:
             message = (f"{len(self.unstored)} contexts were paid for and are in this run's results, but the context "
@@ -151,8 +153,8 @@ class RunCache:
                    if_abandoned: Callable[[T], None] | None = None) -> T:
         """``fn()`` (a cache read or lease call) off the event loop, waiting out a transient outage for up to
         ``max_outage_s``."""
-        engine = self.engine
-        retry, clock = engine.settings.retry, engine.clock
+        run = self.run
+        retry, clock = run.settings.retry, run.clock
         failures = 0
         while True:
             try:
@@ -168,7 +170,7 @@ class RunCache:
                 if now - self._outage_since > retry.max_outage_s:
                     raise
                 failures += 1
-                await clock.sleep(retry.backoff(failures, engine.state.pacer.rng))
+                await clock.sleep(retry.backoff(failures, run.pacer.rng))
                 continue
             if self._outage_since is not None:
                 logger.warning("the context cache answers again after %.1f s", clock.monotonic() - self._outage_since)
@@ -179,9 +181,9 @@ class RunCache:
     async def still_missing(self, plan: Plan, pending: list[int]) -> list[int]:
         """``pending`` less the chunks whose contexts reached the cache since the run began (another worker
         wrote them): those are results now, never requests."""
-        found = await self.call(f"document {document_name(plan.document)}", lambda: self.engine.planner.lookup([plan]))
+        found = await self.call(f"document {document_name(plan.document)}", lambda: self.run.planner.lookup([plan]))
         for i in [i for i in pending if plan.keys[i] in found]:
-            self.engine.set(plan, i, found[str(plan.keys[i])], "cached", TokenUsage())
+            self.run.set(plan, i, found[str(plan.keys[i])], "cached", TokenUsage())
         return [i for i in pending if plan.keys[i] not in found]
 
     async def claim(self, leases: DocumentLeases, plan: Plan) -> bool:
@@ -206,9 +208,9 @@ class RunCache:
                                     count: bool = True) -> list[int]:
         """Take the document's contexts from the cache as the other worker stores them; what is left when its
         lease ends (it finished, failed or died) is this run's to write, claimed."""
-        engine = self.engine
+        run = self.run
         leases.waited += count
-        while not engine.state.stop:
+        while not run.stop:
             pending = await self.still_missing(plan, pending)
             if not pending:
                 return []
@@ -216,5 +218,5 @@ class RunCache:
                 return await self.still_missing(plan, pending)
             await asyncio.sleep(leases.poll_s)
         for i in pending:
-            engine.set(plan, i, None, "not_attempted", TokenUsage())
+            run.set(plan, i, None, "not_attempted", TokenUsage())
         return []

@@ -1,5 +1,5 @@
 """A run through Message Batches, at half price: cache-writing warm-ups first, then the rest in batches that read
-the cache, collected as they end; what did not succeed is retried as ordinary requests through the engine.
+the cache, collected as they end; what did not succeed is retried as ordinary requests through the run.
 
 Submitted batch ids are stored in the context cache at once, so a run that crashes while waiting collects them on
 restart instead of paying again.
@@ -13,9 +13,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Literal
 
-from ctx_retrieval.contextualize._attempts import traced_answer, traced_request
-from ctx_retrieval.contextualize._engine import Engine, read_answer
 from ctx_retrieval.contextualize._planning import Plan
+from ctx_retrieval.contextualize._run import Run, read_answer, traced_answer, traced_request
 from ctx_retrieval.contextualize._settings import RunSettings
 from ctx_retrieval.errors import ConfigurationError
 from ctx_retrieval.naming import printable
@@ -66,49 +65,49 @@ class BatchOptions:
         return provider
 
 
-async def run_batched(engine: Engine, work: list[tuple[Plan, list[int]]], options: BatchOptions) -> None:
+async def run_batched(run: Run, work: list[tuple[Plan, list[int]]], options: BatchOptions) -> None:
     """Each cacheable document's first chunk writes its cache (a warm-up batch by default, else ordinary
     requests); once those are answered the rest go as Message Batches and read it."""
-    cache, provider = engine.settings.cache, engine.settings.traits.batches
+    cache, provider = run.settings.cache, run.settings.traits.batches
     assert cache is not None and provider is not None  # BatchOptions.check said so before planning
     wanted = {str(plan.keys[i]): (plan, i) for plan, pending in work for i in pending}
     in_flight = cache.batches_in_flight()  # earlier runs' batches: paid for, collected, never resubmitted
     waiting = {key for keys in in_flight.values() for key in keys}
-    await engine.count_prefixes([plan for plan, pending in work if len(pending) > 1])
+    await run.count_prefixes([plan for plan, pending in work if len(pending) > 1])
     warm_ups: list[tuple[Plan, int]] = []
     to_batch: list[tuple[Plan, int]] = []
     for plan, pending in work:
         fresh = [i for i in pending if plan.keys[i] not in waiting]
         warming = len(fresh) < len(pending)  # an earlier run's batch holds some of its requests already
-        if len(fresh) > 1 and engine.planner.cacheable(plan) and not warming:
+        if len(fresh) > 1 and run.planner.cacheable(plan) and not warming:
             warm_ups.append((plan, fresh[0]))
             fresh = fresh[1:]
         to_batch.extend((plan, i) for i in fresh)
     if options.warm_up == "batch":
         # Half price for the cache writes too; the other requests wait for these answers, not for a racing
         # write inside one batch (hits within a batch are best effort).
-        retry = await _batch_phase(engine, provider, warm_ups, options, wanted, in_flight)
+        retry = await _batch_phase(run, provider, warm_ups, options, wanted, in_flight)
         in_flight = {}
     else:
         retry = warm_ups
-    await asyncio.gather(*(engine.generate(plan, i, priority=1) for plan, i in retry))
-    if engine.state.stop:
+    await asyncio.gather(*(run.generate(plan, i, priority=1) for plan, i in retry))
+    if run.stop:
         for plan, i in to_batch:
-            engine.set(plan, i, None, "not_attempted", TokenUsage())
+            run.set(plan, i, None, "not_attempted", TokenUsage())
         return
-    retry = await _batch_phase(engine, provider, to_batch, options, wanted, in_flight)
-    await asyncio.gather(*(engine.generate(plan, i, priority=0) for plan, i in retry))
+    retry = await _batch_phase(run, provider, to_batch, options, wanted, in_flight)
+    await asyncio.gather(*(run.generate(plan, i, priority=0) for plan, i in retry))
 
 
-async def _batch_phase(engine: Engine, provider: BatchProvider, items: list[tuple[Plan, int]], options: BatchOptions,
+async def _batch_phase(run: Run, provider: BatchProvider, items: list[tuple[Plan, int]], options: BatchOptions,
                        wanted: dict[str, tuple[Plan, int]], in_flight: dict[str, list[str]]) -> list[tuple[Plan, int]]:
     """Submit ``items`` as batches (with ``in_flight``, earlier runs' batches), wait for all of them to end and
     collect the answers; the items to retry as ordinary requests."""
-    s, report = engine.settings, engine.state.report
+    s, report = run.settings, run.report
     cache = s.cache
     assert cache is not None
     pending_batches = dict(in_flight)
-    for group in _batch_groups(engine, provider, items, options):
+    for group in _batch_groups(run, provider, items, options):
         keys = [key for key, _ in group]
         batch_id = await provider.asubmit_batch(group)
         cache.record_batch(batch_id, keys)  # at once: a crash from here on collects, never resubmits
@@ -122,29 +121,29 @@ async def _batch_phase(engine: Engine, provider: BatchProvider, items: list[tupl
             for key, response, why in await provider.abatch_results(batch_id):
                 item = wanted.get(key)
                 if response is not None:
-                    engine.count_usage(response.usage, batch=True)
+                    run.count_usage(response.usage, batch=True)
                     answer = read_answer(response, s.max_context_tokens, s.count_tokens)
                     if answer.problem is None:  # a refused, cut-off or empty answer is never cached
-                        await engine.cache.store(key, response, *(item or (None, 0)))
+                        await run.cache.store(key, response, *(item or (None, 0)))
                     if item is None:
                         continue
                     plan, i = item
-                    if engine.state.tracers:  # a batch result is traced as a request that started and ended now
-                        traced = engine.state.tracers.start(traced_request(s, plan, engine.planner.request(plan, i),
+                    if run.tracers:  # a batch result is traced as a request that started and ended now
+                        traced = run.tracers.start(traced_request(s, plan, run.planner.request(plan, i),
                                                                            batch=True))
-                        engine.state.tracers.end(traced, traced_answer(s, response, batch=True))
-                    engine.note_cache_use(plan, response.usage)
+                        run.tracers.end(traced, traced_answer(s, response, batch=True))
+                    run.note_cache_use(plan, response.usage)
                     if answer.problem is None:
                         report.generated += 1
-                        engine.set(plan, i, answer.context, "generated", response.usage)
+                        run.set(plan, i, answer.context, "generated", response.usage)
                     elif answer.problem[0] == "max_tokens":
                         retry.append(item)  # asked again as an ordinary request, with room to finish
                     else:
-                        engine.fail(plan, i, *answer.problem, response.usage)
+                        run.fail(plan, i, *answer.problem, response.usage)
                 elif item is not None and why is not None and why.startswith("errored:invalid_request"):
                     # The API rejected the request itself: sending it again cannot succeed.
                     report.errors_by_type["bad_request"] = report.errors_by_type.get("bad_request", 0) + 1
-                    engine.fail(*item, "bad_request", f"the batch answered {why}", TokenUsage())
+                    run.fail(*item, "bad_request", f"the batch answered {why}", TokenUsage())
                 elif item is not None:
                     logger.info("batch request for chunk %s ended %s: retrying it as an ordinary request",
                                 printable(item[0].chunks[item[1]].id), printable(why))
@@ -156,13 +155,13 @@ async def _batch_phase(engine: Engine, provider: BatchProvider, items: list[tupl
     return retry
 
 
-def _batch_groups(engine: Engine, provider: BatchProvider, items: list[tuple[Plan, int]],
+def _batch_groups(run: Run, provider: BatchProvider, items: list[tuple[Plan, int]],
                   options: BatchOptions) -> Iterator[list[tuple[str, ContextRequest]]]:
     """``(custom_id, request)`` groups within both batch limits: request count and serialized bytes."""
     group: list[tuple[str, ContextRequest]] = []
     size = 0
     for plan, i in items:
-        entry = (str(plan.keys[i]), engine.planner.request(plan, i))
+        entry = (str(plan.keys[i]), run.planner.request(plan, i))
         entry_bytes = provider.batch_request_bytes(*entry)
         if entry_bytes > options.max_batch_bytes:
             raise ConfigurationError(

@@ -4,7 +4,7 @@ Per document, one request goes first and writes the prompt cache; the document's
 and read it. Several documents are in flight, twice the requests in flight; follow-ups of documents whose cache is
 written go first, so each document finishes while its cache entry is warm. Every answer is committed to the
 persistent context cache as it arrives, so an identical rerun makes no request and a killed run resumes with only
-the missing chunks. The facade: ``planning`` decides what each document sends, ``engine`` runs the requests.
+the missing chunks. The facade: ``planning`` decides what each document sends, ``run`` runs the requests.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ from os import PathLike
 from typing import Literal
 
 from ctx_retrieval._aio import run_sync
-from ctx_retrieval.contextualize._engine import Engine, prepare_provider
 from ctx_retrieval.contextualize._planning import (
     DocumentItems,
     OnError,
@@ -29,8 +28,8 @@ from ctx_retrieval.contextualize._planning import (
     waves,
 )
 from ctx_retrieval.contextualize._reuse import estimate as estimate_run
+from ctx_retrieval.contextualize._run import Run, prepare_provider
 from ctx_retrieval.contextualize._settings import ProviderTraits, RunSettings
-from ctx_retrieval.contextualize._state import RunState, logs_above
 from ctx_retrieval.contextualize.batches import MAX_BATCH_BYTES, BatchOptions, run_batched
 from ctx_retrieval.contextualize.cache_postgres import CacheURL, is_postgres_url
 from ctx_retrieval.contextualize.leases import DEFAULT_LEASE_TTL_S, leases_for
@@ -42,6 +41,7 @@ from ctx_retrieval.contextualize.versions import ReusePolicy, VersionedStore
 from ctx_retrieval.contextualize.windowing import WindowConfig
 from ctx_retrieval.errors import ConfigurationError
 from ctx_retrieval.pacing import SYSTEM_CLOCK, Clock, RateLimit, RetryPolicy, SharedBudget
+from ctx_retrieval.progress import logs_above
 from ctx_retrieval.providers.base import Provider
 from ctx_retrieval.tokens import TokenCounter
 from ctx_retrieval.types import Chunk, SourceDocument
@@ -140,7 +140,7 @@ class ContextGenerator:
         self._warned_uncacheable: set[str] = set()
         self.last_report: RunReport | None = None
         self._exact_counts: dict[tuple[str, str], int] = {}  # (model, text digest) -> the API's count, across runs
-        self._active: list[RunState] = []  # runs in progress (stop() ends them)
+        self._active: list[Run] = []  # runs in progress (stop() ends them)
         self._starting = 0  # runs still planning: a stop() then is kept for them (None: no stop asked)
         self._stop_asked: bool | None = None  # at_once of a stop() that came while a run was starting
 
@@ -224,15 +224,15 @@ class ContextGenerator:
         are abandoned too (the CLI's second Ctrl-C); the run still ends with its report and every finished result."""
         if self._starting:  # a run still planning stops as soon as it starts (a Ctrl-C early in the run counts)
             self._stop_asked = bool(at_once or self._stop_asked)
-        for state in self._active:
-            self._stop(state, at_once=at_once)
+        for run in self._active:
+            self._stop(run, at_once=at_once)
 
     @staticmethod
-    def _stop(state: RunState, *, at_once: bool) -> None:
-        state.interrupted = state.stop = True
-        if at_once and state.task is not None and state.loop is not None:
-            state.abandoned = True
-            state.loop.call_soon_threadsafe(state.task.cancel)
+    def _stop(run: Run, *, at_once: bool) -> None:
+        run.interrupted = run.stop = True
+        if at_once and run.task is not None and run.loop is not None:
+            run.abandoned = True
+            run.loop.call_soon_threadsafe(run.task.cancel)
 
     def retry_failed(self, report: RunReport) -> ContextRun:
         """Run again the documents that have chunks without a context; finished chunks come from the cache,
@@ -323,37 +323,36 @@ class ContextGenerator:
             planner = Planner(settings, self._exact_counts)
             pacer = settings.pacer(self._seed)
             plans, fatal = await planner.plan_run(list(items), pacer)
-            state = RunState.start(plans, settings, notes=notes, fatal=fatal, pacer=pacer,
-                                   progress=self.progress if progress is None else progress,
-                                   leases=leases_for(settings.cache, self.lease_ttl_s, clock=settings.clock)
-                                   if batch is None else None)
-            engine = Engine(settings, planner, state, self._warned_uncacheable)
-            state.task, state.loop = asyncio.current_task(), asyncio.get_running_loop()
-            self._active.append(state)
+            run = Run(settings, planner, plans, pacer=pacer, progress=self.progress if progress is None else progress,
+                      notes=notes, fatal=fatal, warned=self._warned_uncacheable,
+                      leases=leases_for(settings.cache, self.lease_ttl_s, clock=settings.clock)
+                      if batch is None else None)
+            run.task, run.loop = asyncio.current_task(), asyncio.get_running_loop()
+            self._active.append(run)
         finally:
             self._starting -= 1
         if self._stop_asked is not None:  # stopped while planning: nothing is in flight, so no request starts
-            self._stop(state, at_once=False)
+            self._stop(run, at_once=False)
             if not self._starting:
                 self._stop_asked = None
-        parts = await engine.sort(plans, refresh=refresh)
+        parts = await run.sort(plans, refresh=refresh)
         try:
-            with logs_above(state.progress):
-                await (engine.run_documents(parts.work) if batch is None else run_batched(engine, parts.work, batch))
-                engine.warn_uncacheable()  # above the progress bar, as the run's other warnings
+            with logs_above(run.progress):
+                await (run.run_documents(parts.work) if batch is None else run_batched(run, parts.work, batch))
+                run.warn_uncacheable()  # above the progress bar, as the run's other warnings
         except asyncio.CancelledError:
-            if not state.abandoned:
+            if not run.abandoned:
                 raise
-            assert state.task is not None
-            state.task.uncancel()  # quit at once (stop(at_once=True)): what was done is kept and reported
-            engine.abandon()
+            assert run.task is not None
+            run.task.uncancel()  # quit at once (stop(at_once=True)): what was done is kept and reported
+            run.abandon()
         finally:
-            self._active.remove(state)
-            state.progress.close()
+            self._active.remove(run)
+            run.progress.close()
             await self.provider.aclose()
-        await engine.wrap_up(parts, refresh=refresh)
+        await run.wrap_up(parts, refresh=refresh)
         try:
-            return engine.finish(started)
+            return run.finish(started)
         finally:
-            self.last_report = state.report
+            self.last_report = run.report
 

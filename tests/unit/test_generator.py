@@ -381,7 +381,7 @@ def test_budget_cap_stops_cleanly_and_resumes(fake_server: Any, make_generator: 
 
 def test_the_progress_bar_counts_only_chunks_done(fake_server: Any, make_generator: Any,
                                                  monkeypatch: pytest.MonkeyPatch) -> None:
-    from ctx_retrieval.contextualize import _state as run_state
+    from ctx_retrieval.contextualize import _run as run_state
 
     class Bar:
         def __init__(self) -> None:

@@ -340,7 +340,7 @@ def test_each_retry_decision_is_logged_at_debug(make_generator: Any, fake_server
 
     document, chunks = make_document("dbg", paragraphs=3)
     fake_server.script_faults(["server_error"])
-    with caplog.at_level(logging.DEBUG, logger="ctx_retrieval.contextualize._attempts"):
+    with caplog.at_level(logging.DEBUG, logger="ctx_retrieval.contextualize._run"):
         run = make_generator().contextualize(document, chunks)
     assert run.report.retries >= 1
     assert any("-> retry" in r.getMessage() and "HTTP 500" in r.getMessage() for r in caplog.records)

@@ -1,4 +1,5 @@
-"""One run: which documents and chunks go when, what each answer becomes, and the report at the end.
+"""One run, one object (``Run``): its state, which documents and chunks go when, what each answer becomes, and the
+report at the end.
 
 Each document's first request writes its prompt cache before the others go; the run's first request goes alone, so
 a rejected key stops the run after one request. How one request goes and what a failure leads to (retries, pauses)
@@ -15,28 +16,41 @@ import dataclasses
 import logging
 import time
 from dataclasses import dataclass
+from typing import Any
 
-from ctx_retrieval.contextualize._attempts import STOPPED, Lost, request_context
 from ctx_retrieval.contextualize._planning import Partition, Plan, Planner, partition
 from ctx_retrieval.contextualize._reuse import find_previous, refresh_order, reuse_savings, versioned_store
 from ctx_retrieval.contextualize._runcache import RunCache
+from ctx_retrieval.contextualize._scheduling import DOCUMENTS_PER_SLOT, server_shape
 from ctx_retrieval.contextualize._settings import RunSettings
-from ctx_retrieval.contextualize._state import RunState
+from ctx_retrieval.contextualize.leases import DocumentLeases
 from ctx_retrieval.contextualize.prompts import clean_context
 from ctx_retrieval.contextualize.results import ContextRun
+from ctx_retrieval.contextualize.tracing import RunTracers, TracedAnswer, TracedRequest, current_tracers
 from ctx_retrieval.contextualize.versions import Previous
 from ctx_retrieval.errors import (
     BudgetExceededError,
     CacheError,
     ContextGenerationError,
     CtxRetrievalError,
+    ProviderUnavailableError,
 )
-from ctx_retrieval.models import cost_usd
+from ctx_retrieval.models import cost_usd, request_cost_usd
 from ctx_retrieval.naming import document_name, printable
-from ctx_retrieval.pacing import RetriesSpentError, Tries
+from ctx_retrieval.pacing import (
+    ConcurrencyTuner,
+    Hooks,
+    Pacer,
+    PrioritySlots,
+    RetriesSpentError,
+    Send,
+    Tries,
+    paced_call,
+)
+from ctx_retrieval.progress import make_bar
 from ctx_retrieval.tokens import TokenCounter
-from ctx_retrieval.types import ContextResult, ProviderResponse, ResultStatus, TokenUsage
-from ctx_retrieval.usage import FailedChunk, StaleChunk
+from ctx_retrieval.types import ContextRequest, ContextResult, ErrorDecision, ProviderResponse, ResultStatus, TokenUsage
+from ctx_retrieval.usage import FailedChunk, RunReport, StaleChunk
 
 logger = logging.getLogger(__name__)
 
@@ -93,41 +107,277 @@ async def prepare_provider(settings: RunSettings) -> list[str]:
     return notes
 
 
-class Engine:
-    """Runs the requests of one run for a generator's settings; ``warned`` carries the models already warned
-    about (once per generator, not per run)."""
+# -- a context request -------------------------------------------------------------------------------------------
+# What it adds to the one send-and-retry loop (``ctx_retrieval.pacing.paced_call``, which the reranker and the token
+# counts go through too): the run's budget and its first-request probe before the limiter, a slot (grown when latency
+# holds the run back) and the lease's freshness after it, tracing around the call, and the report's counts. The run
+# decides which chunks and documents go when; the pacing decides when a request is tried again (429s and outages
+# pause the whole run, using no attempt; other retryable errors back off per chunk, holding no slot); a failure that
+# stops the run stops it here, with the provider's typed error.
 
-    def __init__(self, settings: RunSettings, planner: Planner, state: RunState, warned: set[str]) -> None:
-        self.settings, self.planner, self.state, self.warned = settings, planner, state, warned
+
+class Lost:
+    """This run's hold on the document is stale (it stalled past its lease, or renewals failed): nothing was sent;
+    the cache is read again and the document claimed again first."""
+
+    __slots__ = ()
+
+
+STOPPED = object()  # the run stopped (a budget, a failure, stop()) before this attempt was sent
+
+
+class _ChunkHooks(Hooks):
+    """One chunk's attempts, as the run counts, traces and gates them."""
+
+    def __init__(self, run: Run, plan: Plan, request: ContextRequest, variable: int, priority: int, i: int) -> None:
+        settings = run.settings
+        self.s, self.run, self.plan, self.request, self.i = settings, run, plan, request, i
+        self.priority = priority
+        # in-flight cost matters only to a budget: not priced without one
+        self.estimate = estimated_cost(settings, plan, variable) if settings.budget_usd is not None else 0.0
+        self.probing = False
+        self.reserved_cost = False
+        self.slot = False
+        self.traced: list[Any] = []
+
+    async def before(self) -> object | None:
+        s, run = self.s, self.run
+        if run.stop:
+            return STOPPED
+        if run.probe is None:
+            # The run's first request goes alone: a rejected key or an unknown model then stops the run after one
+            # request instead of one per slot.
+            run.probe, self.probing = asyncio.Event(), True
+        else:
+            await run.probe.wait()
+            if run.stop:
+                return STOPPED
+        if s.budget_usd is not None and run.spent_usd() + run.inflight_cost + self.estimate > s.budget_usd:
+            run.stop = run.budget_hit = True
+            self.finished()
+            return STOPPED
+        run.inflight_cost += self.estimate  # reserved now, so requests waiting together cannot overspend
+        self.reserved_cost = True
+        return None
+
+    async def admit(self) -> object | None:
+        run = self.run
+        if run.stop:
+            return STOPPED
+        if run.tuner is not None:
+            run.grow_if_bound()
+        await run.slots.acquire(self.priority)
+        self.slot = True
+        if run.stop:  # stopped while this request waited for a slot (stop(), a failure, the budget)
+            return STOPPED
+        if run.leases is not None and not run.leases.trusted(self.plan):
+            return Lost()
+        run.report.requests += 1
+        if run.tracers:
+            self.traced = run.tracers.start(traced_request(self.s, self.plan, self.request))
+        return None
+
+    def answered(self, answer: Any, send: Send) -> None:
+        if self.traced:
+            self.run.tracers.end(self.traced, traced_answer(self.s, answer))
+        if self.run.tuner is not None:
+            self.run.tuner.answered(send.at)  # the client's own delays count in the latency it tunes by
+
+    def failed(self, error: Exception, decision: ErrorDecision, detail: str) -> None:
+        report = self.run.report
+        if decision.kind == "unreachable":
+            report.requests -= 1  # the connection was never made: nothing reached the server
+        report.errors_by_type[decision.kind] = report.errors_by_type.get(decision.kind, 0) + 1
+        if decision.kind == "rate_limited" and decision.action == "retry":
+            report.rate_limited += 1
+        logger.debug("chunk %s of document %s: %s -> %s%s", printable(self.plan.chunks[self.i].id),
+                     document_name(self.plan.document), printable(detail, 400), decision.action,
+                     f" after {decision.retry_after_s:.2f} s" if decision.retry_after_s else "")
+
+    def retrying(self, decision: ErrorDecision) -> None:
+        self.run.report.retries += 1
+
+    def finished(self) -> None:
+        run = self.run
+        if self.slot:
+            self.slot = False
+            run.slots.release()
+        if self.reserved_cost:
+            self.reserved_cost = False
+            run.inflight_cost -= self.estimate
+        if self.probing:
+            self.probing = False
+            assert run.probe is not None
+            run.probe.set()
+
+
+async def request_context(run: Run, plan: Plan, request: ContextRequest, i: int, *, variable: int, priority: int,
+                          tries: Tries) -> ProviderResponse | Lost | object:
+    """One chunk's context request through the run's pacing, retried as its policy says: the answer, ``Lost`` (a
+    stale lease: nothing sent), or ``STOPPED``. A chunk that fails for good raises ``RetriesSpentError`` (the run
+    stopped first when the failure stops it: a rejected key, a server down past ``max_outage_s``)."""
+    s = run.settings
+    tokens = variable if plan.cache_warm else variable + plan.prefix_tokens
+
+    def stops_the_run(decision: ErrorDecision, error: Exception) -> Exception:
+        run.stop_with(s.provider.run_error(decision, error), error)
+        assert tries.last_error is not None  # paced_call records the attempt before it asks for the run's error
+        kind, detail = tries.last_error
+        return RetriesSpentError(detail, kind=kind, detail=detail, provider=s.traits.name)
+
+    hooks = _ChunkHooks(run, plan, request, variable, priority, i)
+
+    async def call() -> ProviderResponse:
+        try:
+            return await s.provider.agenerate(request)
+        except BaseException as exc:
+            if hooks.traced:
+                run.tracers.error(hooks.traced, exc)
+            raise
+
+    try:
+        return await paced_call(call, pacer=run.pacer,
+                                classify=s.provider.classify_error, run_error=stops_the_run,
+                                limits_of=lambda answer: answer.limits, input_tokens=tokens,
+                                output_tokens=request.max_tokens, what="a context request",
+                                provider=s.traits.name, tries=tries, hooks=hooks)
+    except RetriesSpentError as spent_error:
+        if spent_error.kind == "unreachable":
+            down = run.pacer.clock.monotonic() - (run.pacer.outage_since or run.pacer.clock.monotonic())
+            if run.fatal is None:
+                unavailable = ProviderUnavailableError(
+                    f"the server at {s.traits.where} has refused connections for {down:.0f} s "
+                    f"(RetryPolicy.max_outage_s={s.retry.max_outage_s:.0f}): start it and run again (the same "
+                    "command, or retry_failed(error.report)); finished contexts are cached", provider=s.traits.name)
+                logger.warning("%s", unavailable)
+                run.stop_with(unavailable, spent_error.__cause__)
+            run.stop = True
+        raise
+
+
+def traced_request(s: RunSettings, plan: Plan, request: ContextRequest, *, batch: bool = False) -> TracedRequest:
+    return TracedRequest(document_id=plan.document.id, chunk_id=request.chunk_id, provider=s.traits.name,
+                         model=s.traits.model, prompt_version=plan.prompt.version, chunk_block=request.chunk_block,
+                         document_chars=len(request.document_prefix) + len(request.document_rest),
+                         max_tokens=request.max_tokens, batch=batch)
+
+
+def traced_answer(s: RunSettings, response: ProviderResponse, *, batch: bool = False) -> TracedAnswer:
+    info = s.traits.info
+    cost = request_cost_usd(response.usage, info, cache_ttl=s.traits.cache_ttl, batch=batch) if info else None
+    return TracedAnswer(response.text, response.usage, response.stop_reason, s.traits.model, cost)
+
+
+def estimated_cost(settings: RunSettings, plan: Plan, variable_tokens: int) -> float:
+    info = settings.traits.info
+    if info is None:
+        return 0.0
+    prefix = TokenUsage(cache_read_input_tokens=plan.prefix_tokens) if plan.cache_warm else TokenUsage(
+        cache_creation_input_tokens=plan.prefix_tokens)
+    usage = prefix + TokenUsage(input_tokens=variable_tokens, output_tokens=settings.request_max_tokens)
+    return request_cost_usd(usage, info, cache_ttl=settings.traits.cache_ttl)
+
+
+class Run:
+    """One run, and all its state: the settings it read when it started (frozen), its planner and plans, its report
+    and results, its pacing (limiter, clock, retry policy, streaks), request and document slots, progress bar, leases
+    and tracers, and what stopped it; its requests, what each answer becomes, and the report at the end. ``warned``
+    carries the models already warned about (once per generator, not per run)."""
+
+    def __init__(self, settings: RunSettings, planner: Planner, plans: list[Plan], *, pacer: Pacer, progress: bool,
+                 notes: list[str], fatal: CtxRetrievalError | None, leases: DocumentLeases | None,
+                 warned: set[str]) -> None:
+        self.settings, self.planner, self.plans, self.warned = settings, planner, plans, warned
+        versions = sorted({p.prompt.version for p in plans if p.chunks}) or [settings.prompt.version]
+        self.report = report = RunReport(
+            provider=settings.traits.name, model=settings.traits.model, prompt_version=", ".join(versions),
+            documents=len(plans), chunks=sum(len(p.chunks) for p in plans),
+            document_tokens=sum(p.tokens for p in plans if p.chunks), windowed_documents=sum(p.windowed for p in plans))
+        for note in notes:  # the provider's notes on its server
+            logger.warning("%s", note)
+            report.warnings.append(note)
+        self.results: list[ContextResult | None] = [None] * report.chunks
+        self.previous: dict[int, Previous] = {}  # earlier contexts served or kept (``versions``)
+        self.pacer = pacer  # the limiter, clock, retry policy, random source and run-wide streaks of every request
+        self.clock = pacer.clock  # every time decision of the run (tests inject one)
+        # Slots shaped by the server; the tuner (``pacing.ConcurrencyTuner``) grows them while latency, not the
+        # rate limits, holds the run back (None: fixed); documents in flight follow the slots
+        shape = server_shape(settings.traits, settings.max_concurrency, settings.max_documents_in_flight)
+        self.slots = PrioritySlots(shape.concurrency)
+        self.doc_slots = asyncio.Semaphore(shape.documents)
+        self.documents_capacity = shape.documents
+        self.documents_per_slot = 0.0 if settings.max_documents_in_flight else float(DOCUMENTS_PER_SLOT)
+        self.per_slot = shape.per_slot  # the server caches one prefix per slot: a document's chunks one at a time
+        self.tuner = ConcurrencyTuner(self.slots, settings.clock, shape.grow_to) if shape.grow_to is not None else None
+        report.peak_concurrency = shape.concurrency
+        self.progress: Any = make_bar(report.chunks, "contextualizing", enabled=progress)
+        self.leases = leases  # other workers share the cache: documents are claimed before writing
+        self.tracers = RunTracers(current_tracers(settings.tracers))  # who sees each request (``tracing``)
+        self.probe: asyncio.Event | None = None  # set when the run's first request (sent alone) has its answer
+        self.inflight_cost = 0.0  # the estimated cost of the requests in flight (a budget counts it as spent)
+        self.failures_logged = 0
         self.uncacheable: list[Plan] = []  # documents prompt caching did nothing for, said once at the end
-        self.clock = state.pacer.clock  # every time decision of the run (tests inject one)
+        # What stopped it: the first fatal error (raised at the end, from its cause), the budget, stop() (Ctrl-C in
+        # the CLI: requests in flight finish, the rest are not attempted), stop(at_once=True) (requests in flight
+        # were cancelled too: the run's task and loop, which a signal handler cancels)
+        self.stop = False
+        self.fatal: CtxRetrievalError | None = None
+        self.fatal_cause: BaseException | None = None
+        self.budget_hit = self.interrupted = self.abandoned = False
+        self.task: Any = None  # asyncio.Task (its uncancel() is 3.11+)
+        self.loop: asyncio.AbstractEventLoop | None = None
         self.cache = RunCache(self)
+        if fatal is not None:
+            self.stop_with(fatal, fatal.__cause__)
+
+    def stop_with(self, error: CtxRetrievalError, cause: BaseException | None = None) -> None:
+        """Stop the run; the first fatal error is the one raised at the end (``from`` its cause)."""
+        if self.fatal is None:
+            self.fatal, self.fatal_cause = error, cause
+        self.stop = True
+
+    def spent_usd(self) -> float:
+        """What the answers so far cost (0 where the model's prices are unknown)."""
+        info = self.settings.traits.info
+        return cost_usd(self.report.usage, info, cache_ttl=self.settings.traits.cache_ttl,
+                        long_prompt_usage=self.report.long_prompt_usage) if info else 0.0
+
+    def grow_if_bound(self) -> None:
+        """A request the rate limits let through is about to take a slot: the tuner decides whether more requests
+        go in flight; documents in flight follow the slots."""
+        if self.tuner is None or not self.tuner.bound():
+            return
+        wanted = int(self.slots.capacity * self.documents_per_slot)
+        while self.documents_capacity < wanted:
+            self.documents_capacity += 1
+            self.doc_slots.release()  # one more document may start
+        self.report.peak_concurrency = max(self.report.peak_concurrency, self.slots.capacity)
 
     def abandon(self) -> None:
         """After the run was quit at once: every chunk without a result (its request abandoned in flight, or never
         sent) is not attempted."""
-        for plan in self.state.plans:
+        for plan in self.plans:
             for i in range(len(plan.chunks)):
-                if self.state.results[plan.offset + i] is None:
+                if self.results[plan.offset + i] is None:
                     self.set(plan, i, None, "not_attempted", TokenUsage())
 
     def set(self, plan: Plan, i: int, context: str | None, status: ResultStatus, usage: TokenUsage, *,
             error: str | None = None, error_kind: str | None = None) -> None:
         s = self.settings
-        if status == "generated" and plan.offset + i in self.state.previous:
-            self.state.report.refreshed += 1  # a refresh wrote the context a stale one stood in for
-        self.state.results[plan.offset + i] = ContextResult(
+        if status == "generated" and plan.offset + i in self.previous:
+            self.report.refreshed += 1  # a refresh wrote the context a stale one stood in for
+        self.results[plan.offset + i] = ContextResult(
             document_id=plan.document.id, chunk_id=plan.chunks[i].id, position=plan.chunks[i].position,
             context=context, status=status, provider=s.traits.name, model=s.traits.model,
             prompt_version=plan.prompt.version, usage=usage, windowed=plan.windowed, error=error, error_kind=error_kind)
         if status != "not_attempted":  # the bar counts chunks done: a stopped run's bar ends where it stopped
-            self.state.progress.update(1)
+            self.progress.update(1)
 
     def reuse(self, plan: Plan, i: int, previous: Previous, *, error: str | None = None,
               error_kind: str | None = None) -> None:
         """Serve an earlier context of the chunk (stale), with the provenance it was written with."""
         entry = previous.entry
-        self.state.results[plan.offset + i] = ContextResult(
+        self.results[plan.offset + i] = ContextResult(
             document_id=plan.document.id, chunk_id=plan.chunks[i].id, position=plan.chunks[i].position,
             context=previous.context, status="reused", provider=entry.provider, model=entry.model,
             prompt_version=entry.prompt_version, windowed=plan.windowed, error=error, error_kind=error_kind,
@@ -142,16 +392,16 @@ class Engine:
             self.set(plan, i, context, "cached", TokenUsage())
         for plan, i, previous in parts.reused:
             self.reuse(plan, i, previous)
-            self.state.progress.update(1)
+            self.progress.update(1)
 
     def keep_previous(self) -> int:
         """After a refresh: a chunk whose new context was not written (failed, or the run stopped first) keeps its
         stale one, with why; how many kept theirs."""
         kept = 0
-        for plan in self.state.plans:
+        for plan in self.plans:
             for i in range(len(plan.chunks)):
-                previous = self.state.previous.get(plan.offset + i)
-                result = self.state.results[plan.offset + i]
+                previous = self.previous.get(plan.offset + i)
+                result = self.results[plan.offset + i]
                 if previous is None or result is None or result.context is not None:
                     continue
                 kept += 1
@@ -162,7 +412,7 @@ class Engine:
     def answer_followers(self, parts: Partition) -> None:
         """A chunk repeated in the run takes its first copy's answer (asked once)."""
         for plan, i, owner_plan, owner_i in parts.followers:
-            owner = self.state.results[owner_plan.offset + owner_i]
+            owner = self.results[owner_plan.offset + owner_i]
             assert owner is not None
             self.set(plan, i, owner.context, "cached" if owner.status == "generated" else owner.status,
                      TokenUsage(), error=owner.error, error_kind=owner.error_kind)
@@ -170,17 +420,17 @@ class Engine:
     def fail(self, plan: Plan, i: int, kind: str, message: str, usage: TokenUsage) -> None:
         # The first few failures are logged as warnings; the report lists them all (a thousand failed chunks
         # would otherwise bury the terminal and the progress bar).
-        self.state.failures_logged += 1
-        level = logging.WARNING if self.state.failures_logged <= LOGGED_FAILURES else logging.DEBUG
+        self.failures_logged += 1
+        level = logging.WARNING if self.failures_logged <= LOGGED_FAILURES else logging.DEBUG
         logger.log(level, "no context for chunk %s of document %s: %s: %s%s", printable(plan.chunks[i].id),
                    document_name(plan.document), kind, printable(message, 400),
-                   " (later failures: see the run's report)" if self.state.failures_logged == LOGGED_FAILURES else "")
+                   " (later failures: see the run's report)" if self.failures_logged == LOGGED_FAILURES else "")
         self.set(plan, i, None, "failed", usage, error=message, error_kind=kind)  # the kind is its own field
         if self.settings.on_error == "raise":
-            self.state.stop = True
+            self.stop = True
 
     async def run_documents(self, work: list[tuple[Plan, list[int]]]) -> None:
-        leases = self.state.leases
+        leases = self.leases
         async with leases.kept_alive() if leases is not None else contextlib.nullcontext():
             await self._run_all(work)
 
@@ -191,7 +441,7 @@ class Engine:
         try:
             done, pending_tasks = await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
         except asyncio.CancelledError:  # the run was cancelled: its documents end with it, none is left running
-            self.state.stop = True
+            self.stop = True
             for task in tasks:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
@@ -209,18 +459,18 @@ class Engine:
         try:
             await self._run_document(plan, pending)
         except CacheError as exc:
-            self.state.stop_with(exc, exc.__cause__)
+            self.stop_with(exc, exc.__cause__)
             for i in pending:
-                if self.state.results[plan.offset + i] is None:
+                if self.results[plan.offset + i] is None:
                     self.set(plan, i, None, "not_attempted", TokenUsage())
 
     async def _run_document(self, plan: Plan, pending: list[int]) -> None:
-        leases, cache = self.state.leases, self.cache
+        leases, cache = self.leases, self.cache
         if leases is None:
-            async with self.state.doc_slots:
+            async with self.doc_slots:
                 await self._write_document(plan, pending)
             return
-        async with self.state.doc_slots:  # claimed when about to write it, not when queued
+        async with self.doc_slots:  # claimed when about to write it, not when queued
             if await cache.claim(leases, plan):
                 try:
                     await self._write_document(plan, await cache.still_missing(plan, pending))
@@ -231,24 +481,23 @@ class Engine:
         pending = await cache.wait_for_other_worker(leases, plan, pending)
         if pending:
             try:
-                async with self.state.doc_slots:
+                async with self.doc_slots:
                     await self._write_document(plan, pending)
             finally:
                 cache.release(leases, plan)
 
     async def _write_document(self, plan: Plan, pending: list[int]) -> None:
         """Write a document's missing contexts (its caller holds a document slot)."""
-        state = self.state
         if len(pending) > 1:
             await self.count_prefixes([plan])
         rest = list(pending)
-        if state.per_slot:  # one slot per document: its chunks one after another, the prefix stays warm
+        if self.per_slot:  # one slot per document: its chunks one after another, the prefix stays warm
             for i in rest:
                 await self.generate(plan, i, priority=0)
             return
         if len(rest) > 1 and self.planner.cacheable(plan):
             # One request first: it writes the document's prompt cache, which the others then read.
-            while rest and not state.stop:
+            while rest and not self.stop:
                 if await self.generate(plan, rest.pop(0), priority=1):
                     break
         await asyncio.gather(*(self.generate(plan, i, priority=0) for i in rest))
@@ -263,9 +512,9 @@ class Engine:
         near = [p for p in plans if not p.windowed and (
             self.settings.exact_token_counts or planner.near_minimum(p.prefix_tokens))]
         try:
-            await planner.count_texts({(counter.model, p.digest): p.document.text for p in near}, self.state.pacer)
+            await planner.count_texts({(counter.model, p.digest): p.document.text for p in near}, self.pacer)
         except CtxRetrievalError as exc:
-            self.state.stop_with(exc, exc.__cause__)
+            self.stop_with(exc, exc.__cause__)
             return
         for plan in near:
             exact = planner.exact_counts.get((counter.model, plan.digest))
@@ -274,14 +523,14 @@ class Engine:
 
     async def generate(self, plan: Plan, i: int, *, priority: int) -> bool:
         """Request one chunk's context with retries; True when it got one."""
-        s, state = self.settings, self.state
+        s = self.settings
         key = plan.keys[i]
         assert key is not None
         request = self.planner.request(plan, i)
         variable = s.count_tokens(request.document_rest) + s.count_tokens(request.chunk_block)
         tries = Tries()
         while True:
-            if state.stop:
+            if self.stop:
                 # A chunk tried before the run stopped failed (with why); only an untried one was not attempted.
                 if tries.last_error is None:
                     self.set(plan, i, None, "not_attempted", TokenUsage())
@@ -290,7 +539,7 @@ class Engine:
                     self.set(plan, i, None, "failed", TokenUsage(), error=detail, error_kind=kind)
                 return False
             try:
-                outcome = await request_context(s, state, plan, request, i, variable=variable, priority=priority,
+                outcome = await request_context(self, plan, request, i, variable=variable, priority=priority,
                                                 tries=tries)
             except RetriesSpentError as failed:
                 self.fail(plan, i, failed.kind, failed.detail, TokenUsage())
@@ -298,10 +547,10 @@ class Engine:
             if outcome is STOPPED:
                 continue  # the run stopped (budget, or another chunk's failure) while this one waited
             if isinstance(outcome, Lost):  # a stale hold: the context may be stored, or another worker writes it
-                assert state.leases is not None
-                if await self.cache.wait_for_other_worker(state.leases, plan, [i], count=False):
+                assert self.leases is not None
+                if await self.cache.wait_for_other_worker(self.leases, plan, [i], count=False):
                     continue  # its lease ended without this chunk's context: ours again, claimed
-                result = state.results[plan.offset + i]
+                result = self.results[plan.offset + i]
                 return result is not None and result.context is not None
             assert isinstance(outcome, ProviderResponse)
             response = outcome
@@ -309,10 +558,10 @@ class Engine:
             if response.cache_reported:
                 self.note_cache_use(plan, response.usage)
             else:
-                state.report.cache_reads_reported = False
+                self.report.cache_reads_reported = False
             if response.stop_reason == "max_tokens" and request.max_tokens == s.request_max_tokens:
                 # Cut off (by thinking, or a long preamble): never stored; asked once more with room.
-                state.report.retries += 1
+                self.report.retries += 1
                 request = dataclasses.replace(request, max_tokens=request.max_tokens * MAX_TOKENS_RETRY_FACTOR)
                 continue
             answer = read_answer(response, s.max_context_tokens, s.count_tokens)
@@ -320,7 +569,7 @@ class Engine:
                 self.fail(plan, i, *answer.problem, response.usage)
                 return False
             await self.cache.store(key, response, plan, i)
-            state.report.generated += 1
+            self.report.generated += 1
             self.set(plan, i, answer.context, "generated", response.usage)
             return True
 
@@ -330,14 +579,14 @@ class Engine:
         """The run's chunks sorted before any request: cached, reused (``versions``), empty, or to request (a
         refresh: most urgent first); the ones needing no request get their results, and the document versions are
         recorded."""
-        planner, state = self.planner, self.state
+        planner = self.planner
         hits = await self.cache.call("the run", lambda: planner.lookup(plans))
-        state.previous = await self.cache.call("the run", lambda: find_previous(self.settings, plans, hits,
+        self.previous = await self.cache.call("the run", lambda: find_previous(self.settings, plans, hits,
                                                                                 refreshing=refresh))
-        parts = partition(plans, hits, None if refresh else state.previous)
+        parts = partition(plans, hits, None if refresh else self.previous)
         if refresh:
-            parts.work = refresh_order(parts.work, state.previous)
-        state.report.reuse_saved_usd = reuse_savings(planner, parts)
+            parts.work = refresh_order(parts.work, self.previous)
+        self.report.reuse_saved_usd = reuse_savings(planner, parts)
         self.settle(parts)
         await self.record_versions(plans)
         return parts
@@ -345,16 +594,15 @@ class Engine:
     async def wrap_up(self, parts: Partition, *, refresh: bool) -> None:
         """After the requests: repeats take their first copy's answer, a refresh's unwritten chunks keep their stale
         contexts, the versions' stale counts are brought up to date, what the cache did not take is stored."""
-        state = self.state
         self.answer_followers(parts)
-        if refresh and state.previous:
+        if refresh and self.previous:
             kept = self.keep_previous()
             if kept:
                 message = (f"{kept} stale contexts were not rewritten (failed, or the run stopped first): they keep "
                            "their earlier contexts; refresh again to finish")
                 logger.warning("%s", message)
-                state.report.warnings.append(message)
-            await self.record_versions(state.plans)
+                self.report.warnings.append(message)
+            await self.record_versions(self.plans)
         await self.cache.finish()
 
     async def record_versions(self, plans: list[Plan]) -> None:
@@ -363,8 +611,8 @@ class Engine:
         store = versioned_store(self.settings)
         if store is None or store.read_only:
             return
-        results = self.state.results
-        previous = self.state.previous
+        results = self.results
+        previous = self.previous
 
         def stale(plan: Plan) -> int:  # served a reused context, or (a refresh under way) still to be rewritten
             return sum(1 for n in range(plan.offset, plan.offset + len(plan.chunks))
@@ -387,14 +635,14 @@ class Engine:
         plan.cache_checked = True
         if plan.cache_warm:
             return
-        self.state.report.uncacheable_documents.append(plan.document.id)
+        self.report.uncacheable_documents.append(plan.document.id)
         self.uncacheable.append(plan)
 
     def warn_uncacheable(self) -> None:
         """One warning for the run (and once per model for the generator) naming how many documents prompt
         caching did nothing for (it was one a document's first, in every log)."""
         traits, plans = self.settings.traits, sorted(self.uncacheable, key=lambda p: p.offset)  # in input order
-        report = self.state.report
+        report = self.report
         report.uncacheable_documents[:] = [p.document.id for p in plans]  # the same documents, answered in any order
         if not plans or traits.model in self.warned:
             return
@@ -405,7 +653,7 @@ class Engine:
         part = (f", {windowed} by its window's fixed part (the first {self.settings.window.num_start_chunks} chunks)"
                 if windowed else "")
         message = (
-            f"prompt caching did nothing for {len(plans)} of {len(self.state.plans)} documents (e.g. "
+            f"prompt caching did nothing for {len(plans)} of {len(self.plans)} documents (e.g. "
             f"{document_name(plans[0].document)}): each is below {traits.model}'s minimum cacheable length ({stated})"
             f"{part}, so each of their chunks pays the whole document or window (report.uncacheable_documents lists "
             "them)")
@@ -414,7 +662,7 @@ class Engine:
 
     def count_usage(self, usage: TokenUsage, *, batch: bool = False) -> None:
         """Add one answer's usage to the report, noting whether its prompt fell into the dearer price tier."""
-        report, info = self.state.report, self.settings.traits.info
+        report, info = self.report, self.settings.traits.info
         long_prompt = info is not None and info.in_long_prompt_tier(usage.prompt_tokens)
         if batch:
             report.batch_usage += usage
@@ -428,14 +676,14 @@ class Engine:
 
     def finish(self, started: float) -> ContextRun:
         """The run's results in input order and its report; raises the run's error (with the report) if it had one."""
-        settings, state = self.settings, self.state
-        report = state.report
+        settings = self.settings
+        report = self.report
         self.warn_uncacheable()
         results: list[ContextResult] = []
-        for plan in state.plans:
+        for plan in self.plans:
             nonempty = sum(key is not None for key in plan.keys)
             for i, chunk in enumerate(plan.chunks):
-                result = state.results[plan.offset + i]
+                result = self.results[plan.offset + i]
                 assert result is not None, "every chunk gets a result"
                 results.append(result)
                 if nonempty and (result.usage.prompt_tokens or result.usage.output_tokens):
@@ -443,7 +691,7 @@ class Engine:
                 if result.status == "cached":
                     report.cached += 1
                 elif result.status == "reused":
-                    previous = state.previous[plan.offset + i]
+                    previous = self.previous[plan.offset + i]
                     report.stale.append(StaleChunk(plan.document, chunk, plan.chunks, result.written_from or "",
                                                    result.model, result.prompt_version, previous.distance,
                                                    not previous.same_settings))
@@ -462,21 +710,21 @@ class Engine:
                                       long_prompt_usage=report.long_prompt_batch_usage)
                            if info else None)
         report.wall_time_s = time.perf_counter() - started
-        report.shared_documents = state.leases.waited if state.leases is not None else 0
-        report.lease_rechecks = state.leases.rechecked if state.leases is not None else 0
+        report.shared_documents = self.leases.waited if self.leases is not None else 0
+        report.lease_rechecks = self.leases.rechecked if self.leases is not None else 0
         run = ContextRun(results, report)
-        if state.fatal is not None:
-            state.fatal.report, state.fatal.run = report, run
-            raise state.fatal from state.fatal_cause
+        if self.fatal is not None:
+            self.fatal.report, self.fatal.run = report, run
+            raise self.fatal from self.fatal_cause
         error: ContextGenerationError | None = None
-        if state.budget_hit:
+        if self.budget_hit:
             budget = settings.budget_usd or 0.0
             error = BudgetExceededError(
                 f"stopped before exceeding budget_usd=${budget:.4f} (spent ${report.cost_usd or 0:.4f}); "
                 f"{len(report.to_retry)} chunks have no context: raise the budget and run again (the same command, or "
                 "retry_failed(error.report)); finished contexts are cached", report=report, budget_usd=budget,
                 spent_usd=report.cost_usd or 0.0)
-        elif state.interrupted and report.to_retry:
+        elif self.interrupted and report.to_retry:
             error = ContextGenerationError(
                 f"the run was stopped (ContextGenerator.stop(), Ctrl-C) with {report.not_attempted} chunks not "
                 f"attempted and {report.failed} failed; what it finished is cached: run it again, or call "
