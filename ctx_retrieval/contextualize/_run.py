@@ -130,11 +130,10 @@ class _ChunkHooks(Hooks):
     """One chunk's attempts, as the run counts, traces and gates them."""
 
     def __init__(self, run: Run, plan: Plan, request: ContextRequest, variable: int, priority: int, i: int) -> None:
-        settings = run.settings
-        self.s, self.run, self.plan, self.request, self.i = settings, run, plan, request, i
+        self.s, self.run, self.plan, self.request, self.i = run.settings, run, plan, request, i
         self.priority = priority
         # in-flight cost matters only to a budget: not priced without one
-        self.estimate = estimated_cost(settings, plan, variable) if settings.budget_usd is not None else 0.0
+        self.estimate = estimated_cost(self.s, plan, variable) if self.s.budget_usd is not None else 0.0
         self.probing = False
         self.reserved_cost = False
         self.slot = False
@@ -164,8 +163,7 @@ class _ChunkHooks(Hooks):
         run = self.run
         if run.stop:
             return STOPPED
-        if run.tuner is not None:
-            run.grow_if_bound()
+        run.grow_if_bound()
         await run.slots.acquire(self.priority)
         self.slot = True
         if run.stop:  # stopped while this request waited for a slot (stop(), a failure, the budget)
@@ -243,7 +241,7 @@ async def request_context(run: Run, plan: Plan, request: ContextRequest, i: int,
                                 provider=s.traits.name, tries=tries, hooks=hooks)
     except RetriesSpentError as spent_error:
         if spent_error.kind == "unreachable":
-            down = run.pacer.clock.monotonic() - (run.pacer.outage_since or run.pacer.clock.monotonic())
+            down = run.clock.monotonic() - (run.pacer.outage_since or run.clock.monotonic())
             if run.fatal is None:
                 unavailable = ProviderUnavailableError(
                     f"the server at {s.traits.where} has refused connections for {down:.0f} s "
@@ -308,7 +306,7 @@ class Run:
         self.documents_capacity = shape.documents
         self.documents_per_slot = 0.0 if settings.max_documents_in_flight else float(DOCUMENTS_PER_SLOT)
         self.per_slot = shape.per_slot  # the server caches one prefix per slot: a document's chunks one at a time
-        self.tuner = ConcurrencyTuner(self.slots, settings.clock, shape.grow_to) if shape.grow_to is not None else None
+        self.tuner = ConcurrencyTuner(self.slots, self.clock, shape.grow_to) if shape.grow_to is not None else None
         report.peak_concurrency = shape.concurrency
         self.progress: Any = make_bar(report.chunks, "contextualizing", enabled=progress)
         self.leases = leases  # other workers share the cache: documents are claimed before writing

@@ -45,6 +45,17 @@ def test_a_query_service_imports_neither_the_context_engine_nor_a_name_it_does_n
         ctx_retrieval.ContextGenrator  # type: ignore[attr-defined]  # noqa: B018
 
 
+def test_the_names_type_checkers_read_are_the_names_imported_at_run_time() -> None:
+    # ctx_retrieval/__init__.py names each top-level name twice: in its TYPE_CHECKING imports and in _HOMES
+    import ast
+
+    tree = ast.parse((ROOT / "ctx_retrieval" / "__init__.py").read_text(encoding="utf-8"))
+    checked = next(node for node in tree.body if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test))
+    typed = {(alias.name, node.module) for node in checked.body if isinstance(node, ast.ImportFrom)
+             for alias in node.names}
+    assert typed == {(name, module) for name, module in ctx_retrieval._HOME.items()}  # type: ignore[attr-defined]
+
+
 def test_all_is_exact_and_importable() -> None:
     for name in ctx_retrieval.__all__:
         assert hasattr(ctx_retrieval, name), name
