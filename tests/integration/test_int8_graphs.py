@@ -88,8 +88,10 @@ def test_the_graph_is_built_once_for_the_machine_and_loaded_after(tmp_path: Path
         first = MiniLMEmbedder()
         first.warm_up()
     built = sorted(p.name for p in (tmp_path / "models").iterdir() if not p.name.startswith("."))
-    assert [n.rsplit("-", 1)[0] for n in built] == ["all-MiniLM-L6-v2-int8-v2"] * 2  # the graph and its tables
+    assert [n.rsplit("-", 1)[0] for n in built] == ["all-MiniLM-L6-v2-int8-v3"] * 2  # the graph and its tables
     assert {Path(n).suffix for n in built} == {".onnx", ".npz"}
+    ops = {n.name: n.op_type for n in pytest.importorskip("onnx").load(str(first._graph)).graph.node}
+    assert ops["l0.out"] == ops["l5.out"] == ops["l5.down"] == "MatMul" and ops["l0.up_quant"] == "MatMulInteger"
     assert "building all-MiniLM-L6-v2" in caplog.text
     assert {r.name for r in caplog.records} == {"ctx_retrieval.retrieval._encoder"}  # no quantizer chatter
     caplog.clear()

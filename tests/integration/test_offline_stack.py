@@ -116,16 +116,16 @@ def test_stored_index_searches_and_builds_a_missing_bm25_store(tmp_path: Path, e
 
 
 def test_plain_rows_match_the_calibration(embedder: MiniLMEmbedder) -> None:
-    """Plain dense 17.5%, BM25 16.9%, RRF hybrid 12.9% failure@20 were measured with this stack and identifier-split
-    tokens (about a point); indexing whole identifiers too (the default since issue 16) fails less. (Plain dense was
-    19.1% with MiniLM's fp32 multiplies; its int8 graph, issue 50, finds two questions more.)"""
+    """Plain dense 18.8%, BM25 16.5%, RRF hybrid 14.0% failure@20 are this stack's with identifier-split tokens (to
+    about a point); indexing whole identifiers too (the default since issue 16) fails less. (Plain dense was 19.1%
+    with MiniLM's fp32 multiplies, 17.5% with issue 50's first int8 graph.)"""
     corpus = load_cookbook()
     result = run_ablation(corpus, {}, contextualizer_label="none", embedder=embedder, vector_store="numpy",
                           tokenizer="parts")
     rows = {r.name: r.failure_at_20 for r in result.rows}
-    assert rows["plain dense"] == pytest.approx(0.175, abs=0.01)
-    assert rows["plain BM25"] == pytest.approx(0.169, abs=0.011)
-    assert rows["plain hybrid"] == pytest.approx(0.129, abs=0.011)
+    assert rows["plain dense"] == pytest.approx(0.188, abs=0.01)
+    assert rows["plain BM25"] == pytest.approx(0.165, abs=0.01)
+    assert rows["plain hybrid"] == pytest.approx(0.140, abs=0.01)
     default = {r.name: r.failure_at_20 for r in run_ablation(corpus, {}, contextualizer_label="none",
                                                               embedder=embedder).rows}
     assert default["plain dense"] == rows["plain dense"]

@@ -95,7 +95,7 @@ def test_the_cli_writes_queries_and_evaluates_a_new_corpus_with_them(
     for n in range(4):
         (docs / f"guide-{n}.md").write_text(make_document(f"guide-{n}", paragraphs=8)[0].text, encoding="utf-8")
     common = ["--contextualizer", "fake", "--chunk-chars", "400", "--cache", str(tmp_path / "c.sqlite"),
-              "--embedder", "minilm"]  # what the test is about does not need e5 (2.4x slower)
+              "--embedder", "minilm"]  # what the test is about does not need e5 (2.3x slower)
     assert main(["queries", str(docs), "--count", "10", "--dry-run", *common], twin=FakeAnthropicServer) == 0
     assert "10 requests" in capsys.readouterr().out
     out = tmp_path / "q.jsonl"
@@ -126,7 +126,7 @@ def test_the_verdict_refuses_template_questions_that_quote_their_chunks(
     for n in range(4):
         (docs / f"guide-{n}.md").write_text(make_document(f"guide-{n}", paragraphs=8)[0].text, encoding="utf-8")
     common = ["--contextualizer", "fake", "--chunk-chars", "400", "--cache", str(tmp_path / "c.sqlite"),
-              "--embedder", "minilm"]  # what the test is about does not need e5 (2.4x slower)
+              "--embedder", "minilm"]  # what the test is about does not need e5 (2.3x slower)
     assert main(["eval", str(docs), "--generate-queries", "12", "--work-dir", str(tmp_path / "work"), *common],
                 twin=FakeAnthropicServer) == 0
     out = capsys.readouterr().out
