@@ -84,6 +84,54 @@ def test_edits_and_deletes_reach_both_sides_and_the_statistics(store: PostgresSt
     stats = store._conn.execute("SELECT chunks, length FROM ctx_chunks_stats").fetchone()
     terms = store._conn.execute("SELECT count(*), coalesce(sum(tf), 0) FROM ctx_chunks_terms").fetchone()
     assert stats[0] == 2 and stats[1] == terms[1] > 0
+    # each term's document frequency, kept by the writes, is its postings' count (terms no chunk holds: 0)
+    kept = dict(store._conn.execute("SELECT term, df FROM ctx_chunks_df WHERE df <> 0").fetchall())
+    assert kept == dict(store._conn.execute("SELECT term, count(*) FROM ctx_chunks_terms GROUP BY term").fetchall())
+    assert kept["zanzibar"] == 1 and "tucson" not in kept
+
+
+def test_a_table_made_before_the_document_frequencies_gets_them_counted_once_when_opened(store: PostgresStore, url: str,
+                                                                                       embedder: Any) -> None:
+    before = side_ids(store, "bm25", "revenue quarter report", 4, None)
+    store._conn.execute("DROP TABLE ctx_chunks_df")  # as a table written before the frequencies were kept
+    reopened = PostgresStore(url, embedder=embedder)
+    assert side_ids(reopened, "bm25", "revenue quarter report", 4, None) == before
+    count = "SELECT term, count(*) FROM ctx_chunks_terms GROUP BY term"
+    assert dict(reopened._conn.execute("SELECT term, df FROM ctx_chunks_df").fetchall()) == dict(
+        reopened._conn.execute(count).fetchall())
+    reopened.close()
+
+
+def test_two_writers_at_once_keep_the_document_frequencies_their_postings_have(url: str, embedder: Any) -> None:
+    """Two connections writing and deleting chunks of shared words at once: every write counts its terms in one
+    order and the statistics last, so neither waits for the other in a circle, and the counts stay exact."""
+    import threading
+
+    stores = [PostgresStore(url, embedder=embedder) for _ in range(2)]
+    errors: list[BaseException] = []
+
+    def write(n: int) -> None:
+        try:
+            for step in range(12):
+                words = " ".join(f"w{(step * 7 + j * (n + 2)) % 23}" for j in range(9))
+                stores[n].add([IndexedChunk(f"{n}:{step}:{j}", f"doc{n}", f"{words} {j}", None) for j in range(3)])
+                if step % 3 == 1:  # the last step adds
+                    stores[n].delete_documents([f"doc{n}"])
+        except BaseException as exc:  # reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=write, args=(n,)) for n in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert not errors
+    conn = stores[0]._conn
+    kept = dict(conn.execute("SELECT term, df FROM ctx_chunks_df WHERE df <> 0").fetchall())
+    assert kept == dict(conn.execute("SELECT term, count(*) FROM ctx_chunks_terms GROUP BY term").fetchall()) != {}
+    assert len(stores[0]) == conn.execute("SELECT count(*) FROM ctx_chunks").fetchone()[0] > 0
+    for store in stores:
+        store.close()
 
 
 @pytest.mark.parametrize("where", [
