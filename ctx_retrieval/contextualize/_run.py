@@ -3,7 +3,8 @@ report at the end.
 
 Each document's first request writes its prompt cache before the others go; the run's first request goes alone, so
 a rejected key stops the run after one request. How one request goes and what a failure leads to (retries, pauses)
-is ``attempts``; the cache side (stores that lose no paid answer, leases) is ``runcache``. Fatal errors are raised
+is ``request_context`` below, through ``pacing.paced_call``; the cache side (stores that lose no paid answer,
+leases) is ``_runcache``. Fatal errors are raised
 ``from`` their cause with the report and every result attached. With leases (a shared cache), a document another
 worker is writing is waited for, its contexts read from the cache, never requested again.
 """
@@ -702,10 +703,8 @@ class Run:
                     report.skipped.append(FailedChunk(plan.document, chunk, plan.chunks, "not_attempted",
                                                       "the run stopped before this chunk"))
         info = settings.traits.info
-        ttl = settings.traits.cache_ttl
-        report.cost_usd = (cost_usd(report.usage, info, cache_ttl=ttl, long_prompt_usage=report.long_prompt_usage)
-                           + cost_usd(report.batch_usage, info, cache_ttl=ttl, batch=True,
-                                      long_prompt_usage=report.long_prompt_batch_usage)
+        report.cost_usd = (self.spent_usd() + cost_usd(report.batch_usage, info, cache_ttl=settings.traits.cache_ttl,
+                                                       batch=True, long_prompt_usage=report.long_prompt_batch_usage)
                            if info else None)
         report.wall_time_s = time.perf_counter() - started
         report.shared_documents = self.leases.waited if self.leases is not None else 0

@@ -129,8 +129,7 @@ async def _batch_phase(run: Run, provider: BatchProvider, items: list[tuple[Plan
                         continue
                     plan, i = item
                     if run.tracers:  # a batch result is traced as a request that started and ended now
-                        traced = run.tracers.start(traced_request(s, plan, run.planner.request(plan, i),
-                                                                           batch=True))
+                        traced = run.tracers.start(traced_request(s, plan, run.planner.request(plan, i), batch=True))
                         run.tracers.end(traced, traced_answer(s, response, batch=True))
                     run.note_cache_use(plan, response.usage)
                     if answer.problem is None:
