@@ -11,9 +11,10 @@ Public modules:
 - ``windowing``, ``prompts``, ``validation``: the prompt's document part, its text, input checks.
 - ``heuristic``: the no-LLM baseline; ``results``: what a run returns; ``tracing``, ``otel``: spans.
 
-The engine, private (its names may change in any release): ``_settings`` (what a run reads, fixed when it starts, and
-its provider's traits), ``_planning`` (what each document sends and what is already cached), ``_run`` (one run, one
-object: its state, its requests, what each adds to the one send-and-retry loop ``pacing.paced_call`` (budget, probe,
-slot, lease, tracing, report), failures and report), ``_runcache`` (the run's dealings with the cache), ``_reuse``
-(earlier contexts a run may take), ``_scheduling`` (how many requests and documents a run keeps in flight).
+The engine, private (its names may change in any release): ``_settings`` (a generator's settings, frozen when it is
+built, and its provider's traits), ``_planning`` (what each document sends and what is already cached), ``_run``
+(one run, one object: its state, its requests, what each adds to the one send-and-retry loop ``pacing.paced_call``
+(budget, probe, slot, lease, tracing, report), failures and report), ``_runcache`` (the run's dealings with the
+cache), ``_reuse`` (earlier contexts a run may take), ``_scheduling`` (how many requests and documents a run keeps in
+flight).
 """

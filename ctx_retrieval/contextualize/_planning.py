@@ -8,10 +8,8 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import math
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
 
 from ctx_retrieval.contextualize._scheduling import AUTO_START_CONCURRENCY
 from ctx_retrieval.contextualize._settings import RunSettings
@@ -20,18 +18,16 @@ from ctx_retrieval.contextualize.prompts import PromptTemplate, clean_context
 from ctx_retrieval.contextualize.results import CostEstimate
 from ctx_retrieval.contextualize.stores import OutputHistory
 from ctx_retrieval.contextualize.validation import locate_chunks
-from ctx_retrieval.contextualize.versions import Previous, ReusePolicy, VersionedStore, chunk_digest, chunk_key
+from ctx_retrieval.contextualize.versions import Previous, VersionedStore, chunk_digest, chunk_key
 from ctx_retrieval.contextualize.windowing import DocumentView, document_view
 from ctx_retrieval.errors import ChunkTooLargeError, ConfigurationError, CtxRetrievalError, InvalidInputError
 from ctx_retrieval.models import ModelInfo, request_cost_usd
 from ctx_retrieval.pacing import Hooks, Pacer, RetriesSpentError, paced_call
 from ctx_retrieval.protocols import TokenCountingProvider
-from ctx_retrieval.tokens import TokenCounter, estimate_tokens
 from ctx_retrieval.types import Chunk, ContextRequest, ErrorDecision, SourceDocument, TokenUsage
 
 logger = logging.getLogger(__name__)
 
-OnError = Literal["raise", "skip"]
 DocumentItems = Iterable[tuple[SourceDocument, Sequence[Chunk]]]
 
 # A document whose cacheable prefix is estimated below this share of the model's minimum gets no warm-up
@@ -45,43 +41,6 @@ FALLBACK_MIN_CACHEABLE_TOKENS = 1024
 EXACT_NEAR_MINIMUM = (0.4, 2.5)
 EXACT_NEAR_LIMIT = (0.7, 1.3)
 MIN_OUTPUT_HISTORY = 20  # contexts in the cache before an estimate prices output from what they were
-
-
-def check_settings(*, on_error: str, max_concurrency: object, max_context_tokens: object,
-                   max_documents_in_flight: object, budget_usd: object, lease_ttl_s: object = None,
-                   reuse: object = None, info: ModelInfo | None = None) -> None:
-    """The generator's numeric and choice settings, checked at construction (``ConfigurationError`` names one)."""
-    if reuse is not None and not isinstance(reuse, ReusePolicy):
-        raise ConfigurationError(f"reuse takes a ReusePolicy or None, not {type(reuse).__name__}", setting="reuse")
-    if isinstance(max_context_tokens, int) and info is not None and info.max_output_tokens:
-        asked = request_max_tokens(max_context_tokens)
-        if asked > info.max_output_tokens:
-            raise ConfigurationError(
-                f"max_context_tokens={max_context_tokens} asks for up to {asked} output tokens, more than "
-                f"{info.name}'s maximum output ({info.max_output_tokens:,}): lower max_context_tokens",
-                setting="max_context_tokens")
-    if on_error not in ("raise", "skip"):
-        raise ConfigurationError("on_error must be 'raise' or 'skip'", setting="on_error")
-    settings = (("max_concurrency", max_concurrency, 1), ("max_context_tokens", max_context_tokens, 8),
-                ("max_documents_in_flight", max_documents_in_flight, 1))
-    for name, value, least in settings:
-        if value is None and name in ("max_documents_in_flight", "max_concurrency"):
-            continue
-        if isinstance(value, bool) or not isinstance(value, int) or value < least:
-            raise ConfigurationError(f"{name} must be an int >= {least}, got {value!r}", setting=name)
-    if budget_usd is not None and (isinstance(budget_usd, bool) or not isinstance(budget_usd, (int, float))
-                                   or not math.isfinite(budget_usd) or budget_usd < 0):
-        raise ConfigurationError(f"budget_usd must be a finite number >= 0 or None, got {budget_usd!r}",
-                                 setting="budget_usd")
-    if lease_ttl_s is not None and (isinstance(lease_ttl_s, bool) or not isinstance(lease_ttl_s, (int, float))
-                                    or not 0 < lease_ttl_s < math.inf):
-        raise ConfigurationError(f"lease_ttl_s must be a number of seconds > 0 or None, got {lease_ttl_s!r}",
-                                 setting="lease_ttl_s")
-
-
-def request_max_tokens(max_context_tokens: int) -> int:
-    """``max_tokens`` sent with each request: room above the context's cap for a preamble that cleanup removes."""
-    return max(64, (max_context_tokens * 3) // 2)
 
 
 def check_prices(settings: RunSettings) -> None:
@@ -182,23 +141,6 @@ def partition(plans: list[Plan], hits: dict[str, str], previous: dict[int, Previ
     return parts
 
 
-@dataclass(frozen=True)
-class ScaledEstimate:
-    """The offline estimate times a tokenizer ratio; a class, not a lambda, so a generator pickles (LlamaIndex's
-    ``num_workers`` sends it to worker processes)."""
-
-    ratio: float
-
-    def __call__(self, text: str) -> int:
-        return round(estimate_tokens(text) * self.ratio)
-
-
-def model_token_estimate(info: ModelInfo | None) -> TokenCounter:
-    """The offline token estimate scaled by the model's tokenizer ratio (newer tokenizers count ~30% more)."""
-    ratio = info.tokenizer_ratio if info is not None else 1.0
-    return estimate_tokens if ratio == 1.0 else ScaledEstimate(ratio)
-
-
 class Planner:
     """Plans runs for one generator and keeps the exact token counts it has learned."""
 
@@ -238,7 +180,7 @@ class Planner:
         s = self.settings
         return document_view(plan.document, plan.chunks, index, prompt=plan.prompt, config=s.window,
                              limit=self.limit() if limit is None else limit, document_tokens=plan.tokens,
-                             count=s.count_tokens)
+                             count=s.counter)
 
     def request(self, plan: Plan, i: int) -> ContextRequest:
         chunk = plan.chunks[i]
@@ -251,7 +193,7 @@ class Planner:
     def whole_document_prefix(self, plan: Plan, document_tokens: int) -> int:
         """Tokens of the cached block of a document sent whole: the document and the prompt's tags around it."""
         prompt = plan.prompt
-        return document_tokens + self.settings.count_tokens(prompt.document_open + prompt.document_close)
+        return document_tokens + self.settings.counter(prompt.document_open + prompt.document_close)
 
     def near_minimum(self, tokens: int) -> bool:
         minimum = self.min_cacheable()
@@ -272,10 +214,10 @@ class Planner:
         if info is None:
             return
         for chunk in chunks:
-            need = s.count_tokens(chunk.text) + s.request_max_tokens + 512
+            need = s.counter(chunk.text) + s.request_max_tokens + 512
             if need > info.context_window:
                 raise ChunkTooLargeError(
-                    f"chunk {chunk.id!r} of document {document.id!r} alone (~{s.count_tokens(chunk.text):,} "
+                    f"chunk {chunk.id!r} of document {document.id!r} alone (~{s.counter(chunk.text):,} "
                     f"tokens) does not fit {info.name}'s {info.context_window:,}-token window; split with a "
                     "smaller chunk size", document_id=document.id, chunk_id=chunk.id)
 
@@ -308,14 +250,14 @@ class Planner:
             ids.add(document.id)
             digest = text_digest(document.text)
             exact = self.exact_counts.get((s.traits.model, digest))
-            tokens = exact if exact is not None else s.count_tokens(document.text)
+            tokens = exact if exact is not None else s.counter(document.text)
             plan = Plan(document=document, chunks=chunks, offset=offset, tokens=tokens, digest=digest,
                         windowed=tokens > limit, keys=[], prefix_tokens=0,
                         prompt=s.prompt.for_document(document.text))
             plan.settings_key = text_digest("\x00".join((
                 provider.cache_namespace, s.traits.model, plan.prompt.fingerprint, window_part, length_part)))
             if versioned:  # only a cache that records versions reads them (reuse, refresh, its stats)
-                plan.parts = tuple((chunk_digest(c.text), s.count_tokens(c.text)) for c in chunks)
+                plan.parts = tuple((chunk_digest(c.text), s.counter(c.text)) for c in chunks)
             for i, chunk in enumerate(chunks):
                 if not chunk.text.strip():
                     plan.keys.append(None)
@@ -333,7 +275,7 @@ class Planner:
             if chunks and exact is not None and not plan.windowed:
                 plan.prefix_tokens = self.whole_document_prefix(plan, exact)
             elif chunks:
-                plan.prefix_tokens = s.count_tokens(self.view(plan, len(chunks) - 1, limit).prefix)
+                plan.prefix_tokens = s.counter(self.view(plan, len(chunks) - 1, limit).prefix)
             plans.append(plan)
             offset += len(chunks)
         return plans
@@ -362,7 +304,7 @@ class Planner:
         found = cache.get_many(k for p in plans for k in p.keys if k is not None)
         return {key: context for key, entry in found.items()
                 if (context := clean_context(entry.raw_text, max_tokens=s.max_context_tokens,
-                                             count_tokens=s.count_tokens))}
+                                             count_tokens=s.counter))}
 
     def price(self, work: Iterable[tuple[Plan, Sequence[int]]]) -> tuple[TokenUsage, float | None, int]:
         """Estimated usage, dollars (None without prices) and long-prompt requests of requesting ``work``: the
@@ -382,10 +324,10 @@ class Planner:
             output_guess = outputs[version]
             # the API's count of the document, where known, corrects the estimate of its chunks by the same ratio
             exact = self.exact_counts.get((s.traits.model, plan.digest))
-            scale = exact / max(s.count_tokens(plan.document.text), 1) if exact is not None else 1.0
+            scale = exact / max(s.counter(plan.document.text), 1) if exact is not None else 1.0
             for n, i in enumerate(pending):
                 view = self.view(plan, i, limit)
-                variable = round(scale * (s.count_tokens(view.rest) + s.count_tokens(
+                variable = round(scale * (s.counter(view.rest) + s.counter(
                     plan.prompt.render_chunk_block(plan.chunks[i].text, windowed=view.windowed))))
                 if not cacheable:
                     one = TokenUsage(input_tokens=plan.prefix_tokens + variable, output_tokens=output_guess)
@@ -488,7 +430,7 @@ class Planner:
         for item in items:
             document = item[0] if isinstance(item, tuple) and item else None
             if isinstance(document, SourceDocument) and (s.exact_token_counts or near(
-                    s.count_tokens(document.text))):
+                    s.counter(document.text))):
                 wanted[(counter.model, text_digest(document.text))] = document.text
         try:
             return await self.count_texts(wanted, pacer)

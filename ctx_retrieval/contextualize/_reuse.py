@@ -71,7 +71,7 @@ def find_previous(settings: RunSettings, plans: list[Plan], hits: dict[str, str]
             if best is not None and (changed, not same, -(entry.created_at or 0)) >= (
                     best.changed_tokens, not best.same_settings, -(best.entry.created_at or 0)):
                 continue
-            context = clean_context(entry.raw_text, max_tokens=s.max_context_tokens, count_tokens=s.count_tokens)
+            context = clean_context(entry.raw_text, max_tokens=s.max_context_tokens, count_tokens=s.counter)
             if context:
                 best = Previous(context, entry, changed, distance, same)
         if best is not None:

@@ -526,7 +526,7 @@ class Run:
         key = plan.keys[i]
         assert key is not None
         request = self.planner.request(plan, i)
-        variable = s.count_tokens(request.document_rest) + s.count_tokens(request.chunk_block)
+        variable = s.counter(request.document_rest) + s.counter(request.chunk_block)
         tries = Tries()
         while True:
             if self.stop:
@@ -563,7 +563,7 @@ class Run:
                 self.report.retries += 1
                 request = dataclasses.replace(request, max_tokens=request.max_tokens * MAX_TOKENS_RETRY_FACTOR)
                 continue
-            answer = read_answer(response, s.max_context_tokens, s.count_tokens)
+            answer = read_answer(response, s.max_context_tokens, s.counter)
             if answer.problem is not None:
                 self.fail(plan, i, *answer.problem, response.usage)
                 return False

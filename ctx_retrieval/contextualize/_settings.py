@@ -1,22 +1,25 @@
-"""What one context run reads: the generator's settings as they stood when the run started (``RunSettings``, handed
-to the run explicitly: no part of the run reads the generator), and what its provider can do (``ProviderTraits``),
-read once through the Protocols of ``ctx_retrieval.protocols`` when the run is set up and never probed again.
+"""What a context run reads: its generator's settings, frozen and checked when the generator is built
+(``RunSettings``, handed to each run: no part of a run reads the generator), and what its provider can do
+(``ProviderTraits``), read once through the Protocols of ``ctx_retrieval.protocols`` and never probed again.
 """
 
 from __future__ import annotations
 
+import functools
+import math
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, fields
+from typing import Literal
 
-from ctx_retrieval.contextualize.prompts import PromptTemplate
+from ctx_retrieval.contextualize.prompts import DEFAULT_PROMPT, PromptTemplate
 from ctx_retrieval.contextualize.stores import ContextStore
 from ctx_retrieval.contextualize.tracing import RequestTracer
 from ctx_retrieval.contextualize.versions import ReusePolicy
 from ctx_retrieval.contextualize.windowing import WindowConfig
 from ctx_retrieval.errors import ConfigurationError
 from ctx_retrieval.models import ModelInfo
-from ctx_retrieval.pacing import Clock, Limiter, Pacer, RateLimit, RetryPolicy, SharedBudget
+from ctx_retrieval.pacing import SYSTEM_CLOCK, Clock, Limiter, Pacer, RateLimit, RetryPolicy, SharedBudget
 from ctx_retrieval.protocols import (
     BatchProvider,
     CacheReportingProvider,
@@ -25,7 +28,10 @@ from ctx_retrieval.protocols import (
     TokenCountingProvider,
 )
 from ctx_retrieval.providers.base import Provider
-from ctx_retrieval.tokens import TokenCounter
+from ctx_retrieval.tokens import TokenCounter, estimate_tokens
+
+OnError = Literal["raise", "skip"]
+DEFAULT_LEASE_TTL_S = 60.0  # how long a worker's claim on a document lasts unless renewed (``contextualize.leases``)
 
 
 @dataclass(frozen=True)
@@ -86,34 +92,109 @@ class ProviderTraits:
 
 
 @dataclass(frozen=True)
+class ScaledEstimate:
+    """The offline estimate times a tokenizer ratio; a class, not a lambda, so a generator pickles (LlamaIndex's
+    ``num_workers`` sends it to worker processes)."""
+
+    ratio: float
+
+    def __call__(self, text: str) -> int:
+        return round(estimate_tokens(text) * self.ratio)
+
+
+def model_token_estimate(info: ModelInfo | None) -> TokenCounter:
+    """The offline token estimate scaled by the model's tokenizer ratio (newer tokenizers count ~30% more)."""
+    ratio = info.tokenizer_ratio if info is not None else 1.0
+    return estimate_tokens if ratio == 1.0 else ScaledEstimate(ratio)
+
+
+def request_max_tokens(max_context_tokens: int) -> int:
+    """``max_tokens`` sent with each request: room above the context's cap for a preamble that cleanup removes."""
+    return max(64, (max_context_tokens * 3) // 2)
+
+
+@dataclass(frozen=True)
 class RunSettings:
-    """The settings one run reads, fixed when it starts (``ContextGenerator`` makes them; a setting changed
-    between runs applies to the next). ``cache`` is the opened context cache (None: none)."""
+    """A generator's settings, frozen: made and checked once when it is built (``ConfigurationError`` names the
+    setting), read by every run it starts; ``ContextGenerator.with_options`` makes a generator with some changed (the
+    anthropic SDK's pattern), nothing changes them in place. The fields are ``ContextGenerator``'s arguments (see its
+    docstring) with their defaults filled in; ``cache`` is the opened context cache, set for a run when it starts
+    (None: none)."""
 
     provider: Provider
-    traits: ProviderTraits
-    prompt: PromptTemplate
-    window: WindowConfig
-    max_context_tokens: int
-    request_max_tokens: int
-    max_concurrency: int | None
-    max_documents_in_flight: int | None
-    retry: RetryPolicy
-    rate_limit: RateLimit | None
-    shared_rate_limit: SharedBudget | None
-    on_error: str
-    budget_usd: float | None
-    check_chunks_in_document: bool
-    count_tokens: TokenCounter
-    exact_token_counts: bool | None
-    clock: Clock
-    reuse: ReusePolicy | None
-    tracers: Sequence[RequestTracer]
-    cache: ContextStore | None
+    prompt: PromptTemplate = DEFAULT_PROMPT
+    window: WindowConfig = field(default_factory=WindowConfig)
+    max_context_tokens: int = 100
+    max_concurrency: int | None = None
+    max_documents_in_flight: int | None = None
+    retry: RetryPolicy = field(default_factory=RetryPolicy)
+    rate_limit: RateLimit | None = None
+    on_error: OnError = "raise"
+    budget_usd: float | None = None
+    check_chunks_in_document: bool = True
+    progress: bool = False
+    count_tokens: TokenCounter | None = None  # None: the model's estimate (``counter``)
+    exact_token_counts: bool | None = None
+    seed: int | None = None
+    lease_ttl_s: float | None = DEFAULT_LEASE_TTL_S
+    shared_rate_limit: SharedBudget | None = None
+    clock: Clock = SYSTEM_CLOCK
+    tracers: Sequence[RequestTracer] = ()
+    reuse: ReusePolicy | None = None
+    cache: ContextStore | None = None
 
-    def pacer(self, seed: int | None = None) -> Pacer:
+    def __post_init__(self) -> None:
+        info = self.traits.info  # not a Provider: ConfigurationError first, naming what provider= takes
+        for name, value, kind in (("prompt", self.prompt, PromptTemplate), ("window", self.window, WindowConfig),
+                                  ("retry", self.retry, RetryPolicy)):
+            if not isinstance(value, kind):
+                raise ConfigurationError(f"{name} takes a {kind.__name__}, not {type(value).__name__}", setting=name)
+        if self.reuse is not None and not isinstance(self.reuse, ReusePolicy):
+            raise ConfigurationError(f"reuse takes a ReusePolicy or None, not {type(self.reuse).__name__}",
+                                     setting="reuse")
+        if self.on_error not in ("raise", "skip"):
+            raise ConfigurationError("on_error must be 'raise' or 'skip'", setting="on_error")
+        for name, count, least in (("max_concurrency", self.max_concurrency, 1),
+                                   ("max_context_tokens", self.max_context_tokens, 8),
+                                   ("max_documents_in_flight", self.max_documents_in_flight, 1)):
+            if count is None and name != "max_context_tokens":
+                continue
+            if isinstance(count, bool) or not isinstance(count, int) or count < least:
+                raise ConfigurationError(f"{name} must be an int >= {least}, got {count!r}", setting=name)
+        if info is not None and info.max_output_tokens and self.request_max_tokens > info.max_output_tokens:
+            raise ConfigurationError(
+                f"max_context_tokens={self.max_context_tokens} asks for up to {self.request_max_tokens} output "
+                f"tokens, more than {info.name}'s maximum output ({info.max_output_tokens:,}): lower "
+                "max_context_tokens", setting="max_context_tokens")
+        for name, number, floor in (("budget_usd", self.budget_usd, ">= 0"), ("lease_ttl_s", self.lease_ttl_s, "> 0")):
+            if number is not None and (isinstance(number, bool) or not isinstance(number, (int, float))
+                                       or not math.isfinite(number) or number < 0 or (number == 0 and floor == "> 0")):
+                raise ConfigurationError(f"{name} must be a finite number {floor} or None, got {number!r}",
+                                         setting=name)
+        object.__setattr__(self, "tracers", tuple(self.tracers))
+        if self.reuse is not None and not self.reuse.reuses:
+            object.__setattr__(self, "reuse", None)
+
+    @functools.cached_property
+    def traits(self) -> ProviderTraits:
+        """What the run reads of its provider, found once (``ProviderTraits``)."""
+        return ProviderTraits.of(self.provider)
+
+    @functools.cached_property
+    def counter(self) -> TokenCounter:
+        """The planning token counter: ``count_tokens``, else the offline estimate scaled for the model."""
+        return self.count_tokens or model_token_estimate(self.traits.info)
+
+    @property
+    def request_max_tokens(self) -> int:
+        """``max_tokens`` sent with each request: room above the cap for a preamble that cleanup removes."""
+        return request_max_tokens(self.max_context_tokens)
+    def pacer(self) -> Pacer:
         """A run's one pacing (``pacing.Pacer``): its limiter on the run's clock and under the fleet's shared limit,
         its retry policy and random source; its token counts and its context requests all go through it (the
         planner's counts once had a limiter of their own, on neither)."""
         limiter = Limiter(self.rate_limit, shared=self.shared_rate_limit, clock=self.clock)
-        return Pacer(limiter, self.retry, random.Random(seed), where=self.traits.where)
+        return Pacer(limiter, self.retry, random.Random(self.seed), where=self.traits.where)
+
+
+OPTIONS = frozenset(f.name for f in fields(RunSettings)) - {"cache"}  # what ContextGenerator.with_options takes

@@ -122,7 +122,7 @@ async def _batch_phase(run: Run, provider: BatchProvider, items: list[tuple[Plan
                 item = wanted.get(key)
                 if response is not None:
                     run.count_usage(response.usage, batch=True)
-                    answer = read_answer(response, s.max_context_tokens, s.count_tokens)
+                    answer = read_answer(response, s.max_context_tokens, s.counter)
                     if answer.problem is None:  # a refused, cut-off or empty answer is never cached
                         await run.cache.store(key, response, *(item or (None, 0)))
                     if item is None:

@@ -10,29 +10,22 @@ the missing chunks. The facade: ``planning`` decides what each document sends, `
 from __future__ import annotations
 
 import asyncio
+import copy
 import logging
 import time
 from collections.abc import AsyncIterator, Iterator, Sequence
+from dataclasses import replace
 from os import PathLike
-from typing import Literal
+from typing import Any, Literal
 
 from ctx_retrieval._aio import run_sync
-from ctx_retrieval.contextualize._planning import (
-    DocumentItems,
-    OnError,
-    Planner,
-    check_settings,
-    iterable_items,
-    model_token_estimate,
-    request_max_tokens,
-    waves,
-)
+from ctx_retrieval.contextualize._planning import DocumentItems, Planner, iterable_items, waves
 from ctx_retrieval.contextualize._reuse import estimate as estimate_run
 from ctx_retrieval.contextualize._run import Run, prepare_provider
-from ctx_retrieval.contextualize._settings import ProviderTraits, RunSettings
+from ctx_retrieval.contextualize._settings import DEFAULT_LEASE_TTL_S, OPTIONS, OnError, RunSettings
 from ctx_retrieval.contextualize.batches import MAX_BATCH_BYTES, BatchOptions, run_batched
 from ctx_retrieval.contextualize.cache_postgres import CacheURL, is_postgres_url
-from ctx_retrieval.contextualize.leases import DEFAULT_LEASE_TTL_S, leases_for
+from ctx_retrieval.contextualize.leases import leases_for
 from ctx_retrieval.contextualize.prompts import DEFAULT_PROMPT, PromptTemplate
 from ctx_retrieval.contextualize.results import ContextRun, CostEstimate
 from ctx_retrieval.contextualize.stores import ContextStore, open_context_cache
@@ -83,6 +76,9 @@ class ContextGenerator:
         reuse: opt-in reuse of earlier contexts across document edits and model or prompt changes (``ReusePolicy``,
             ``contextualize.versions``; ``refresh_stale`` rewrites them); None (default): exact.
 
+    The settings are frozen when it is built (``settings``); ``with_options(**changes)`` makes a generator with some
+    changed, sharing this one's context cache.
+
     Use:
         .. code-block:: python
 
@@ -119,21 +115,13 @@ class ContextGenerator:
             from ctx_retrieval.providers.anthropic import AnthropicProvider
 
             provider = AnthropicProvider()
-        ProviderTraits.of(provider)  # not a Provider: ConfigurationError now, naming what provider= takes
-        check_settings(on_error=on_error, max_concurrency=max_concurrency, max_context_tokens=max_context_tokens,
-                       max_documents_in_flight=max_documents_in_flight, budget_usd=budget_usd, lease_ttl_s=lease_ttl_s,
-                       reuse=reuse, info=provider.model_info)
-        self.provider, self.prompt, self.window = provider, prompt, window or WindowConfig()
-        self.max_context_tokens, self.max_concurrency = max_context_tokens, max_concurrency
-        self.max_documents_in_flight, self.retry = max_documents_in_flight, retry or RetryPolicy()
-        self.on_error: OnError = on_error
-        self.rate_limit = rate_limit
-        self.budget_usd, self.check_chunks_in_document, self.progress = budget_usd, check_chunks_in_document, progress
-        self.count_tokens: TokenCounter = count_tokens or model_token_estimate(provider.model_info)
-        self.exact_token_counts, self._seed = exact_token_counts, seed
-        self.lease_ttl_s, self.shared_rate_limit, self.tracers = lease_ttl_s, shared_rate_limit, list(tracers)
-        self.clock = clock or SYSTEM_CLOCK
-        self.reuse = reuse if reuse is not None and reuse.reuses else None
+        self.settings = RunSettings(  # frozen and checked here: with_options makes a generator with some changed
+            provider, prompt=prompt, window=window or WindowConfig(), max_context_tokens=max_context_tokens,
+            max_concurrency=max_concurrency, max_documents_in_flight=max_documents_in_flight,
+            retry=retry or RetryPolicy(), rate_limit=rate_limit, on_error=on_error, budget_usd=budget_usd,
+            check_chunks_in_document=check_chunks_in_document, progress=progress, count_tokens=count_tokens,
+            exact_token_counts=exact_token_counts, seed=seed, lease_ttl_s=lease_ttl_s,
+            shared_rate_limit=shared_rate_limit, clock=clock or SYSTEM_CLOCK, tracers=tuple(tracers), reuse=reuse)
         self._cache_setting = CacheURL(cache) if is_postgres_url(cache) else cache  # pickles without the password
         self._cache: ContextStore | None = None
         self._closed = False
@@ -145,8 +133,41 @@ class ContextGenerator:
         self._stop_asked: bool | None = None  # at_once of a stop() that came while a run was starting
 
     def __repr__(self) -> str:
-        return (f"ContextGenerator(provider={self.provider!r}, prompt_version={self.prompt.version!r}, "
-                f"max_concurrency={self.max_concurrency}, on_error={self.on_error!r})")
+        s = self.settings
+        return (f"ContextGenerator(provider={s.provider!r}, prompt_version={s.prompt.version!r}, "
+                f"max_concurrency={s.max_concurrency}, on_error={s.on_error!r})")
+
+    @property
+    def provider(self) -> Provider:
+        """Who writes the contexts (``settings.provider``)."""
+        return self.settings.provider
+
+    @property
+    def prompt(self) -> PromptTemplate:
+        """The prompt template (``settings.prompt``)."""
+        return self.settings.prompt
+
+    @property
+    def reuse(self) -> ReusePolicy | None:
+        """The reuse policy, None for exact contexts only (``settings.reuse``)."""
+        return self.settings.reuse
+
+    def with_options(self, **changes: Any) -> ContextGenerator:
+        """A generator like this one with some settings changed (the anthropic SDK's ``with_options``), e.g.
+        ``generator.with_options(budget_usd=None).retry_failed(report)``: the constructor's arguments but ``cache``,
+        checked as there. It shares this one's context cache (open or not: its ``close()`` leaves it open) and the
+        token counts learned; this generator is unchanged, as its settings are frozen (``settings``)."""
+        self._check_open()
+        unknown = sorted(set(changes) - OPTIONS)
+        if unknown:
+            raise ConfigurationError(f"with_options takes the generator's settings ({', '.join(sorted(OPTIONS))}), "
+                                     f"not {', '.join(unknown)}", setting=unknown[0])
+        other = copy.copy(self)
+        other.settings = replace(self.settings, **changes)
+        if self._cache is not None:
+            other._cache_setting = self._cache  # shared: a ContextStore given is never closed by its generator
+        other._active, other._starting, other._stop_asked, other.last_report = [], 0, None, None
+        return other
 
     # -- public API ------------------------------------------------------------------------------------
 
@@ -163,16 +184,15 @@ class ContextGenerator:
         """Everything that changes the contexts this generator writes, as text without secrets: provider and
         endpoint (and ``extra_body``), model, prompt, windowing and the context length. The same inputs as the
         context cache's key; frameworks key their own caches by it (LlamaIndex's ``IngestionCache``)."""
-        return "|".join((self.provider.cache_namespace, self.provider.model, self.prompt.identity,
-                         self.window.cache_key_part(Planner(self._settings(open_cache=False),
-                                                            self._exact_counts).limit()),
-                         f"max_tokens:{self.request_max_tokens}",
-                         *([self.reuse.identity] if self.reuse is not None else [])))
+        s = self.settings
+        return "|".join((s.provider.cache_namespace, s.provider.model, s.prompt.identity,
+                         s.window.cache_key_part(Planner(s, self._exact_counts).limit()),
+                         f"max_tokens:{s.request_max_tokens}", *([s.reuse.identity] if s.reuse is not None else [])))
 
     @property
     def request_max_tokens(self) -> int:
         """``max_tokens`` sent with each request: room above the cap for a preamble that cleanup removes."""
-        return request_max_tokens(self.max_context_tokens)
+        return self.settings.request_max_tokens
 
     def contextualize(self, document: SourceDocument, chunks: Sequence[Chunk]) -> ContextRun:
         """Contexts for the chunks of one document, in input order."""
@@ -262,7 +282,8 @@ class ContextGenerator:
         output is priced at the mean length of the contexts the cache holds for this model and prompt."""
         items, planner = list(iterable_items(items)), self._planner
         plans = planner.plan(items)  # validates before any request
-        near = (lambda _tokens: True) if exact and self.exact_token_counts is not False else planner.near_boundary
+        counts = exact and planner.settings.exact_token_counts is not False
+        near = (lambda _tokens: True) if counts else planner.near_boundary
         if run_sync(planner.count_exact(items, planner.settings.pacer(), near=near, close=True)):
             plans = planner.plan(items)
         return estimate_run(planner, plans)
@@ -280,17 +301,10 @@ class ContextGenerator:
         cache = self.cache
         return cache if isinstance(cache, VersionedStore) else None
 
-    def _settings(self, *, open_cache: bool = True) -> RunSettings:
-        """The settings a run reads, as they stand now, with the provider's traits found once; ``open_cache=False``
-        leaves the cache closed (None) for what needs no cache (the identity)."""
-        return RunSettings(
-            provider=self.provider, traits=ProviderTraits.of(self.provider), prompt=self.prompt, window=self.window,
-            max_context_tokens=self.max_context_tokens, request_max_tokens=self.request_max_tokens,
-            max_concurrency=self.max_concurrency, max_documents_in_flight=self.max_documents_in_flight,
-            retry=self.retry, rate_limit=self.rate_limit, shared_rate_limit=self.shared_rate_limit,
-            on_error=self.on_error, budget_usd=self.budget_usd, check_chunks_in_document=self.check_chunks_in_document,
-            count_tokens=self.count_tokens, exact_token_counts=self.exact_token_counts, clock=self.clock,
-            reuse=self.reuse, tracers=tuple(self.tracers), cache=self.cache if open_cache else None)
+    def _settings(self) -> RunSettings:
+        """What a run reads: the frozen settings with the context cache opened (the provider's traits found once a
+        run)."""
+        return replace(self.settings, cache=self.cache)
 
     @property
     def _planner(self) -> Planner:
@@ -315,17 +329,17 @@ class ContextGenerator:
         started = time.perf_counter()
         iterable_items(items)  # before the provider is checked: the shape is the first thing to fix
         self._check_open()
-        self.provider.check_ready()
+        self.settings.provider.check_ready()
         self._starting += 1
         try:
             settings = self._settings()
             notes = await prepare_provider(settings)
             planner = Planner(settings, self._exact_counts)
-            pacer = settings.pacer(self._seed)
+            pacer = settings.pacer()
             plans, fatal = await planner.plan_run(list(items), pacer)
-            run = Run(settings, planner, plans, pacer=pacer, progress=self.progress if progress is None else progress,
-                      notes=notes, fatal=fatal, warned=self._warned_uncacheable,
-                      leases=leases_for(settings.cache, self.lease_ttl_s, clock=settings.clock)
+            run = Run(settings, planner, plans, pacer=pacer, notes=notes, fatal=fatal, warned=self._warned_uncacheable,
+                      progress=settings.progress if progress is None else progress,
+                      leases=leases_for(settings.cache, settings.lease_ttl_s, clock=settings.clock)
                       if batch is None else None)
             run.task, run.loop = asyncio.current_task(), asyncio.get_running_loop()
             self._active.append(run)
@@ -349,7 +363,7 @@ class ContextGenerator:
         finally:
             self._active.remove(run)
             run.progress.close()
-            await self.provider.aclose()
+            await settings.provider.aclose()
         await run.wrap_up(parts, refresh=refresh)
         try:
             return run.finish(started)

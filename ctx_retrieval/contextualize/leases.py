@@ -28,12 +28,12 @@ from typing import Protocol, runtime_checkable
 
 from ctx_retrieval._process import dead_here, worker_id
 from ctx_retrieval.contextualize._planning import Plan
+from ctx_retrieval.contextualize._settings import DEFAULT_LEASE_TTL_S
 from ctx_retrieval.naming import document_name
 from ctx_retrieval.pacing import SYSTEM_CLOCK, Clock
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_LEASE_TTL_S = 60.0
 # A hold is trusted without asking the store while its last confirmation is younger than this share of the TTL;
 # older (the process stalled, or renewals failed), the store is asked before the next request.
 TRUST_SHARE = 0.5

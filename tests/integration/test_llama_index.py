@@ -260,7 +260,7 @@ def test_pipeline_progress_reaches_the_generator(tmp_path: Path, capsys: pytest.
         transform = transform_for(server, tmp_path, show_progress=True)
         nodes = IngestionPipeline(transformations=[splitter(), transform]).run(documents=documents())
     assert "contextualizing" in capsys.readouterr().err and all(n.metadata["context"] for n in nodes)
-    assert transform._contextualizer.progress is False  # restored after the call
+    assert transform._contextualizer.settings.progress is False  # a shared generator is not changed
     assert "show_progress" not in transform.to_dict()  # not part of the ingestion-cache key
 
 

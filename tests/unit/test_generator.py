@@ -16,6 +16,7 @@ from ctx_retrieval import (
     BudgetExceededError,
     Chunk,
     ChunkNotInDocumentError,
+    ConfigurationError,
     ContextCache,
     ContextGenerationError,
     ContextGenerator,
@@ -372,11 +373,36 @@ def test_budget_cap_stops_cleanly_and_resumes(fake_server: Any, make_generator: 
     assert error.spent_usd <= error.budget_usd
     assert error.report.generated > 0 and error.report.not_attempted > 0
     assert error.report.generated + error.report.not_attempted == error.report.chunks
-    generator.budget_usd = None
     before = len(fake_server.requests)
-    run = generator.retry_failed(error.report)
+    run = generator.with_options(budget_usd=None).retry_failed(error.report)
     assert len(fake_server.requests) - before == error.report.not_attempted
     assert all(r.context for r in run)
+
+
+def test_settings_are_frozen_and_with_options_changes_a_copy_that_shares_the_cache(fake_server: Any,
+                                                                                 make_generator: Any) -> None:
+    generator = make_generator(max_concurrency=4, on_error="skip")
+    with pytest.raises(AttributeError):
+        generator.settings.max_concurrency = 8  # type: ignore[misc]
+    documents = corpus(2)
+    generator.contextualize_many(documents[:1])
+    other = generator.with_options(max_concurrency=2, max_context_tokens=60)
+    assert (generator.settings.max_concurrency, other.settings.max_concurrency) == (4, 2)
+    assert other.settings.on_error == "skip" and generator.settings.max_context_tokens == 100
+    assert other.identity != generator.identity  # the context length is part of what a context is
+    same = generator.with_options(on_error="raise")
+    other.close()  # the copy's close leaves the shared cache open
+    before = len(fake_server.requests)
+    run = same.contextualize_many(documents)  # the first document is a hit in the one cache
+    assert len(fake_server.requests) - before == len(documents[1][1])  # the second document only
+    assert run.report.cached == len(documents[0][1])
+    with pytest.raises(ConfigurationError, match="with_options takes the generator's settings") as refused:
+        generator.with_options(cache=False)
+    assert refused.value.setting == "cache"
+    with pytest.raises(ConfigurationError, match="max_concurrency must be an int >= 1"):
+        generator.with_options(max_concurrency=0)
+    with pytest.raises(ConfigurationError, match="retry takes a RetryPolicy"):
+        generator.with_options(retry=None)
 
 
 def test_the_progress_bar_counts_only_chunks_done(fake_server: Any, make_generator: Any,

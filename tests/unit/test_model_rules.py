@@ -189,8 +189,8 @@ def test_windowing_keeps_prompts_in_the_cheaper_price_tier_by_default() -> None:
 def test_estimate_counts_with_the_models_tokenizer_ratio() -> None:
     text = "x" * 3600  # 1,000 tokens by the base estimate
     new = ContextGenerator(AnthropicProvider("claude-haiku-5-5", api_key=TEST_KEY), cache=False)
-    old = ContextGenerator(AnthropicProvider("claude-haiku-4-5", api_key=TEST_KEY), cache=False)
-    assert (new.count_tokens(text), old.count_tokens(text)) == (1300, 1000)
+    old = new.with_options(provider=AnthropicProvider("claude-haiku-4-5", api_key=TEST_KEY))  # its model's counter
+    assert (new.settings.counter(text), old.settings.counter(text)) == (1300, 1000)
 
 
 def test_batches_split_by_size_and_invalid_requests_are_failed_not_retried(tmp_path: Path) -> None:
@@ -228,7 +228,7 @@ def test_documents_near_a_decision_boundary_are_counted_by_the_api(monkeypatch: 
         generator.estimate(items)
         assert len(server.requests) == 1  # counts are kept per model and text
         exact = generator._planner.exact_counts[("claude-haiku-5-5", text_digest(near.text))]
-        assert exact != generator.count_tokens(near.text)  # the twin's tokenizer is not our estimate
+        assert exact != generator.settings.counter(near.text)  # the twin's tokenizer is not our estimate
         assert first.documents == 2
         server.reset()
         ContextGenerator(provider(server), cache=False, exact_token_counts=False).estimate(items)
