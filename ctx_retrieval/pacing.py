@@ -120,8 +120,7 @@ class Clock:
     """Time for the limiter: ``monotonic()`` and ``sleep()``. The system's by default; tests pass one that moves
     only when slept on, so their assertions are exact instead of wall-clock bounds on a loaded machine."""
 
-    def monotonic(self) -> float:
-        return time.monotonic()
+    monotonic = staticmethod(time.monotonic)  # read on every request and store: the C function itself, no wrapper
 
     async def sleep(self, seconds: float) -> None:
         await asyncio.sleep(seconds)
@@ -522,9 +521,9 @@ PAUSE_LOGGED_S = 5.0
 
 class Pacer:
     """The pacing one run (or one batch of reranked queries) shares: its limiter and clock, its retry policy and
-    random source, and the run-wide streaks that decide a pause: 429s seen, 529s in a row, refused connections
-    since when. Every request of the run, a context, a token count or a rerank, is sent through ``paced_call`` on
-    it; ``where`` names the server in what is logged."""
+    random source, the run-wide streaks that decide a pause (429s seen, 529s in a row, refused connections since
+    when), and once a context run has them its request slots and their tuner. Every request of the run, a context,
+    a token count or a rerank, is sent through ``paced_call`` on it; ``where`` names the server in what is logged."""
 
     def __init__(self, limiter: Limiter, policy: RetryPolicy, rng: random.Random, *, where: str = "the server"
                  ) -> None:
@@ -534,9 +533,23 @@ class Pacer:
         self.overload_streak = 0  # 529s since the last answer: two or more in a row pause the run
         self.outage_streak = 0
         self.outage_since: float | None = None  # when the server stopped answering (connections refused since)
+        self.slots: PrioritySlots | None = None  # requests in flight at once, for those sent with a priority
+        self.tuner: ConcurrencyTuner | None = None  # grows the slots while latency holds the run back (None: fixed)
 
-    def answered(self) -> None:
-        """An answer came back: the streaks end, and an outage is said to be over."""
+    async def take_slot(self, priority: int) -> bool:
+        """One of the slots, lowest ``priority`` first (the tuner may grow them first); False without slots."""
+        if self.slots is None:
+            return False
+        if self.tuner is not None:
+            self.tuner.bound()
+        await self.slots.acquire(priority)
+        return True
+
+    def answered(self, sent_at: float | None = None) -> None:
+        """An answer came back (to a request sent at ``sent_at`` in a slot: its latency tunes the slots): the
+        streaks end, and an outage is said to be over."""
+        if sent_at is not None and self.tuner is not None:
+            self.tuner.answered(sent_at)  # the client's own delays count in the latency it tunes by
         if self.outage_since is not None:
             logger.warning("the server answers again after %.0f s; the run goes on",
                            self.clock.monotonic() - self.outage_since)
@@ -621,7 +634,8 @@ class Hooks:
         return None
 
     async def admit(self) -> object | None:
-        """After the limiter let the request through: a value to return instead of sending; None: it goes now."""
+        """After the limiter let the request through (and it took its slot, with a priority): a value to return
+        instead of sending; None: it goes now."""
         return None
 
     def answered(self, answer: Any, send: Send) -> None:
@@ -644,25 +658,28 @@ async def paced_call(call: Callable[[], Awaitable[T]], *, pacer: Pacer,
                      classify: Callable[[Exception], ErrorDecision | None],
                      run_error: Callable[[ErrorDecision, Exception], Exception],
                      limits_of: Callable[[T], ServerLimits | None], input_tokens: int, output_tokens: int,
-                     what: str, provider: str, tries: Tries | None = None, hooks: Hooks = NO_HOOKS) -> T:
+                     what: str, provider: str, tries: Tries | None = None, hooks: Hooks = NO_HOOKS,
+                     priority: int | None = None) -> T:
     """The one place a request is sent and retried. Each attempt waits for the limiter (its ``input_tokens`` and
     ``max_tokens`` as ``output_tokens``), is recorded as sent, and mirrors the server's buckets from its answer. A
     failure ``classify`` does not know propagates; one that stops the run is raised typed (``run_error``); a 429,
     a 529 storm or refused connections pause every request of the pacer (``Pacer.pause_for``: no attempt used,
     bounded by ``max_rate_limit_wait_s`` per request and ``max_outage_s`` per outage); other retryable errors back
-    off on the pacer's clock, holding nothing, up to ``max_attempts``; then ``RetriesSpentError``. ``hooks`` add a
-    caller's own steps (``Hooks``); ``tries`` carries a request's count across calls. ``what`` names it in errors."""
+    off on the pacer's clock, holding nothing, up to ``max_attempts``; then ``RetriesSpentError``. With a
+    ``priority`` each attempt holds one of the pacer's slots from the limiter until it ends. ``hooks`` add a caller's
+    own steps (``Hooks``); ``tries`` carries a request's count across calls. ``what`` names it in errors."""
     tries = tries if tries is not None else Tries()
     limiter = pacer.limiter
     while True:
         ended = await hooks.before()
         if ended is not None:
             return ended  # type: ignore[return-value]
-        probe = reserved = paused = False
+        probe = reserved = paused = slot = False
         delay: float | None = None
         try:
             probe = await limiter.acquire(input_tokens, output_tokens)
             reserved = True
+            slot = priority is not None and await pacer.take_slot(priority)
             ended = await hooks.admit()
             if ended is not None:
                 return ended  # type: ignore[return-value]
@@ -685,7 +702,7 @@ async def paced_call(call: Callable[[], Awaitable[T]], *, pacer: Pacer,
                                             status_code=decision.status_code) from exc
                 hooks.retrying(decision)
             else:
-                pacer.answered()
+                pacer.answered(send.at if slot else None)
                 limits = limits_of(answer)
                 if limits is not None:
                     limiter.observe(limits, send)
@@ -696,6 +713,9 @@ async def paced_call(call: Callable[[], Awaitable[T]], *, pacer: Pacer,
                 limiter.unsent(input_tokens, output_tokens)
             if probe:
                 limiter.answered(rate_limited=paused)
+            if slot:
+                assert pacer.slots is not None
+                pacer.slots.release()
             hooks.finished()
         if delay:
             await pacer.clock.sleep(delay)  # holding no slot: the rest of the run goes on

@@ -87,6 +87,7 @@ class Plan:
     keys: list[str | None]  # None for empty chunks
     prefix_tokens: int
     prompt: PromptTemplate  # the template that asks for this document's contexts (``PromptTemplate.for_document``)
+    limit: int  # the prompt's token limit it was planned for (a larger document is windowed)
     settings_key: str = ""  # provider, model, prompt, window and length: what a context of another version shares
     chunk_keys: list[str | None] = field(default_factory=list)  # per chunk: ``versions.chunk_key`` (None: empty)
     parts: tuple[tuple[str, int], ...] = ()  # per chunk: its digest and token count (``DocumentVersion.chunks``)
@@ -176,11 +177,10 @@ class Planner:
         minimum = self.min_cacheable()
         return self.settings.traits.caches_prompts and (minimum is None or plan.prefix_tokens >= minimum)
 
-    def view(self, plan: Plan, index: int, limit: int | None = None) -> DocumentView:
+    def view(self, plan: Plan, index: int) -> DocumentView:
         s = self.settings
         return document_view(plan.document, plan.chunks, index, prompt=plan.prompt, config=s.window,
-                             limit=self.limit() if limit is None else limit, document_tokens=plan.tokens,
-                             count=s.counter)
+                             limit=plan.limit, document_tokens=plan.tokens, count=s.counter)
 
     def request(self, plan: Plan, i: int) -> ContextRequest:
         chunk = plan.chunks[i]
@@ -208,24 +208,27 @@ class Planner:
 
     # -- plans -----------------------------------------------------------------------------------------
 
-    def validate(self, document: SourceDocument, chunks: Sequence[Chunk], info: ModelInfo | None) -> None:
+    def validate(self, document: SourceDocument, chunks: Sequence[Chunk], info: ModelInfo | None
+                 ) -> tuple[int, ...] | None:
+        """Typed errors for chunks not in their document or larger than the model's window alone; the chunks' token
+        estimates when it counted them (the window is known), for the plan to keep."""
         s = self.settings
         locate_chunks(document, chunks, require_found=s.check_chunks_in_document)
         if info is None:
-            return
-        for chunk in chunks:
-            need = s.counter(chunk.text) + s.request_max_tokens + 512
-            if need > info.context_window:
+            return None
+        counts = tuple(s.counter(chunk.text) for chunk in chunks)
+        for chunk, tokens in zip(chunks, counts, strict=True):
+            if tokens + s.request_max_tokens + 512 > info.context_window:
                 raise ChunkTooLargeError(
-                    f"chunk {chunk.id!r} of document {document.id!r} alone (~{s.counter(chunk.text):,} "
+                    f"chunk {chunk.id!r} of document {document.id!r} alone (~{tokens:,} "
                     f"tokens) does not fit {info.name}'s {info.context_window:,}-token window; split with a "
                     "smaller chunk size", document_id=document.id, chunk_id=chunk.id)
+        return counts
 
     def plan(self, items: DocumentItems) -> list[Plan]:
         """One plan per document, validated before any request; typed errors name the fix."""
         s = self.settings
-        provider = s.provider
-        limit = self.limit()
+        namespace, limit = s.provider.cache_namespace, self.limit()
         window_part = s.window.cache_key_part(limit)
         length_part = f"max_tokens:{s.request_max_tokens}"  # in every key, and in the settings a version shares
         versioned = isinstance(s.cache, VersionedStore)
@@ -242,7 +245,7 @@ class Planner:
                     f"chunks must be a list of Chunk, got one {type(chunks).__name__}: pass [chunk], or "
                     "split_into_chunks(document, texts)", document_id=getattr(document, "id", None))
             chunks = tuple(chunks)
-            self.validate(document, chunks, s.traits.info)
+            counts = self.validate(document, chunks, s.traits.info)
             if document.id in ids:
                 raise InvalidInputError(
                     f"document id {document.id!r} appears twice in one run; give each document a unique id",
@@ -253,11 +256,13 @@ class Planner:
             tokens = exact if exact is not None else s.counter(document.text)
             plan = Plan(document=document, chunks=chunks, offset=offset, tokens=tokens, digest=digest,
                         windowed=tokens > limit, keys=[], prefix_tokens=0,
-                        prompt=s.prompt.for_document(document.text))
-            plan.settings_key = text_digest("\x00".join((
-                provider.cache_namespace, s.traits.model, plan.prompt.fingerprint, window_part, length_part)))
+                        prompt=s.prompt.for_document(document.text), limit=limit)
+            fingerprint = plan.prompt.fingerprint
+            plan.settings_key = text_digest("\x00".join((namespace, s.traits.model, fingerprint, window_part,
+                                                         length_part)))
             if versioned:  # only a cache that records versions reads them (reuse, refresh, its stats)
-                plan.parts = tuple((chunk_digest(c.text), s.counter(c.text)) for c in chunks)
+                counts = counts if counts is not None else tuple(s.counter(c.text) for c in chunks)
+                plan.parts = tuple(zip((chunk_digest(c.text) for c in chunks), counts, strict=True))
             for i, chunk in enumerate(chunks):
                 if not chunk.text.strip():
                     plan.keys.append(None)
@@ -266,16 +271,15 @@ class Planner:
                 plan.chunk_keys.append(chunk_key(document.id, chunk.text))
                 extra = length_part
                 if plan.windowed:
-                    view = self.view(plan, i, limit)
+                    view = self.view(plan, i)
                     extra += ":view:" + text_digest(view.prefix + "\x00" + view.rest)
                 plan.keys.append(context_cache_key(
-                    provider=provider.cache_namespace, model=s.traits.model,
-                    prompt_fingerprint=plan.prompt.fingerprint, window=window_part, document_digest=digest,
-                    chunk_text=chunk.text, extra=extra))
+                    provider=namespace, model=s.traits.model, prompt_fingerprint=fingerprint, window=window_part,
+                    document_digest=digest, chunk_text=chunk.text, extra=extra))
             if chunks and exact is not None and not plan.windowed:
                 plan.prefix_tokens = self.whole_document_prefix(plan, exact)
             elif chunks:
-                plan.prefix_tokens = s.counter(self.view(plan, len(chunks) - 1, limit).prefix)
+                plan.prefix_tokens = s.counter(self.view(plan, len(chunks) - 1).prefix)
             plans.append(plan)
             offset += len(chunks)
         return plans
@@ -311,7 +315,6 @@ class Planner:
         first chunk of a cacheable document writes its cache, the others read it."""
         s = self.settings
         info = s.traits.info
-        limit = self.limit()
         usage = TokenUsage()
         dollars = 0.0
         long_prompts = 0
@@ -326,7 +329,7 @@ class Planner:
             exact = self.exact_counts.get((s.traits.model, plan.digest))
             scale = exact / max(s.counter(plan.document.text), 1) if exact is not None else 1.0
             for n, i in enumerate(pending):
-                view = self.view(plan, i, limit)
+                view = self.view(plan, i)
                 variable = round(scale * (s.counter(view.rest) + s.counter(
                     plan.prompt.render_chunk_block(plan.chunks[i].text, windowed=view.windowed))))
                 if not cacheable:

@@ -14,7 +14,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import logging
+import operator
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -137,7 +139,6 @@ class _ChunkHooks(Hooks):
         self.estimate = estimated_cost(self.s, plan, variable) if self.s.budget_usd is not None else 0.0
         self.probing = False
         self.reserved_cost = False
-        self.slot = False
         self.traced: list[Any] = []
 
     async def before(self) -> object | None:
@@ -162,13 +163,9 @@ class _ChunkHooks(Hooks):
 
     async def admit(self) -> object | None:
         run = self.run
-        if run.stop:
+        if run.stop:  # stopped while this request waited for the limiter or a slot (stop(), a failure, the budget)
             return STOPPED
-        run.grow_if_bound()
-        await run.slots.acquire(self.priority)
-        self.slot = True
-        if run.stop:  # stopped while this request waited for a slot (stop(), a failure, the budget)
-            return STOPPED
+        run.follow_slots()
         if run.leases is not None and not run.leases.trusted(self.plan):
             return Lost()
         run.report.requests += 1
@@ -179,8 +176,6 @@ class _ChunkHooks(Hooks):
     def answered(self, answer: Any, send: Send) -> None:
         if self.traced:
             self.run.tracers.end(self.traced, traced_answer(self.s, answer))
-        if self.run.tuner is not None:
-            self.run.tuner.answered(send.at)  # the client's own delays count in the latency it tunes by
 
     def failed(self, error: Exception, decision: ErrorDecision, detail: str) -> None:
         report = self.run.report
@@ -198,9 +193,6 @@ class _ChunkHooks(Hooks):
 
     def finished(self) -> None:
         run = self.run
-        if self.slot:
-            self.slot = False
-            run.slots.release()
         if self.reserved_cost:
             self.reserved_cost = False
             run.inflight_cost -= self.estimate
@@ -226,7 +218,7 @@ async def request_context(run: Run, plan: Plan, request: ContextRequest, i: int,
 
     hooks = _ChunkHooks(run, plan, request, variable, priority, i)
 
-    async def call() -> ProviderResponse:
+    async def traced_call() -> ProviderResponse:
         try:
             return await s.provider.agenerate(request)
         except BaseException as exc:
@@ -235,11 +227,11 @@ async def request_context(run: Run, plan: Plan, request: ContextRequest, i: int,
             raise
 
     try:
-        return await paced_call(call, pacer=run.pacer,
-                                classify=s.provider.classify_error, run_error=stops_the_run,
-                                limits_of=lambda answer: answer.limits, input_tokens=tokens,
+        return await paced_call(traced_call if run.tracers else functools.partial(s.provider.agenerate, request),
+                                pacer=run.pacer, classify=s.provider.classify_error, run_error=stops_the_run,
+                                limits_of=operator.attrgetter("limits"), input_tokens=tokens,
                                 output_tokens=request.max_tokens, what="a context request",
-                                provider=s.traits.name, tries=tries, hooks=hooks)
+                                provider=s.traits.name, tries=tries, hooks=hooks, priority=priority)
     except RetriesSpentError as spent_error:
         if spent_error.kind == "unreachable":
             down = run.clock.monotonic() - (run.pacer.outage_since or run.clock.monotonic())
@@ -302,14 +294,15 @@ class Run:
         # Slots shaped by the server; the tuner (``pacing.ConcurrencyTuner``) grows them while latency, not the
         # rate limits, holds the run back (None: fixed); documents in flight follow the slots
         shape = server_shape(settings.traits, settings.max_concurrency, settings.max_documents_in_flight)
-        self.slots = PrioritySlots(shape.concurrency)
+        self.slots = pacer.slots = PrioritySlots(shape.concurrency)  # the pacing holds them: paced_call(priority=)
         self.doc_slots = asyncio.Semaphore(shape.documents)
         self.documents_capacity = shape.documents
         self.documents_per_slot = 0.0 if settings.max_documents_in_flight else float(DOCUMENTS_PER_SLOT)
         self.per_slot = shape.per_slot  # the server caches one prefix per slot: a document's chunks one at a time
-        self.tuner = ConcurrencyTuner(self.slots, self.clock, shape.grow_to) if shape.grow_to is not None else None
+        pacer.tuner = ConcurrencyTuner(self.slots, self.clock, shape.grow_to) if shape.grow_to is not None else None
         report.peak_concurrency = shape.concurrency
         self.progress: Any = make_bar(report.chunks, "contextualizing", enabled=progress)
+        self.counting = progress  # a bar is shown: each chunk done moves it (not a call a chunk to a NoBar)
         self.leases = leases  # other workers share the cache: documents are claimed before writing
         self.tracers = RunTracers(current_tracers(settings.tracers))  # who sees each request (``tracing``)
         self.probe: asyncio.Event | None = None  # set when the run's first request (sent alone) has its answer
@@ -341,16 +334,15 @@ class Run:
         return cost_usd(self.report.usage, info, cache_ttl=self.settings.traits.cache_ttl,
                         long_prompt_usage=self.report.long_prompt_usage) if info else 0.0
 
-    def grow_if_bound(self) -> None:
-        """A request the rate limits let through is about to take a slot: the tuner decides whether more requests
-        go in flight; documents in flight follow the slots."""
-        if self.tuner is None or not self.tuner.bound():
+    def follow_slots(self) -> None:
+        """Documents in flight follow the request slots, which the tuner grows (``Pacer.take_slot``)."""
+        capacity = self.slots.capacity
+        if capacity <= self.report.peak_concurrency:
             return
-        wanted = int(self.slots.capacity * self.documents_per_slot)
-        while self.documents_capacity < wanted:
+        self.report.peak_concurrency = capacity
+        while self.documents_capacity < int(capacity * self.documents_per_slot):
             self.documents_capacity += 1
             self.doc_slots.release()  # one more document may start
-        self.report.peak_concurrency = max(self.report.peak_concurrency, self.slots.capacity)
 
     def abandon(self) -> None:
         """After the run was quit at once: every chunk without a result (its request abandoned in flight, or never
@@ -369,7 +361,7 @@ class Run:
             document_id=plan.document.id, chunk_id=plan.chunks[i].id, position=plan.chunks[i].position,
             context=context, status=status, provider=s.traits.name, model=s.traits.model,
             prompt_version=plan.prompt.version, usage=usage, windowed=plan.windowed, error=error, error_kind=error_kind)
-        if status != "not_attempted":  # the bar counts chunks done: a stopped run's bar ends where it stopped
+        if self.counting and status != "not_attempted":  # chunks done: a stopped run's bar ends where it stopped
             self.progress.update(1)
 
     def reuse(self, plan: Plan, i: int, previous: Previous, *, error: str | None = None,
@@ -526,7 +518,7 @@ class Run:
         key = plan.keys[i]
         assert key is not None
         request = self.planner.request(plan, i)
-        variable = s.counter(request.document_rest) + s.counter(request.chunk_block)
+        variable = (s.counter(request.document_rest) if request.document_rest else 0) + s.counter(request.chunk_block)
         tries = Tries()
         while True:
             if self.stop:
@@ -662,7 +654,8 @@ class Run:
     def count_usage(self, usage: TokenUsage, *, batch: bool = False) -> None:
         """Add one answer's usage to the report, noting whether its prompt fell into the dearer price tier."""
         report, info = self.report, self.settings.traits.info
-        long_prompt = info is not None and info.in_long_prompt_tier(usage.prompt_tokens)
+        long_prompt = (info is not None and info.long_prompt_threshold is not None  # most models have no dearer tier
+                       and info.in_long_prompt_tier(usage.prompt_tokens))
         if batch:
             report.batch_usage += usage
             if long_prompt:
@@ -685,7 +678,7 @@ class Run:
                 result = self.results[plan.offset + i]
                 assert result is not None, "every chunk gets a result"
                 results.append(result)
-                if nonempty and (result.usage.prompt_tokens or result.usage.output_tokens):
+                if nonempty and (result.usage.output_tokens or result.usage.prompt_tokens):
                     report.paid_document_tokens += plan.tokens / nonempty
                 if result.status == "cached":
                     report.cached += 1

@@ -185,7 +185,7 @@ class RunSettings:
         """The planning token counter: ``count_tokens``, else the offline estimate scaled for the model."""
         return self.count_tokens or model_token_estimate(self.traits.info)
 
-    @property
+    @functools.cached_property
     def request_max_tokens(self) -> int:
         """``max_tokens`` sent with each request: room above the cap for a preamble that cleanup removes."""
         return request_max_tokens(self.max_context_tokens)

@@ -97,18 +97,13 @@ def current_tracers(configured: Sequence[RequestTracer] = ()) -> list[RequestTra
     return [*configured, *_TRACERS.get()]
 
 
-class RunTracers:
-    """A run's tracers, each call guarded: one that raises is logged and dropped."""
-
-    def __init__(self, tracers: Sequence[RequestTracer]) -> None:
-        self.tracers = list(tracers)
-
-    def __bool__(self) -> bool:
-        return bool(self.tracers)
+class RunTracers(list[RequestTracer]):
+    """A run's tracers (a list: empty when none, as most runs), each call guarded: one that raises is logged and
+    dropped."""
 
     def start(self, request: TracedRequest) -> list[tuple[RequestTracer, Any]]:
         handles = []
-        for tracer in list(self.tracers):
+        for tracer in list(self):
             try:
                 handles.append((tracer, tracer.start(request)))
             except Exception as exc:
@@ -123,7 +118,7 @@ class RunTracers:
 
     def _each(self, handles: list[tuple[RequestTracer, Any]], call: Callable[[RequestTracer, Any], None]) -> None:
         for tracer, handle in handles:
-            if tracer in self.tracers:  # not one dropped since the request started
+            if tracer in self:  # not one dropped since the request started
                 try:
                     call(tracer, handle)
                 except Exception as exc:  # tracing never fails the run
@@ -132,4 +127,4 @@ class RunTracers:
     def _drop(self, tracer: RequestTracer, exc: Exception) -> None:
         logger.warning("tracer %s raised %r; it is left out of the rest of this run (the run goes on)",
                        type(tracer).__name__, exc)
-        self.tracers.remove(tracer)
+        self.remove(tracer)

@@ -262,7 +262,7 @@ class AnthropicMessages(SDKProvider["anthropic_sdk.AsyncAnthropic"]):
                 return await read_capped(raw.iter_bytes()), raw.headers
 
         async def send_from_thread(deadline: float) -> tuple[bytes, Any]:
-            client = self._thread_client()
+            client = self._sync_client or self._thread_client()
 
             def call() -> tuple[bytes, Any]:
                 until = time.monotonic() + deadline + DEADLINE_GRACE_S
@@ -274,7 +274,7 @@ class AnthropicMessages(SDKProvider["anthropic_sdk.AsyncAnthropic"]):
             result: tuple[bytes, Any] = await self.in_thread(call)
             return result
 
-        body, headers = await self.bounded(send_from_thread if self.sends_from_threads else send_from_loop)
+        body, headers = await self.bounded(send_from_thread if self.request_threads else send_from_loop)
         return self._response(parse_json_answer(body), server_limits(headers, at=sent[-1]))
 
     @property

@@ -209,11 +209,6 @@ class SDKProvider(ProviderBase, Generic[ClientT]):
     def _new_sync_client(self) -> Any:  # pragma: no cover - each SDK provider that sends from threads makes its own
         raise NotImplementedError
 
-    @property
-    def sends_from_threads(self) -> bool:
-        """Whether requests go out from threads of their own (``request_threads`` > 0, no client passed)."""
-        return self.request_threads > 0 and self._user_client is None
-
     def _thread_client(self) -> Any:
         """The synchronous client the request threads share (thread-safe: one connection pool)."""
         client = self._sync_client

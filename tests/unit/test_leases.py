@@ -23,7 +23,7 @@ from ctx_retrieval.types import SourceDocument
 
 def _plan(name: str = "d") -> Plan:
     return Plan(document=SourceDocument(name, "text"), chunks=(), offset=0, tokens=1, digest="x", windowed=False,
-                keys=[f"key-{name}"], prefix_tokens=0, prompt=DEFAULT_PROMPT)
+                keys=[f"key-{name}"], prefix_tokens=0, prompt=DEFAULT_PROMPT, limit=1000)
 
 
 class Clock(pacing.Clock):

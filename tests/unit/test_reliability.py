@@ -387,7 +387,7 @@ def test_a_server_dripping_a_byte_at_a_time_is_cut_at_the_requests_deadline(requ
         while server.answering and time.monotonic() < deadline:
             time.sleep(0.05)
         assert not server.answering  # the reader hung up: no thread of ours is left reading the drip
-    assert provider.sends_from_threads == (request_threads > 0)
+    assert provider.request_threads == request_threads
     assert all(r.context for r in run) and run.report.errors_by_type == {"timeout": 1}
     assert second.started - first.started < 5  # given up at the deadline, not when the drip ended
     assert provider.deadline_s() == 1.0  # a server that ran past it gets twice the time next
@@ -430,8 +430,8 @@ def test_requests_go_out_from_threads_unless_told_otherwise() -> None:
             assert all(r.context for r in run)
             sent_by[name] = {r.headers.get("x-stainless-async") for r in server.messages}
             if name == "threads":
-                assert provider.sends_from_threads and provider._pool is None  # closed with the run
-                assert pickle.loads(pickle.dumps(provider)).sends_from_threads  # no thread or client travels
+                assert provider.request_threads and provider._pool is None  # closed with the run
+                assert pickle.loads(pickle.dumps(provider)).request_threads  # no thread or client travels
     assert sent_by == {"threads": {"false"}, "loop": {"async:asyncio"}, "client": {"async:asyncio"}}
     with pytest.raises(ConfigurationError, match="request_threads") as info:
         AnthropicProvider(api_key=TEST_KEY, request_threads=-1)
