@@ -231,8 +231,12 @@ class MilvusStore(EngineStore):
         # Milvus Lite refuses the sparse index's defaults: the inverted index with nothing dropped (exact BM25)
         index.add_index("sparse", index_type="SPARSE_INVERTED_INDEX", metric_type="BM25",
                         params={"drop_ratio_build": 0})
-        self.client.create_collection(self.collection, schema=schema, index_params=index, properties={
+        self.client.create_collection(self.collection, schema=schema, properties={
             "ctx_retrieval": json.dumps({"embedder": self.embedder.model_id, "tokenizer": self._recorded_tokenizer()})})
+        # Not create_collection(index_params=): pymilvus then sleeps 0.5 s before asking each new index's state (a
+        # second a collection). An empty collection's indexes are built at once, and loading it waits for them.
+        self.client.create_index(self.collection, index, sync=False)
+        self.client.load_collection(self.collection)
 
     def _adopt(self, recorded: Mapping[str, Any]) -> None:
         """The languages the collection was analysed in, from its properties, checked against those asked for."""

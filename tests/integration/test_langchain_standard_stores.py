@@ -38,13 +38,20 @@ class TestContextualVectorStoreOverChroma(VectorStoreIntegrationTests):
         yield store
 
 
+@pytest.fixture(scope="module")
+def milvus_file(tmp_path_factory: pytest.TempPathFactory) -> str:
+    """One Milvus Lite file for the module's tests, each in a collection of its own: Milvus Lite starts a server
+    process for each file it opens (about a second), which the tests need not pay 25 times."""
+    pytest.importorskip("milvus_lite")
+    return str(tmp_path_factory.mktemp("milvus") / "standard.db")
+
+
 class TestContextualMilvus(VectorStoreIntegrationTests):
     @pytest.fixture
-    def vectorstore(self, tmp_path: Path) -> Iterator[VectorStore]:
-        pytest.importorskip("milvus_lite")
+    def vectorstore(self, milvus_file: str) -> Iterator[VectorStore]:
         from langchain_ctx import ContextualMilvus
 
-        yield ContextualMilvus(self.get_embeddings(), uri=str(tmp_path / "standard.db"))
+        yield ContextualMilvus(self.get_embeddings(), uri=milvus_file, collection_name=f"standard{next(_names)}")
 
 
 class TestContextualPostgres(VectorStoreIntegrationTests):
