@@ -132,9 +132,8 @@ STOPPED = object()  # the run stopped (a budget, a failure, stop()) before this 
 class _ChunkHooks(Hooks):
     """One chunk's attempts, as the run counts, traces and gates them."""
 
-    def __init__(self, run: Run, plan: Plan, request: ContextRequest, variable: int, priority: int, i: int) -> None:
+    def __init__(self, run: Run, plan: Plan, request: ContextRequest, variable: int, i: int) -> None:
         self.s, self.run, self.plan, self.request, self.i = run.settings, run, plan, request, i
-        self.priority = priority
         # in-flight cost matters only to a budget: not priced without one
         self.estimate = estimated_cost(self.s, plan, variable) if self.s.budget_usd is not None else 0.0
         self.probing = False
@@ -216,7 +215,7 @@ async def request_context(run: Run, plan: Plan, request: ContextRequest, i: int,
         kind, detail = tries.last_error
         return RetriesSpentError(detail, kind=kind, detail=detail, provider=s.traits.name)
 
-    hooks = _ChunkHooks(run, plan, request, variable, priority, i)
+    hooks = _ChunkHooks(run, plan, request, variable, i)
 
     async def traced_call() -> ProviderResponse:
         try:

@@ -9,17 +9,17 @@ import functools
 import math
 import random
 from collections.abc import Sequence
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from typing import Literal
 
-from ctx_retrieval.contextualize.prompts import DEFAULT_PROMPT, PromptTemplate
+from ctx_retrieval.contextualize.prompts import PromptTemplate
 from ctx_retrieval.contextualize.stores import ContextStore
 from ctx_retrieval.contextualize.tracing import RequestTracer
 from ctx_retrieval.contextualize.versions import ReusePolicy
 from ctx_retrieval.contextualize.windowing import WindowConfig
 from ctx_retrieval.errors import ConfigurationError
 from ctx_retrieval.models import ModelInfo
-from ctx_retrieval.pacing import SYSTEM_CLOCK, Clock, Limiter, Pacer, RateLimit, RetryPolicy, SharedBudget
+from ctx_retrieval.pacing import Clock, Limiter, Pacer, RateLimit, RetryPolicy, SharedBudget
 from ctx_retrieval.protocols import (
     BatchProvider,
     CacheReportingProvider,
@@ -118,29 +118,29 @@ class RunSettings:
     """A generator's settings, frozen: made and checked once when it is built (``ConfigurationError`` names the
     setting), read by every run it starts; ``ContextGenerator.with_options`` makes a generator with some changed (the
     anthropic SDK's pattern), nothing changes them in place. The fields are ``ContextGenerator``'s arguments (see its
-    docstring) with their defaults filled in; ``cache`` is the opened context cache, set for a run when it starts
+    docstring; its defaults are the only ones); ``cache`` is the opened context cache, set for a run when it starts
     (None: none)."""
 
     provider: Provider
-    prompt: PromptTemplate = DEFAULT_PROMPT
-    window: WindowConfig = field(default_factory=WindowConfig)
-    max_context_tokens: int = 100
-    max_concurrency: int | None = None
-    max_documents_in_flight: int | None = None
-    retry: RetryPolicy = field(default_factory=RetryPolicy)
-    rate_limit: RateLimit | None = None
-    on_error: OnError = "raise"
-    budget_usd: float | None = None
-    check_chunks_in_document: bool = True
-    progress: bool = False
-    count_tokens: TokenCounter | None = None  # None: the model's estimate (``counter``)
-    exact_token_counts: bool | None = None
-    seed: int | None = None
-    lease_ttl_s: float | None = DEFAULT_LEASE_TTL_S
-    shared_rate_limit: SharedBudget | None = None
-    clock: Clock = SYSTEM_CLOCK
-    tracers: Sequence[RequestTracer] = ()
-    reuse: ReusePolicy | None = None
+    prompt: PromptTemplate
+    window: WindowConfig
+    max_context_tokens: int
+    max_concurrency: int | None
+    max_documents_in_flight: int | None
+    retry: RetryPolicy
+    rate_limit: RateLimit | None
+    on_error: OnError
+    budget_usd: float | None
+    check_chunks_in_document: bool
+    progress: bool
+    count_tokens: TokenCounter | None  # None: the model's estimate (``counter``)
+    exact_token_counts: bool | None
+    seed: int | None
+    lease_ttl_s: float | None
+    shared_rate_limit: SharedBudget | None
+    clock: Clock
+    tracers: Sequence[RequestTracer]
+    reuse: ReusePolicy | None
     cache: ContextStore | None = None
 
     def __post_init__(self) -> None:
