@@ -301,7 +301,6 @@ class Run:
         pacer.tuner = ConcurrencyTuner(self.slots, self.clock, shape.grow_to) if shape.grow_to is not None else None
         report.peak_concurrency = shape.concurrency
         self.progress: Any = make_bar(report.chunks, "contextualizing", enabled=progress)
-        self.counting = progress  # a bar is shown: each chunk done moves it (not a call a chunk to a NoBar)
         self.leases = leases  # other workers share the cache: documents are claimed before writing
         self.tracers = RunTracers(current_tracers(settings.tracers))  # who sees each request (``tracing``)
         self.probe: asyncio.Event | None = None  # set when the run's first request (sent alone) has its answer
@@ -360,7 +359,7 @@ class Run:
             document_id=plan.document.id, chunk_id=plan.chunks[i].id, position=plan.chunks[i].position,
             context=context, status=status, provider=s.traits.name, model=s.traits.model,
             prompt_version=plan.prompt.version, usage=usage, windowed=plan.windowed, error=error, error_kind=error_kind)
-        if self.counting and status != "not_attempted":  # chunks done: a stopped run's bar ends where it stopped
+        if status != "not_attempted":  # the bar counts chunks done: a stopped run's bar ends where it stopped
             self.progress.update(1)
 
     def reuse(self, plan: Plan, i: int, previous: Previous, *, error: str | None = None,
@@ -517,7 +516,7 @@ class Run:
         key = plan.keys[i]
         assert key is not None
         request = self.planner.request(plan, i)
-        variable = (s.counter(request.document_rest) if request.document_rest else 0) + s.counter(request.chunk_block)
+        variable = s.counter(request.document_rest) + s.counter(request.chunk_block)
         tries = Tries()
         while True:
             if self.stop:
@@ -653,8 +652,7 @@ class Run:
     def count_usage(self, usage: TokenUsage, *, batch: bool = False) -> None:
         """Add one answer's usage to the report, noting whether its prompt fell into the dearer price tier."""
         report, info = self.report, self.settings.traits.info
-        long_prompt = (info is not None and info.long_prompt_threshold is not None  # most models have no dearer tier
-                       and info.in_long_prompt_tier(usage.prompt_tokens))
+        long_prompt = info is not None and info.in_long_prompt_tier(usage.prompt_tokens)
         if batch:
             report.batch_usage += usage
             if long_prompt:

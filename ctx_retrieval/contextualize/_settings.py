@@ -108,11 +108,6 @@ def model_token_estimate(info: ModelInfo | None) -> TokenCounter:
     return estimate_tokens if ratio == 1.0 else ScaledEstimate(ratio)
 
 
-def request_max_tokens(max_context_tokens: int) -> int:
-    """``max_tokens`` sent with each request: room above the context's cap for a preamble that cleanup removes."""
-    return max(64, (max_context_tokens * 3) // 2)
-
-
 @dataclass(frozen=True)
 class RunSettings:
     """A generator's settings, frozen: made and checked once when it is built (``ConfigurationError`` names the
@@ -188,7 +183,8 @@ class RunSettings:
     @functools.cached_property
     def request_max_tokens(self) -> int:
         """``max_tokens`` sent with each request: room above the cap for a preamble that cleanup removes."""
-        return request_max_tokens(self.max_context_tokens)
+        return max(64, (self.max_context_tokens * 3) // 2)
+
     def pacer(self) -> Pacer:
         """A run's one pacing (``pacing.Pacer``): its limiter on the run's clock and under the fleet's shared limit,
         its retry policy and random source; its token counts and its context requests all go through it (the

@@ -262,7 +262,7 @@ class AnthropicMessages(SDKProvider["anthropic_sdk.AsyncAnthropic"]):
                 return await read_capped(raw.iter_bytes()), raw.headers
 
         async def send_from_thread(deadline: float) -> tuple[bytes, Any]:
-            client = self._sync_client or self._thread_client()
+            client = self._thread_client()
 
             def call() -> tuple[bytes, Any]:
                 until = time.monotonic() + deadline + DEADLINE_GRACE_S
